@@ -1,0 +1,23 @@
+# The two commands the README names: `make run` and `make test`.
+SHELL := /bin/bash
+CONTROL_PLANE_BIN := $(shell tests/control-plane/build.sh --print)
+export TRUSTYAI_CONTROL_PLANE_BIN := $(CONTROL_PLANE_BIN)
+
+.PHONY: test lint control-plane run crd
+
+## Every test: builds the control plane if it is not cached, then the whole workspace's tests.
+test: control-plane
+	cargo test --workspace --all-targets --no-fail-fast
+
+## fmt and clippy, as CI runs them.
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+## Builds kube-apiserver, etcd, controller-manager, scheduler, kwok and helm into the cache.
+control-plane:
+	tests/control-plane/build.sh
+
+## Regenerates the committed CRD.
+crd:
+	cargo run -q -- crd > crds/trustyaiservices.yaml

@@ -1,0 +1,1 @@
+//! TLS material for the webhook server: CA and serving certificate, their Secret, rotation, caBundle publishing.

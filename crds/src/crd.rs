@@ -1,0 +1,233 @@
+//! The CustomResourceDefinition for TrustyAIService: both versions merged, v1 stored, CEL rules
+//! for what a schema can carry, and conversion through the operator's webhook.
+//!
+//! `trustyai-operator crd` prints [`crd_yaml`]; the committed `crds/trustyaiservices.yaml` must
+//! equal it (a test checks).
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceConversion, CustomResourceDefinition, ServiceReference, WebhookClientConfig,
+    WebhookConversion,
+};
+use kube::CustomResourceExt;
+use kube::core::crd::merge_crds;
+use serde_json::{Value, json};
+
+use crate::contract::STORAGE_VERSION;
+use crate::patterns;
+
+/// The webhook Service the committed CRD points conversion at. The operator (or the chart)
+/// replaces the whole client config at install time; a CRD with `strategy: Webhook` must name
+/// some client config to be accepted at all.
+pub const DEFAULT_WEBHOOK_SERVICE: &str = "trustyai-operator-webhook";
+/// Namespace of [`DEFAULT_WEBHOOK_SERVICE`] in the committed CRD.
+pub const DEFAULT_WEBHOOK_NAMESPACE: &str = "trustyai-operator-system";
+/// Path of the conversion endpoint on the operator's HTTPS server.
+pub const CONVERT_PATH: &str = "/convert";
+
+/// Errors building the CRD. They can only come from a programming mistake in this crate (the
+/// input is compiled in), but they are reported, not panicked on.
+#[derive(Debug, thiserror::Error)]
+pub enum CrdError {
+    #[error("merging the TrustyAIService versions into one CRD failed: {0}")]
+    Merge(#[from] kube::core::crd::MergeError),
+    #[error("the CRD does not (de)serialize: {0}")]
+    Serde(#[from] serde_json::Error),
+    #[error("the CRD does not render as YAML: {0}")]
+    Yaml(#[from] serde_yaml::Error),
+    #[error("schema path {0} is missing in the generated CRD")]
+    MissingSchemaPath(String),
+}
+
+/// One CEL rule: where it applies (a path of property names below `openAPIV3Schema`), the
+/// expression, the message shown to the user, and whether it may see a missing `oldSelf`.
+struct CelRule {
+    path: &'static [&'static str],
+    rule: String,
+    message: String,
+    /// `optionalOldSelf`: the rule also runs on create, where `oldSelf` has no value.
+    optional_old_self: bool,
+}
+
+fn rule(
+    path: &'static [&'static str],
+    rule: impl Into<String>,
+    message: impl Into<String>,
+) -> CelRule {
+    CelRule {
+        path,
+        rule: rule.into(),
+        message: message.into(),
+        optional_old_self: false,
+    }
+}
+
+/// Rules a schema can carry, so the most important constraints hold even while the admission
+/// webhook is down. The webhook checks the same rules with the same patterns and adds the ones
+/// CEL can't express (image prefixes, the schedule's minimum, warnings).
+fn cel_rules() -> Vec<CelRule> {
+    let subdomain = format!(
+        "self.matches('{}')",
+        patterns::DNS1123_SUBDOMAIN.replace('\\', "\\\\")
+    );
+    let subdomain_msg = "must be a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit";
+    vec![
+        CelRule {
+            path: &[],
+            // Only on create (the name is immutable), so an object created under an older rule
+            // can still be updated and deleted.
+            rule: format!(
+                "oldSelf.hasValue() || (self.metadata.name.size() <= {} && self.metadata.name.matches('{}'))",
+                patterns::SERVICE_NAME_MAX,
+                patterns::DNS1035_LABEL
+            ),
+            message: format!(
+                "metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter) of at most {} characters, because the Services <name> and <name>-tls must be valid Service names",
+                patterns::SERVICE_NAME_MAX
+            ),
+            optional_old_self: true,
+        },
+        rule(
+            &["spec"],
+            "!has(self.storage.pv) || self.storage.format == 'PVC' || (has(self.storage.folder) && has(self.data) && has(self.data.filename))",
+            "spec.storage.pv is allowed only with PVC storage or in migration mode (DATABASE with storage.folder and data.filename set)",
+        ),
+        rule(
+            &["spec", "storage"],
+            "!(oldSelf.format == 'DATABASE' && self.format == 'PVC')",
+            "spec.storage.format cannot change from DATABASE back to PVC",
+        ),
+        rule(
+            &["spec", "storage"],
+            "!has(oldSelf.pv) || (has(self.pv) && self.pv == oldSelf.pv)",
+            "spec.storage.pv cannot change once set",
+        ),
+        rule(
+            &["spec", "storage"],
+            "!has(oldSelf.size) || !has(self.size) || !isQuantity(oldSelf.size) || !isQuantity(self.size) || quantity(self.size).compareTo(quantity(oldSelf.size)) >= 0",
+            "spec.storage.size may not shrink",
+        ),
+        rule(
+            &["spec", "storage", "folder"],
+            format!(
+                "self.startsWith('/') && !self.matches('{}')",
+                patterns::DOT_DOT_SEGMENT.replace('\\', "\\\\")
+            ),
+            "must be an absolute path with no '..' segment",
+        ),
+        rule(
+            &["spec", "storage", "size"],
+            "isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))",
+            "must be a quantity greater than zero, such as 1Gi or 500Mi",
+        ),
+        rule(&["spec", "storage", "pv"], subdomain.clone(), subdomain_msg),
+        rule(
+            &["spec", "storage", "databaseConfigurations"],
+            subdomain,
+            subdomain_msg,
+        ),
+        rule(
+            &["spec", "data", "filename"],
+            "self != '' && self != '.' && self != '..' && !self.contains('/')",
+            "must be a plain file name (no '/', not '.' or '..')",
+        ),
+        rule(
+            &["spec", "metrics", "schedule"],
+            format!("self.matches('{}')", patterns::SCHEDULE),
+            "must be one or more <integer><unit> groups with unit ms, s, m or h, for example 5s or 1m30s",
+        ),
+    ]
+}
+
+/// The TrustyAIService CRD: v1alpha1 and v1 served, v1 stored, conversion by webhook.
+pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
+    let merged = merge_crds(
+        vec![
+            crate::v1alpha1::TrustyAIService::crd(),
+            crate::v1::TrustyAIService::crd(),
+        ],
+        STORAGE_VERSION,
+    )?;
+    let mut value = serde_json::to_value(&merged)?;
+    if let Some(versions) = value
+        .pointer_mut("/spec/versions")
+        .and_then(Value::as_array_mut)
+    {
+        // merge_crds appends non-stored versions in reverse; keep a stable, readable order.
+        versions.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+        for version in versions.iter_mut() {
+            let schema = version
+                .pointer_mut("/schema/openAPIV3Schema")
+                .ok_or_else(|| CrdError::MissingSchemaPath("openAPIV3Schema".into()))?;
+            tidy_schema(schema);
+            schema["description"] = json!(ROOT_DESCRIPTION);
+            for r in cel_rules() {
+                add_rule(schema, &r)?;
+            }
+        }
+    }
+    let mut crd: CustomResourceDefinition = serde_json::from_value(value)?;
+    crd.spec.conversion = Some(CustomResourceConversion {
+        strategy: "Webhook".into(),
+        webhook: Some(WebhookConversion {
+            conversion_review_versions: vec!["v1".into()],
+            client_config: Some(WebhookClientConfig {
+                service: Some(ServiceReference {
+                    name: DEFAULT_WEBHOOK_SERVICE.into(),
+                    namespace: DEFAULT_WEBHOOK_NAMESPACE.into(),
+                    path: Some(CONVERT_PATH.into()),
+                    port: Some(443),
+                }),
+                ..WebhookClientConfig::default()
+            }),
+        }),
+    });
+    Ok(crd)
+}
+
+/// `kubectl explain tas` text.
+const ROOT_DESCRIPTION: &str = "TrustyAIService deploys a TrustyAI service, which monitors deployed ML models: \
+fairness metrics and explanations computed from their inference data.";
+
+/// Removes `nullable` from the generated schema (an unset field is
+/// absent, and a `null` sent by a client is pruned, as in the Go operator's CRD).
+fn tidy_schema(node: &mut Value) {
+    match node {
+        Value::Object(map) => {
+            map.remove("nullable");
+            map.values_mut().for_each(tidy_schema);
+        }
+        Value::Array(items) => items.iter_mut().for_each(tidy_schema),
+        _ => {}
+    }
+}
+
+fn add_rule(schema: &mut Value, rule: &CelRule) -> Result<(), CrdError> {
+    let mut node = schema;
+    for part in rule.path {
+        node = node
+            .get_mut("properties")
+            .and_then(|p| p.get_mut(*part))
+            .ok_or_else(|| CrdError::MissingSchemaPath(rule.path.join(".")))?;
+    }
+    let Some(obj) = node.as_object_mut() else {
+        return Err(CrdError::MissingSchemaPath(rule.path.join(".")));
+    };
+    let list = obj
+        .entry("x-kubernetes-validations")
+        .or_insert_with(|| json!([]));
+    if let Some(list) = list.as_array_mut() {
+        let mut entry = json!({ "rule": rule.rule, "message": rule.message });
+        if rule.optional_old_self {
+            entry["optionalOldSelf"] = json!(true);
+        }
+        list.push(entry);
+    }
+    Ok(())
+}
+
+/// The CRD as YAML, exactly as committed in `crds/trustyaiservices.yaml`.
+pub fn crd_yaml() -> Result<String, CrdError> {
+    let header = "# Generated by `trustyai-operator crd`; do not edit by hand.\n\
+                  # Regenerate with: cargo run -- crd > crds/trustyaiservices.yaml\n";
+    Ok(format!("{header}{}", serde_yaml::to_string(&crd()?)?))
+}

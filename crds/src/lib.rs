@@ -1,0 +1,11 @@
+//! The TrustyAIService API: types of each served version, the generated CRD, and (as pure
+//! functions, with no Kubernetes client and no I/O) defaulting, validation and conversion.
+
+pub mod contract;
+pub mod crd;
+pub mod patterns;
+pub mod v1;
+pub mod v1alpha1;
+
+/// The storage version's resource type, the one the operator reconciles.
+pub use v1::TrustyAIService;

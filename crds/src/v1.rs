@@ -1,0 +1,238 @@
+//! `trustyai.opendatahub.io/v1`: the storage version.
+//!
+//! The spec is the Go operator's v1 spec (every manifest that works there works here) plus the
+//! optional fields `storage.pv`, `storage.retention` and `image`. Every string field is a plain
+//! `String`, not a Rust enum: a stored object that breaks a newer rule must still deserialize,
+//! or one odd object would make every list and watch fail. The schema and the admission webhook
+//! enforce the allowed values.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::contract::{retention, storage_format};
+
+/// Desired state of a TrustyAI service: how it stores the inference data it monitors and how
+/// often it computes metrics.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "trustyai.opendatahub.io",
+    version = "v1",
+    kind = "TrustyAIService",
+    plural = "trustyaiservices",
+    singular = "trustyaiservice",
+    shortname = "tas",
+    category = "trustyai",
+    namespaced,
+    status = "TrustyAIServiceStatus",
+    printcolumn = r#"{"name":"Phase","type":"string","description":"Ready or Not Ready","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","description":"Status of the Ready condition","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Storage","type":"string","description":"Storage format: PVC or DATABASE","jsonPath":".spec.storage.format"}"#,
+    printcolumn = r#"{"name":"Replicas","type":"integer","description":"Desired number of service replicas","jsonPath":".spec.replicas"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct TrustyAIServiceSpec {
+    /// Number of TrustyAI service replicas. Defaults to 1. With PVC storage the volume is
+    /// ReadWriteOnce, so more than one replica only works when all of them land on one node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub replicas: Option<i32>,
+
+    /// Where the service keeps the inference data it receives.
+    pub storage: StorageSpec,
+
+    /// The data file the service reads and writes on a PVC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<DataSpec>,
+
+    /// How often and over how many observations metrics are computed.
+    pub metrics: MetricsSpec,
+
+    /// A custom TrustyAI service image for this instance only, for example
+    /// `quay.io/trustyai/trustyai-service:v0.28.0`. It must start with one of the image prefixes
+    /// the operator's configuration allows. When unset, the operator's configured image is used
+    /// (and follows operator upgrades).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub image: Option<String>,
+}
+
+/// Storage of the inference data.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageSpec {
+    /// Storage format: `PVC` (files on a PersistentVolumeClaim) or `DATABASE` (a database
+    /// described by a credentials Secret). `DATABASE` with `folder` and `data.filename` set is
+    /// migration mode: the service moves the data from the PVC into the database.
+    #[schemars(extend("enum" = ["PVC", "DATABASE"]))]
+    pub format: String,
+
+    /// Absolute path at which the PVC is mounted in the service container, for example
+    /// `/inputs`. Defaults to `/inputs` with PVC storage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
+    pub folder: Option<String>,
+
+    /// Requested size of the PVC, a Kubernetes quantity such as `1Gi`. Defaults to `1Gi` with PVC
+    /// storage. It may grow (the PVC is expanded where the StorageClass allows) but never shrink.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub size: Option<String>,
+
+    /// Name of the Secret, in the same namespace, holding the database credentials (keys
+    /// `databaseKind`, `databaseUsername`, `databasePassword`, `databaseService`, `databasePort`,
+    /// `databaseName`). Defaults to `<name>-db-credentials` with DATABASE storage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub database_configurations: Option<String>,
+
+    /// Name of an existing PersistentVolume to bind the PVC to (the PVC then gets
+    /// `volumeName` and an empty `storageClassName`). Only with PVC storage or in migration mode.
+    /// Cannot be changed once set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub pv: Option<String>,
+
+    /// What happens to the PVC when the TrustyAIService is deleted: `Retain` (the default: the
+    /// PVC and its data are kept, and a TrustyAIService re-created with the same name adopts it)
+    /// or `Delete`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["Retain", "Delete"]))]
+    pub retention: Option<String>,
+}
+
+/// The data file on the PVC.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DataSpec {
+    /// Name of the data file inside `storage.folder`, for example `data.csv`. Defaults to
+    /// `data.csv` with PVC storage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 255))]
+    pub filename: Option<String>,
+
+    /// Format of the data file. `CSV` is the only format the service reads from a volume.
+    /// Defaults to `CSV` with PVC storage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub format: Option<String>,
+}
+
+/// Metrics computation.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricsSpec {
+    /// Interval between metric computations: one or more `<integer><unit>` groups with unit
+    /// `ms`, `s`, `m` or `h`, for example `5s` or `1m30s`; at least one second in total.
+    #[schemars(length(max = 64))]
+    pub schedule: String,
+
+    /// Number of most recent observations each metric is computed over. Defaults to 5000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub batch_size: Option<i64>,
+}
+
+/// Observed state of a TrustyAI service.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TrustyAIServiceStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// `Ready` or `Not Ready`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+
+    /// Number of service replicas that are ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+
+    /// Deprecated: use the condition of type `Ready`. `True` or `False`, kept in step with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<String>,
+
+    /// Latest observations of the service's state, one per type: `Ready`, `Available`,
+    /// `PVCAvailable`, `DBAvailable`, `RouteAvailable`, `InferenceServicesPresent`,
+    /// `ProvisioningSucceeded`, `Degraded`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Option<Vec<Condition>>,
+
+    /// The TrustyAI service image actually deployed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+}
+
+/// One aspect of the service's state, in the shape of `metav1.Condition`. `lastTransitionTime`,
+/// `reason` and `message` are optional so that conditions written by the Go operator stay valid.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// Type of the condition, in CamelCase, for example `Ready`.
+    #[serde(rename = "type")]
+    pub type_: String,
+
+    /// `True`, `False` or `Unknown`.
+    #[schemars(extend("enum" = ["True", "False", "Unknown"]))]
+    pub status: String,
+
+    /// The `metadata.generation` the condition was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// When the status last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+
+    /// Machine-readable reason for the last transition, in CamelCase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+
+    /// Human-readable details.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl StorageSpec {
+    /// `format` is `PVC`.
+    pub fn is_pvc(&self) -> bool {
+        self.format == storage_format::PVC
+    }
+
+    /// `format` is `DATABASE` (including migration mode).
+    pub fn is_database(&self) -> bool {
+        self.format == storage_format::DATABASE
+    }
+
+    /// The PVC is deleted with the TrustyAIService (`retention: Delete`); otherwise it is kept.
+    pub fn deletes_pvc_with_service(&self) -> bool {
+        self.retention.as_deref() == Some(retention::DELETE)
+    }
+}
+
+impl TrustyAIServiceSpec {
+    /// Migration mode: DATABASE storage with `storage.folder` and `data.filename` set (the Go
+    /// operator's rule). The service moves the data from the PVC into the database.
+    pub fn is_migration(&self) -> bool {
+        self.storage.is_database()
+            && self
+                .storage
+                .folder
+                .as_deref()
+                .is_some_and(|f| !f.is_empty())
+            && self
+                .data
+                .as_ref()
+                .and_then(|d| d.filename.as_deref())
+                .is_some_and(|f| !f.is_empty())
+    }
+
+    /// The service uses a PVC: PVC storage or migration mode.
+    pub fn uses_pvc(&self) -> bool {
+        self.storage.is_pvc() || self.is_migration()
+    }
+}

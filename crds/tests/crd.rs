@@ -1,0 +1,232 @@
+//! The generated CRD: structure, versions, printer columns, the committed copy, and the Go
+//! operator's manifests against both versions' schemas.
+
+mod support;
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+use support::schema_check;
+use trustyai_crds::crd::{crd, crd_yaml};
+
+fn crd_value() -> Value {
+    serde_json::to_value(crd().expect("the CRD builds")).expect("the CRD serializes")
+}
+
+fn version<'a>(crd: &'a Value, name: &str) -> &'a Value {
+    crd["spec"]["versions"]
+        .as_array()
+        .and_then(|vs| vs.iter().find(|v| v["name"] == name))
+        .unwrap_or_else(|| panic!("version {name} is missing"))
+}
+
+fn fixture(name: &str) -> Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn committed_crd_equals_generated() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("trustyaiservices.yaml");
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    let generated = crd_yaml().expect("the CRD renders");
+    assert!(
+        committed == generated,
+        "{} is out of date; regenerate it with: cargo run -- crd > crds/trustyaiservices.yaml",
+        path.display()
+    );
+}
+
+#[test]
+fn names_versions_and_columns() {
+    let crd = crd_value();
+    let names = &crd["spec"]["names"];
+    assert_eq!(
+        crd["metadata"]["name"],
+        "trustyaiservices.trustyai.opendatahub.io"
+    );
+    assert_eq!(crd["spec"]["group"], "trustyai.opendatahub.io");
+    assert_eq!(crd["spec"]["scope"], "Namespaced");
+    assert_eq!(names["kind"], "TrustyAIService");
+    assert_eq!(names["plural"], "trustyaiservices");
+    assert_eq!(names["singular"], "trustyaiservice");
+    assert_eq!(names["shortNames"], serde_json::json!(["tas"]));
+    assert_eq!(names["categories"], serde_json::json!(["trustyai"]));
+
+    let v1 = version(&crd, "v1");
+    let v1alpha1 = version(&crd, "v1alpha1");
+    assert_eq!(
+        (v1["served"].as_bool(), v1["storage"].as_bool()),
+        (Some(true), Some(true))
+    );
+    assert_eq!(
+        (v1alpha1["served"].as_bool(), v1alpha1["storage"].as_bool()),
+        (Some(true), Some(false))
+    );
+    assert_eq!(v1alpha1["deprecated"], true);
+    let warning = v1alpha1["deprecationWarning"].as_str().unwrap_or_default();
+    assert!(
+        warning.contains("trustyai.opendatahub.io/v1 "),
+        "warning must name v1: {warning}"
+    );
+    assert!(v1.get("deprecated").is_none_or(|d| d == false));
+
+    for v in [v1, v1alpha1] {
+        assert!(
+            v["subresources"]["status"].is_object(),
+            "{} has the status subresource",
+            v["name"]
+        );
+        let columns: Vec<&str> = v["additionalPrinterColumns"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        assert_eq!(columns, ["Phase", "Ready", "Storage", "Replicas", "Age"]);
+    }
+
+    let conversion = &crd["spec"]["conversion"];
+    assert_eq!(conversion["strategy"], "Webhook");
+    assert_eq!(
+        conversion["webhook"]["conversionReviewVersions"],
+        serde_json::json!(["v1"])
+    );
+}
+
+/// Every property is typed and described (structural schema; `kubectl explain` text).
+#[test]
+fn schema_is_structural_and_described() {
+    fn walk(node: &Value, path: &str, problems: &mut Vec<String>) {
+        if node.get("type").is_none() && node.get("x-kubernetes-preserve-unknown-fields").is_none()
+        {
+            problems.push(format!("{path}: no type"));
+        }
+        if node.get("nullable").is_some() {
+            problems.push(format!("{path}: nullable"));
+        }
+        if let Some(props) = node.get("properties").and_then(Value::as_object) {
+            for (key, child) in props {
+                let child_path = format!("{path}.{key}");
+                if child
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
+                    problems.push(format!("{child_path}: no description"));
+                }
+                walk(child, &child_path, problems);
+            }
+        }
+        if let Some(items) = node.get("items") {
+            walk(items, &format!("{path}[]"), problems);
+        }
+    }
+    let crd = crd_value();
+    let mut problems = Vec::new();
+    for name in ["v1", "v1alpha1"] {
+        walk(
+            &version(&crd, name)["schema"]["openAPIV3Schema"],
+            name,
+            &mut problems,
+        );
+    }
+    assert!(
+        problems.is_empty(),
+        "schema problems:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn v1_only_fields_are_only_in_v1() {
+    let crd = crd_value();
+    let spec =
+        |v: &str| version(&crd, v)["schema"]["openAPIV3Schema"]["properties"]["spec"].clone();
+    assert!(spec("v1")["properties"]["image"].is_object());
+    assert!(spec("v1")["properties"]["storage"]["properties"]["retention"].is_object());
+    assert!(spec("v1alpha1")["properties"].get("image").is_none());
+    assert!(
+        spec("v1alpha1")["properties"]["storage"]["properties"]
+            .get("retention")
+            .is_none()
+    );
+    for v in ["v1", "v1alpha1"] {
+        assert!(
+            spec(v)["properties"]["storage"]["properties"]["pv"].is_object(),
+            "{v} has storage.pv"
+        );
+    }
+    let conditions = &version(&crd, "v1")["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+        ["conditions"];
+    assert_eq!(conditions["x-kubernetes-list-type"], "map");
+    assert_eq!(
+        conditions["x-kubernetes-list-map-keys"],
+        serde_json::json!(["type"])
+    );
+}
+
+fn assert_schema_accepts(manifest: &Value, version_name: &str) {
+    let crd = crd_value();
+    let schema = &version(&crd, version_name)["schema"]["openAPIV3Schema"];
+    let mut errors = Vec::new();
+    schema_check::check(manifest, schema, "", &mut errors);
+    assert!(
+        errors.is_empty(),
+        "{version_name} schema rejects the manifest:\n{}",
+        errors.join("\n")
+    );
+}
+
+#[test]
+fn go_v1_sample_fits_v1_and_round_trips() {
+    let sample = fixture("tests/fixtures/go-operator/v1-sample.yaml");
+    assert_schema_accepts(&sample, "v1");
+    let typed: trustyai_crds::v1::TrustyAIService =
+        serde_json::from_value(sample.clone()).expect("typed v1");
+    assert_eq!(typed.spec.storage.format, "PVC");
+    assert_eq!(typed.spec.metrics.batch_size, Some(5000));
+    assert_eq!(typed.spec.replicas, Some(1));
+    assert_eq!(serde_json::to_value(&typed).expect("serializes"), sample);
+}
+
+#[test]
+fn go_v1alpha1_example_fits_v1alpha1_and_round_trips() {
+    let example = fixture("tests/fixtures/go-operator/v1alpha1-example.yaml");
+    assert_schema_accepts(&example, "v1alpha1");
+    let typed: trustyai_crds::v1alpha1::TrustyAIService =
+        serde_json::from_value(example.clone()).expect("typed v1alpha1");
+    assert_eq!(typed.spec.metrics.schedule, "5s");
+    assert_eq!(serde_json::to_value(&typed).expect("serializes"), example);
+}
+
+#[test]
+fn samples_fit_v1() {
+    for name in ["samples/v1-pvc.yaml", "samples/v1-database.yaml"] {
+        assert_schema_accepts(&fixture(name), "v1");
+    }
+}
+
+#[test]
+fn status_written_by_the_go_operator_fits() {
+    let status = serde_json::json!({
+        "apiVersion": "trustyai.opendatahub.io/v1",
+        "kind": "TrustyAIService",
+        "metadata": {"name": "x"},
+        "spec": {"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}},
+        "status": {
+            "phase": "Not Ready", "ready": "False", "observedGeneration": 2,
+            "conditions": [{"type": "Ready", "status": "False", "reason": "ComponentsNotReady"}]
+        }
+    });
+    assert_schema_accepts(&status, "v1");
+    let v1alpha1 = serde_json::json!({
+        "apiVersion": "trustyai.opendatahub.io/v1alpha1",
+        "kind": "TrustyAIService",
+        "metadata": {"name": "x"},
+        "spec": {"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}},
+        "status": {"ready": "True"}
+    });
+    assert_schema_accepts(&v1alpha1, "v1alpha1");
+}

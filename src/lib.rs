@@ -1,0 +1,9 @@
+//! The trustyai-operator binary's library: CLI, wiring, reconcile loop, leader election and
+//! metrics. The API types and pure rules live in `trustyai-crds`, the HTTPS handlers in
+//! `trustyai-webhooks`, and TLS material in `trustyai-certs`.
+
+pub mod cli;
+pub mod telemetry;
+
+/// The operator's version, from Cargo.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

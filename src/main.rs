@@ -1,0 +1,42 @@
+use std::process::ExitCode;
+
+use clap::Parser;
+use trustyai_operator::cli::{Cli, Command};
+use trustyai_operator::{VERSION, telemetry};
+
+fn main() -> ExitCode {
+    // Before any TLS client or server exists: kube and the webhook server both use rustls, and
+    // only the ring provider is compiled in.
+    if rustls::crypto::ring::default_provider()
+        .install_default()
+        .is_err()
+    {
+        eprintln!("error: a rustls crypto provider was already installed");
+        return ExitCode::FAILURE;
+    }
+    let cli = Cli::parse();
+    if let Err(e) = telemetry::init(&cli.log) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    match cli.command {
+        Command::Crd => match trustyai_crds::crd::crd_yaml() {
+            Ok(yaml) => {
+                print!("{yaml}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Version => {
+            println!("trustyai-operator {VERSION}");
+            ExitCode::SUCCESS
+        }
+        Command::Run(_args) => {
+            eprintln!("error: `run` is not implemented yet in this build");
+            ExitCode::FAILURE
+        }
+    }
+}
