@@ -2,10 +2,14 @@
 //! functions, with no Kubernetes client and no I/O) defaulting, validation and conversion.
 
 pub mod contract;
+pub mod conversion;
 pub mod crd;
+pub mod defaults;
+pub mod manifests;
 pub mod patterns;
 pub mod v1;
 pub mod v1alpha1;
+pub mod validation;
 
 /// The storage version's resource type, the one the operator reconciles.
 pub use v1::TrustyAIService;
