@@ -48,5 +48,15 @@ build kubernetes "$kver" kube-apiserver kube-controller-manager kube-scheduler -
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
 build etcd "-s -w" etcd -- .
 build kwok "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$kwok" kwok -- sigs.k8s.io/kwok/cmd/kwok
+# kwok simulates nothing without Stage objects; take the "fast" set (nodes become Ready and keep
+# a lease, pods become Running and Ready, deleted pods go away) from the pinned kwok module.
+if [ ! -s "$bin/kwok-stages.yaml" ]; then
+  stages=$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage
+  for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+           pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    echo "---"; cat "$stages/$f"
+  done > "$bin/kwok-stages.yaml.tmp"
+  mv "$bin/kwok-stages.yaml.tmp" "$bin/kwok-stages.yaml"
+fi
 build helm "-s -w -X helm.sh/helm/v3/internal/version.version=$helm" helm -- helm.sh/helm/v3/cmd/helm
 echo "$bin"

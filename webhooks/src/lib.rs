@@ -1,1 +1,26 @@
-//! HTTPS routes and handlers: AdmissionReview and ConversionReview in and out. No certificate logic.
+//! Server infrastructure for the TrustyAI operator's webhooks.
+//!
+//! One process serves two listeners:
+//!
+//! - [`serve_https`]: the admission and conversion webhooks over HTTPS (rustls on the `ring`
+//!   provider, HTTP/1.1 and HTTP/2), with a request body limit, a per-request deadline, request
+//!   tracing and graceful shutdown. It serves whatever [`axum::Router`] it is given; the route
+//!   paths the chart and the CRD point at are in [`routes`].
+//! - [`serve_ops`]: `/healthz`, `/readyz` and `/metrics` over plain HTTP.
+//!
+//! The serving certificate lives in a [`ServingCertificate`] slot that the certificate manager
+//! (crate `trustyai-certs`) fills with PEM material; a new certificate is used for the next TLS
+//! handshake without restarting the server. This crate never generates certificates.
+
+mod https;
+mod ops;
+pub mod routes;
+mod tls;
+mod trace;
+
+pub use https::{HttpsOptions, ServerError, serve_https};
+pub use ops::{OpsState, Readiness, ReadinessReport, serve_ops};
+pub use tls::{
+    CertificateInfo, PROTOCOL_VERSIONS, ServingCertificate, TlsError, crypto_provider,
+    server_config,
+};

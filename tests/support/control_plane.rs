@@ -1,0 +1,385 @@
+//! A real Kubernetes control plane on loopback, started once per test binary: etcd,
+//! kube-apiserver, kube-controller-manager (garbage collector, namespace, deployment, replicaset
+//! and the other default controllers), kube-scheduler, and kwok simulating one node so pods
+//! "run" and Deployments become Available.
+//!
+//! Every process runs under a small shell guard that kills it when the test binary's end of a
+//! pipe closes, so nothing outlives the tests, also when a test panics or the binary aborts.
+//! Missing binaries fail loudly with the command that builds them.
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+use super::pki::{Pki, write_pki};
+
+/// Annotation kwok uses to pick the nodes it simulates.
+const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
+/// Name of the simulated node.
+pub const NODE_NAME: &str = "kwok-node-0";
+
+/// Runs the command given as arguments, and kills it when stdin (the test binary's pipe)
+/// reaches end-of-file. fd 3 keeps the pipe because asynchronous lists get /dev/null as stdin.
+const GUARD: &str = r#"exec 3<&0
+"$@" </dev/null &
+child=$!
+( read -r _ <&3; kill -TERM "$child" 2>/dev/null; sleep 5; kill -KILL "$child" 2>/dev/null ) &
+wait "$child""#;
+
+/// A running control plane. Obtain it with [`ControlPlane::shared`].
+pub struct ControlPlane {
+    /// Working folder: PKI, kubeconfig, etcd data and one log file per process.
+    pub dir: PathBuf,
+    /// Admin kubeconfig for `kubectl` and clients.
+    pub kubeconfig: PathBuf,
+    /// `https://127.0.0.1:<port>`.
+    pub server: String,
+    /// Folder of the control-plane binaries (also holds `helm`).
+    pub bin: PathBuf,
+    /// The cluster CA and the admin credentials.
+    pub pki: Pki,
+    etcd_url: String,
+    guards: Mutex<Vec<(Child, ChildStdin)>>,
+}
+
+static SHARED: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
+static NAMESPACES: AtomicUsize = AtomicUsize::new(0);
+
+/// The folder holding the control-plane binaries: `TRUSTYAI_CONTROL_PLANE_BIN`, or what
+/// `tests/control-plane/build.sh --print` names.
+pub fn bin_dir() -> Result<PathBuf, String> {
+    if let Ok(dir) = std::env::var("TRUSTYAI_CONTROL_PLANE_BIN") {
+        if !dir.is_empty() {
+            return Ok(PathBuf::from(dir));
+        }
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/control-plane/build.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg("--print")
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
+/// Path of one binary, or an error naming the command that builds it.
+pub fn binary(name: &str) -> Result<PathBuf, String> {
+    let dir = bin_dir()?;
+    let path = dir.join(name);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "the control-plane binary {} is missing: build it with `make control-plane` \
+             (tests/control-plane/build.sh); these tests never skip",
+            path.display()
+        ))
+    }
+}
+
+fn free_port() -> Result<u16, String> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
+    listener.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+}
+
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
+}
+
+impl ControlPlane {
+    /// The control plane shared by every test of this test binary, started on first use.
+    /// Panics (failing the test loudly) when it cannot start.
+    pub fn shared() -> &'static ControlPlane {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        match SHARED.get_or_init(|| {
+            // Start it on a thread of its own: the caller may be inside a Tokio runtime, and the
+            // readiness checks use one of their own.
+            std::thread::spawn(ControlPlane::start)
+                .join()
+                .unwrap_or_else(|_| Err("the control-plane start thread panicked".into()))
+        }) {
+            Ok(cp) => cp,
+            Err(e) => panic!("local control plane unavailable: {e}"),
+        }
+    }
+
+    fn start() -> Result<ControlPlane, String> {
+        let bin = bin_dir()?;
+        for name in ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages.yaml"] {
+            binary(name)?;
+        }
+        let dir = std::env::temp_dir().join(format!("trustyai-control-plane-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("logs")).map_err(|e| e.to_string())?;
+        let pki = write_pki(&dir.join("pki")).map_err(|e| format!("writing the PKI: {e}"))?;
+        let apiserver_port = free_port()?;
+        let server = format!("https://127.0.0.1:{apiserver_port}");
+        let kubeconfig = dir.join("kubeconfig");
+        write_kubeconfig(&kubeconfig, &server, &pki).map_err(|e| format!("writing the kubeconfig: {e}"))?;
+
+        let mut cp = ControlPlane { dir, kubeconfig, server, bin, pki, etcd_url: String::new(), guards: Mutex::new(Vec::new()) };
+        let started = Instant::now();
+        cp.start_etcd()?;
+        cp.start_apiserver(apiserver_port)?;
+        cp.wait_until("kube-apiserver /readyz", Duration::from_secs(90), |client| async move {
+            let req = http::Request::get("/readyz").body(Vec::new()).map_err(|e| e.to_string())?;
+            client.request_text(req).await.map(|_| ()).map_err(|e| e.to_string())
+        })?;
+        cp.start_controller_manager()?;
+        cp.start_scheduler()?;
+        cp.start_kwok()?;
+        cp.wait_until("the simulated node and the default ServiceAccount", Duration::from_secs(90), |client| async move {
+            ensure_node(&client).await?;
+            let sas: Api<ServiceAccount> = Api::namespaced(client, "default");
+            sas.get("default").await.map(|_| ()).map_err(|e| e.to_string())
+        })?;
+        eprintln!(
+            "local control plane ready at {} in {:.1}s (kubeconfig {})",
+            cp.server,
+            started.elapsed().as_secs_f64(),
+            cp.kubeconfig.display()
+        );
+        Ok(cp)
+    }
+
+    fn spawn(&mut self, name: &str, args: &[String]) -> Result<(), String> {
+        let log_path = self.dir.join("logs").join(format!("{name}.log"));
+        let log = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
+        let log_err = log.try_clone().map_err(|e| e.to_string())?;
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(GUARD)
+            .arg("guard")
+            .arg(self.bin.join(name))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(log)
+            .stderr(log_err)
+            .spawn()
+            .map_err(|e| format!("starting {name}: {e}"))?;
+        let stdin = child.stdin.take().ok_or("no stdin pipe")?;
+        self.guards.get_mut().map_err(|e| e.to_string())?.push((child, stdin));
+        Ok(())
+    }
+
+    fn start_etcd(&mut self) -> Result<(), String> {
+        let (client, peer) = (free_port()?, free_port()?);
+        self.etcd_url = format!("http://127.0.0.1:{client}");
+        let data = self.dir.join("etcd");
+        let args = [
+            "--name=default".to_string(),
+            format!("--data-dir={}", data.display()),
+            format!("--listen-client-urls=http://127.0.0.1:{client}"),
+            format!("--advertise-client-urls=http://127.0.0.1:{client}"),
+            format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
+            format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
+            format!("--initial-cluster=default=http://127.0.0.1:{peer}"),
+            "--unsafe-no-fsync=true".into(),
+            "--log-level=warn".into(),
+        ];
+        self.spawn("etcd", &args)
+    }
+
+    fn start_apiserver(&mut self, port: u16) -> Result<(), String> {
+        let p = &self.pki;
+        let args = vec![
+            format!("--etcd-servers={}", self.etcd_url),
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            format!("--secure-port={port}"),
+            format!("--cert-dir={}", self.dir.join("apiserver").display()),
+            format!("--tls-cert-file={}", p.serving_cert.display()),
+            format!("--tls-private-key-file={}", p.serving_key.display()),
+            format!("--client-ca-file={}", p.ca_cert.display()),
+            "--service-account-issuer=https://kubernetes.default.svc".into(),
+            format!("--service-account-key-file={}", p.sa_pub.display()),
+            format!("--service-account-signing-key-file={}", p.sa_key.display()),
+            "--service-cluster-ip-range=10.0.0.0/24".into(),
+            "--authorization-mode=RBAC".into(),
+            // A loopback advertise address needs no endpoint reconciler (as envtest does it).
+            "--endpoint-reconciler-type=none".into(),
+            "--allow-privileged=true".into(),
+            "--profiling=false".into(),
+            "--v=1".into(),
+        ];
+        self.spawn("kube-apiserver", &args)
+    }
+
+    fn start_controller_manager(&mut self) -> Result<(), String> {
+        let args = vec![
+            format!("--kubeconfig={}", self.kubeconfig.display()),
+            format!("--authentication-kubeconfig={}", self.kubeconfig.display()),
+            format!("--authorization-kubeconfig={}", self.kubeconfig.display()),
+            "--leader-elect=false".into(),
+            "--bind-address=127.0.0.1".into(),
+            format!("--secure-port={}", free_port()?),
+            format!("--service-account-private-key-file={}", self.pki.sa_key.display()),
+            format!("--root-ca-file={}", self.pki.ca_cert.display()),
+            format!("--cluster-signing-cert-file={}", self.pki.ca_cert.display()),
+            format!("--cluster-signing-key-file={}", self.pki.ca_key.display()),
+            "--use-service-account-credentials=false".into(),
+            "--controllers=*".into(),
+            "--concurrent-gc-syncs=5".into(),
+            "--v=1".into(),
+        ];
+        self.spawn("kube-controller-manager", &args)
+    }
+
+    fn start_scheduler(&mut self) -> Result<(), String> {
+        let args = vec![
+            format!("--kubeconfig={}", self.kubeconfig.display()),
+            format!("--authentication-kubeconfig={}", self.kubeconfig.display()),
+            format!("--authorization-kubeconfig={}", self.kubeconfig.display()),
+            "--leader-elect=false".into(),
+            "--bind-address=127.0.0.1".into(),
+            format!("--secure-port={}", free_port()?),
+            "--v=1".into(),
+        ];
+        self.spawn("kube-scheduler", &args)
+    }
+
+    fn start_kwok(&mut self) -> Result<(), String> {
+        let args = vec![
+            format!("--kubeconfig={}", self.kubeconfig.display()),
+            "--manage-all-nodes=false".into(),
+            format!("--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake"),
+            format!("--config={}", self.bin.join("kwok-stages.yaml").display()),
+            "--node-lease-duration-seconds=40".into(),
+            "--cidr=10.244.0.0/16".into(),
+            "--node-ip=127.0.0.1".into(),
+            format!("--server-address=127.0.0.1:{}", free_port()?),
+        ];
+        self.spawn("kwok", &args)
+    }
+
+    /// Polls `check` with a fresh client until it succeeds or `timeout` passes; on failure the
+    /// error names what was awaited and shows the tail of every process log.
+    fn wait_until<F, Fut>(&self, what: &str, timeout: Duration, check: F) -> Result<(), String>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: std::future::Future<Output = Result<(), String>>,
+    {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+        let deadline = Instant::now() + timeout;
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            if let Some(exited) = self.exited_process() {
+                return Err(format!("{exited} exited while waiting for {what}\n{}", self.logs()));
+            }
+            let result = rt.block_on(async {
+                let client = client_for(&self.kubeconfig).await?;
+                check(client).await
+            });
+            match result {
+                Ok(()) => return Ok(()),
+                Err(e) => last = e,
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        Err(format!("timed out after {timeout:?} waiting for {what}: {last}\n{}", self.logs()))
+    }
+
+    fn exited_process(&self) -> Option<String> {
+        let mut guards = self.guards.lock().ok()?;
+        for (child, _) in guards.iter_mut() {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(format!("a control-plane process (pid {}, {status})", child.id()));
+            }
+        }
+        None
+    }
+
+    /// The last lines of every process log, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        for name in ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"] {
+            let path = self.dir.join("logs").join(format!("{name}.log"));
+            out.push_str(&format!("--- {} ---\n{}\n", path.display(), tail(&path)));
+        }
+        out
+    }
+
+    /// A new admin client. Create one per test: a client belongs to the Tokio runtime it was
+    /// created on, and every `#[tokio::test]` has its own.
+    pub async fn client(&self) -> Client {
+        client_for(&self.kubeconfig).await.unwrap_or_else(|e| panic!("admin client: {e}"))
+    }
+
+    /// Creates a fresh namespace named after `prefix` and returns its name.
+    pub async fn namespace(&self, client: &Client, prefix: &str) -> String {
+        let n = NAMESPACES.fetch_add(1, Ordering::SeqCst);
+        let name = format!("{prefix}-{}-{n}", std::process::id());
+        let ns = Namespace { metadata: kube::api::ObjectMeta { name: Some(name.clone()), ..Default::default() }, ..Default::default() };
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
+        name
+    }
+
+    /// Runs `kubectl` with the admin kubeconfig and returns (success, stdout, stderr).
+    pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+        let mut cmd = Command::new("kubectl");
+        cmd.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
+        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("kubectl is required: {e}"));
+        if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(text.as_bytes()).unwrap_or_else(|e| panic!("kubectl stdin: {e}"));
+        }
+        let out = child.wait_with_output().unwrap_or_else(|e| panic!("kubectl: {e}"));
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    }
+}
+
+async fn client_for(kubeconfig: &Path) -> Result<Client, String> {
+    let kc = Kubeconfig::read_from(kubeconfig).map_err(|e| e.to_string())?;
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.map_err(|e| e.to_string())?;
+    Client::try_from(config).map_err(|e| e.to_string())
+}
+
+fn write_kubeconfig(path: &Path, server: &str, pki: &Pki) -> std::io::Result<()> {
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\n\
+         users:\n- name: admin\n  user:\n    client-certificate: {cert}\n    client-key: {key}\n\
+         contexts:\n- name: local\n  context:\n    cluster: local\n    user: admin\n    namespace: default\ncurrent-context: local\n",
+        ca = pki.ca_cert.display(),
+        cert = pki.admin_cert.display(),
+        key = pki.admin_key.display(),
+    );
+    std::fs::write(path, text)
+}
+
+/// Creates the node kwok simulates (idempotent).
+async fn ensure_node(client: &Client) -> Result<(), String> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    if nodes.get_opt(NODE_NAME).await.map_err(|e| e.to_string())?.is_some() {
+        return Ok(());
+    }
+    let node: Node = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": NODE_NAME,
+            "annotations": {KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {"kubernetes.io/hostname": NODE_NAME, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "type": "kwok"}
+        },
+        "status": {
+            "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "1000"},
+            "capacity": {"cpu": "64", "memory": "256Gi", "pods": "1000"}
+        }
+    }))
+    .map_err(|e| e.to_string())?;
+    nodes.create(&PostParams::default(), &node).await.map(|_| ()).map_err(|e| e.to_string())
+}
