@@ -7,6 +7,7 @@ pub mod crd;
 pub mod defaults;
 pub mod manifests;
 pub mod patterns;
+pub mod quantity;
 pub mod v1;
 pub mod v1alpha1;
 pub mod validation;

@@ -20,7 +20,7 @@ use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
-use super::pki::{Pki, write_pki};
+use crate::pki::{Pki, write_pki};
 
 /// Annotation kwok uses to pick the nodes it simulates.
 const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
@@ -62,7 +62,7 @@ pub fn bin_dir() -> Result<PathBuf, String> {
             return Ok(PathBuf::from(dir));
         }
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/control-plane/build.sh");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../control-plane/build.sh");
     let out = Command::new("bash")
         .arg(&script)
         .arg("--print")
@@ -114,7 +114,9 @@ impl ControlPlane {
         }
     }
 
-    fn start() -> Result<ControlPlane, String> {
+    /// Starts a control plane of its own (not the shared one). Blocking; call it outside an
+    /// async context or on a thread of its own.
+    pub fn start() -> Result<ControlPlane, String> {
         let bin = bin_dir()?;
         for name in ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages.yaml"] {
             binary(name)?;
