@@ -21,3 +21,9 @@ control-plane:
 ## Regenerates the committed CRD.
 crd:
 	cargo run -q -- crd > crds/trustyaiservices.yaml
+
+## The operator on an embedded local control plane, with a sample TrustyAIService applied.
+## `make run ARGS="--kubeconfig ~/.kube/config"` runs it against that cluster instead.
+run: control-plane
+	cargo build --bin trustyai-operator --bin trustyai-local-cluster
+	target/debug/trustyai-local-cluster --operator target/debug/trustyai-operator $(ARGS)

@@ -7,3 +7,5 @@ pub mod telemetry;
 
 /// The operator's version, from Cargo.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub mod crd_maintenance;
+pub mod shutdown;

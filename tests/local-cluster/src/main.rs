@@ -1,0 +1,188 @@
+//! `trustyai-local-cluster`: the README's run command. Starts the local control plane (or uses
+//! the cluster of `--kubeconfig`), starts the operator against it with its webhooks on
+//! `https://127.0.0.1:<port>`, applies a sample TrustyAIService, and prints what to look at.
+//! Ctrl-C stops everything and leaves nothing running.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitCode};
+use std::time::Duration;
+
+use trustyai_local_cluster::ControlPlane;
+
+struct Options {
+    operator: PathBuf,
+    kubeconfig: Option<PathBuf>,
+    sample: PathBuf,
+    namespace: String,
+    webhook_port: u16,
+    ops_port: u16,
+}
+
+fn usage() -> &'static str {
+    "usage: trustyai-local-cluster --operator PATH [--kubeconfig PATH] [--sample FILE] [--namespace NS] \
+     [--webhook-port PORT] [--ops-port PORT]\n\
+     Without --kubeconfig a local control plane is started; with it, the operator runs against that cluster."
+}
+
+fn parse() -> Result<Options, String> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut o = Options {
+        operator: root.join("target/debug/trustyai-operator"),
+        kubeconfig: None,
+        sample: root.join("crds/samples/v1-pvc.yaml"),
+        namespace: "trustyai-demo".into(),
+        webhook_port: 9443,
+        ops_port: 9080,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value\n{}", usage()));
+        match flag.as_str() {
+            "--operator" => o.operator = value()?.into(),
+            "--kubeconfig" => o.kubeconfig = Some(value()?.into()),
+            "--sample" => o.sample = value()?.into(),
+            "--namespace" => o.namespace = value()?,
+            "--webhook-port" => o.webhook_port = value()?.parse().map_err(|e| format!("--webhook-port: {e}"))?,
+            "--ops-port" => o.ops_port = value()?.parse().map_err(|e| format!("--ops-port: {e}"))?,
+            "-h" | "--help" => return Err(usage().into()),
+            other => return Err(format!("unknown argument {other}\n{}", usage())),
+        }
+    }
+    Ok(o)
+}
+
+fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> Result<String, String> {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .map_err(|e| format!("kubectl: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into())
+    } else {
+        Err(format!("kubectl {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+fn stop(child: &mut Child) {
+    // SIGTERM first so the operator drains and releases its lease; then make sure it is gone.
+    let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    for _ in 0..50 {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = child.kill();
+}
+
+fn run(o: Options) -> Result<(), String> {
+    if !o.operator.is_file() {
+        return Err(format!("operator binary {} not found: run `cargo build` first (make run does)", o.operator.display()));
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (kubeconfig, _control_plane) = match &o.kubeconfig {
+        Some(path) => (path.clone(), None),
+        None => {
+            eprintln!("starting the local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok)...");
+            let cp = ControlPlane::start()?;
+            (cp.kubeconfig.clone(), Some(cp))
+        }
+    };
+    kubectl(&kubeconfig, &["create", "namespace", &o.namespace]).or_else(|e| {
+        if e.contains("AlreadyExists") { Ok(String::new()) } else { Err(e) }
+    })?;
+    let operator_ns = "trustyai-operator-system";
+    kubectl(&kubeconfig, &["create", "namespace", operator_ns]).or_else(|e| {
+        if e.contains("AlreadyExists") { Ok(String::new()) } else { Err(e) }
+    })?;
+
+    eprintln!("starting the operator ({})...", o.operator.display());
+    let mut operator = Command::new(&o.operator)
+        .arg("run")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--namespace")
+        .arg(operator_ns)
+        .arg("--local-webhook-address")
+        .arg(format!("127.0.0.1:{}", o.webhook_port))
+        .arg("--ops-address")
+        .arg(format!("127.0.0.1:{}", o.ops_port))
+        .spawn()
+        .map_err(|e| format!("starting the operator: {e}"))?;
+
+    // The operator applies the CRD itself; wait for it before applying the sample.
+    let mut crd_ready = false;
+    for _ in 0..150 {
+        if let Ok(Some(status)) = operator.try_wait() {
+            return Err(format!("the operator exited early ({status})"));
+        }
+        if kubectl(&kubeconfig, &["wait", "--for=condition=Established", "crd/trustyaiservices.trustyai.opendatahub.io", "--timeout=1s"]).is_ok() {
+            crd_ready = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    if !crd_ready {
+        stop(&mut operator);
+        return Err("the operator did not install the CRD within 30s".into());
+    }
+    let sample = o.sample.display().to_string();
+    match kubectl(&kubeconfig, &["apply", "-n", &o.namespace, "-f", &sample]) {
+        Ok(out) => eprint!("{out}"),
+        Err(e) => eprintln!("applying the sample failed: {e}"),
+    }
+
+    println!(
+        "\nThe operator is running against {cluster}.\n\
+         \n  export KUBECONFIG={kc}\n  kubectl get tas -A            # printer columns: phase, ready, storage, replicas\n  kubectl describe tas -n {ns}   # conditions and events\n  kubectl get deploy,svc,pvc -n {ns}\n  curl -s http://127.0.0.1:{ops}/readyz   # operator readiness; /metrics for Prometheus\n\
+         \nPress Ctrl-C to stop everything.",
+        cluster = if o.kubeconfig.is_some() { "your cluster" } else { "a local control plane" },
+        kc = kubeconfig.display(),
+        ns = o.namespace,
+        ops = o.ops_port,
+    );
+
+    let (tx, rx) = std::sync::mpsc::channel();
+    ctrl_c(tx)?;
+    loop {
+        if rx.recv_timeout(Duration::from_millis(500)).is_ok() {
+            eprintln!("stopping...");
+            stop(&mut operator);
+            return Ok(());
+        }
+        if let Ok(Some(status)) = operator.try_wait() {
+            return Err(format!("the operator exited ({status})"));
+        }
+    }
+}
+
+/// Sends on `tx` when Ctrl-C (SIGINT) or SIGTERM arrives, from a small Tokio runtime thread.
+fn ctrl_c(tx: std::sync::mpsc::Sender<()>) -> Result<(), String> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    std::thread::spawn(move || {
+        rt.block_on(async {
+            let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => return,
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            let _ = tx.send(());
+        });
+    });
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match parse().and_then(run) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
