@@ -13,13 +13,13 @@
 //! handshake without restarting the server. This crate never generates certificates.
 
 mod https;
+mod middleware;
 mod ops;
 pub mod routes;
 mod tls;
-mod trace;
 
 pub use https::{HttpsOptions, ServerError, serve_https};
-pub use ops::{OpsState, Readiness, ReadinessReport, serve_ops};
+pub use ops::{MetricsRenderer, OpsState, Readiness, ReadinessReport, ops_router, serve_ops};
 pub use tls::{
     CertificateInfo, PROTOCOL_VERSIONS, ServingCertificate, TlsError, crypto_provider,
     server_config,

@@ -175,12 +175,18 @@ impl ServingCertificate {
 
     /// Details of the served leaf certificate, if one is loaded.
     pub fn info(&self) -> Option<CertificateInfo> {
-        self.current.load().as_ref().map(|served| served.info.clone())
+        self.current
+            .load()
+            .as_ref()
+            .map(|served| served.info.clone())
     }
 
     /// End of validity of the served leaf certificate, if one is loaded.
     pub fn not_after(&self) -> Option<SystemTime> {
-        self.current.load().as_ref().map(|served| served.info.not_after)
+        self.current
+            .load()
+            .as_ref()
+            .map(|served| served.info.not_after)
     }
 
     fn parse(&self, cert_chain_pem: &[u8], key_pem: &[u8]) -> Result<Served, TlsError> {
@@ -227,11 +233,10 @@ impl ResolvesServerCert for ServingCertificate {
 }
 
 fn leaf_info(der: &CertificateDer<'_>) -> Result<CertificateInfo, TlsError> {
-    let (rest, cert) = x509_parser::parse_x509_certificate(der).map_err(|err| {
-        TlsError::InvalidCertificate {
+    let (rest, cert) =
+        x509_parser::parse_x509_certificate(der).map_err(|err| TlsError::InvalidCertificate {
             reason: err.to_string(),
-        }
-    })?;
+        })?;
     if !rest.is_empty() {
         return Err(TlsError::InvalidCertificate {
             reason: format!("{} trailing bytes after the certificate", rest.len()),
@@ -298,21 +303,23 @@ mod tests {
 
         assert!(slot.is_loaded());
         let info = slot.info().expect("info");
-        assert_eq!(info.not_after_unix_seconds(), 4_086_374_400); // 2099-06-30T00:00:00Z
+        assert_eq!(info.not_after_unix_seconds(), 4_086_460_800); // 2099-06-30T00:00:00Z
         assert_eq!(unix_seconds(info.not_before), 1_704_067_200); // 2024-01-01T00:00:00Z
         assert_eq!(slot.not_after(), Some(info.not_after));
     }
+
+    /// What is wrong, certificate PEM, key PEM, the expected error.
+    type Case = (&'static str, Vec<u8>, Vec<u8>, fn(&TlsError) -> bool);
 
     #[test]
     fn refuses_garbage_and_keeps_the_previous_certificate() {
         let good = self_signed("good");
         let other = self_signed("other");
-        let slot =
-            ServingCertificate::from_pem(good.cert_pem.as_bytes(), good.key_pem.as_bytes())
-                .expect("valid pair");
+        let slot = ServingCertificate::from_pem(good.cert_pem.as_bytes(), good.key_pem.as_bytes())
+            .expect("valid pair");
         let before = slot.info();
 
-        let cases: Vec<(&str, Vec<u8>, Vec<u8>, fn(&TlsError) -> bool)> = vec![
+        let cases: Vec<Case> = vec![
             (
                 "no PEM at all",
                 b"garbage".to_vec(),
@@ -361,7 +368,11 @@ mod tests {
         for (case, cert, key, expected) in cases {
             let err = slot.set_from_pem(&cert, &key).expect_err(case);
             assert!(expected(&err), "{case}: unexpected error {err:?}");
-            assert_eq!(slot.info(), before, "{case}: the previous certificate must stay");
+            assert_eq!(
+                slot.info(),
+                before,
+                "{case}: the previous certificate must stay"
+            );
         }
     }
 

@@ -1,0 +1,342 @@
+//! The webhook HTTPS server: accept loop, TLS handshake, HTTP/1.1 and HTTP/2 connections, and
+//! graceful shutdown.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{ConnectInfo, DefaultBodyLimit};
+use hyper::Request;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::{JoinError, JoinSet};
+use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt;
+use tower_http::limit::RequestBodyLimitLayer;
+
+use crate::middleware::{enforce_deadline, trace_request};
+use crate::tls::{ALPN_H2, ServingCertificate, TlsError, server_config};
+
+/// Shortest pause after an accept error that is not about one connection (such as `EMFILE`).
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+/// Longest such pause; the backoff doubles up to here while the errors continue.
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// Limits and timeouts of [`serve_https`]. `HttpsOptions::default()` suits the apiserver's
+/// webhook calls; override single fields with `..HttpsOptions::default()`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpsOptions {
+    /// Largest accepted request body; larger ones get `413 Payload Too Large`.
+    pub max_body_bytes: usize,
+    /// Deadline for one request, from its headers to the response headers; a handler that
+    /// misses it is dropped and the client gets `503 Service Unavailable`.
+    pub request_timeout: Duration,
+    /// Deadline for the TLS handshake of a new connection.
+    pub handshake_timeout: Duration,
+    /// HTTP/1.1: deadline for receiving a request's headers. It also closes keep-alive
+    /// connections that stay idle that long.
+    pub header_read_timeout: Duration,
+    /// HTTP/2: interval of keep-alive pings that detect dead peers (`None`: no pings).
+    pub http2_keep_alive_interval: Option<Duration>,
+    /// On shutdown, how long in-flight requests may take to finish before their connections
+    /// are closed.
+    pub drain_timeout: Duration,
+}
+
+impl HttpsOptions {
+    /// Default [`max_body_bytes`](Self::max_body_bytes): 3 MiB, the apiserver's own request
+    /// size limit, so any object it stores fits.
+    pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+    /// Default [`request_timeout`](Self::request_timeout): 5 s, half the webhook
+    /// `timeoutSeconds` (10), so the apiserver sees our error rather than its own timeout.
+    pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+    /// Default [`handshake_timeout`](Self::handshake_timeout).
+    pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+    /// Default [`header_read_timeout`](Self::header_read_timeout) (hyper's own default).
+    pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+    /// Default [`http2_keep_alive_interval`](Self::http2_keep_alive_interval).
+    pub const DEFAULT_HTTP2_KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(30);
+    /// Default [`drain_timeout`](Self::drain_timeout): longer than the request timeout, so
+    /// every request that was admitted can finish.
+    pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+}
+
+impl Default for HttpsOptions {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES,
+            request_timeout: Self::DEFAULT_REQUEST_TIMEOUT,
+            handshake_timeout: Self::DEFAULT_HANDSHAKE_TIMEOUT,
+            header_read_timeout: Self::DEFAULT_HEADER_READ_TIMEOUT,
+            http2_keep_alive_interval: Some(Self::DEFAULT_HTTP2_KEEP_ALIVE_INTERVAL),
+            drain_timeout: Self::DEFAULT_DRAIN_TIMEOUT,
+        }
+    }
+}
+
+/// Why a server could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The TLS configuration could not be built.
+    #[error("could not configure TLS for the webhook server")]
+    Tls(#[from] TlsError),
+    /// The plain-HTTP ops server stopped with an I/O error.
+    #[error("the ops server failed")]
+    Ops(#[source] io::Error),
+}
+
+/// Serves `router` over HTTPS on `listener` until `shutdown` completes.
+///
+/// Each connection is TLS 1.2 or 1.3 with the certificate held by `cert` at its handshake, then
+/// HTTP/2 if the client negotiated `h2` by ALPN, HTTP/1.1 (with keep-alive) otherwise. Every
+/// request, including unknown paths, passes the body limit, the request deadline and a tracing
+/// span (see [`HttpsOptions`]); handlers can extract `ConnectInfo<SocketAddr>`.
+///
+/// Accept errors do not stop the server. When `shutdown` completes, the listener is closed
+/// (new connections are refused), open connections are told to finish (HTTP/1.1 closes after
+/// the current response, HTTP/2 sends GOAWAY), and the call returns `Ok` once they have, or
+/// once [`HttpsOptions::drain_timeout`] has passed, closing whatever is left.
+///
+/// Mark the process not ready ([`Readiness::mark_draining`](crate::Readiness::mark_draining))
+/// before completing `shutdown`, so endpoints stop routing here first.
+pub async fn serve_https(
+    listener: TcpListener,
+    router: Router,
+    cert: Arc<ServingCertificate>,
+    options: HttpsOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServerError> {
+    let acceptor = TlsAcceptor::from(Arc::new(server_config(cert)?));
+    let app = with_request_layers(router, &options);
+    let builders = Arc::new(HttpBuilders::new(&options));
+    let (drain_tx, drain_rx) = watch::channel(false);
+    let mut connections = JoinSet::new();
+    let mut backoff = ACCEPT_BACKOFF_MIN;
+
+    tracing::info!(address = ?listener.local_addr().ok(), "webhook server listening");
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            Some(finished) = connections.join_next() => log_task_failure(finished),
+            accepted = listener.accept() => match accepted {
+                Ok((stream, remote)) => {
+                    backoff = ACCEPT_BACKOFF_MIN;
+                    connections.spawn(serve_connection(
+                        stream,
+                        remote,
+                        acceptor.clone(),
+                        Arc::clone(&builders),
+                        app.clone(),
+                        options.handshake_timeout,
+                        drain_rx.clone(),
+                    ));
+                }
+                Err(err) if is_connection_error(&err) => {
+                    tracing::debug!(error = %err, "accepting a connection failed");
+                }
+                Err(err) => {
+                    // Usually out of file descriptors: retrying at once would spin.
+                    tracing::warn!(error = %err, backoff_ms = backoff.as_millis(),
+                        "accepting connections failed; pausing");
+                    tokio::select! {
+                        biased;
+                        () = &mut shutdown => break,
+                        () = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                }
+            },
+        }
+    }
+
+    drop(listener);
+    tracing::info!(
+        open_connections = connections.len(),
+        "webhook server draining"
+    );
+    drain_tx.send_replace(true);
+    let drained = tokio::time::timeout(options.drain_timeout, async {
+        while let Some(finished) = connections.join_next().await {
+            log_task_failure(finished);
+        }
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            open_connections = connections.len(),
+            drain_timeout_ms = options.drain_timeout.as_millis(),
+            "drain timeout passed; closing the remaining connections"
+        );
+        connections.shutdown().await;
+    }
+    tracing::info!("webhook server stopped");
+    Ok(())
+}
+
+/// Wraps the caller's router in the request layers. Outermost first: tracing (so it sees every
+/// final status), the deadline, then the body limit. Both body limits are set because axum's
+/// extractors apply their own 2 MB default otherwise, and the tower-http layer rejects a
+/// declared oversized `Content-Length` before any of the body is read.
+fn with_request_layers(router: Router, options: &HttpsOptions) -> Router {
+    router
+        .layer(DefaultBodyLimit::max(options.max_body_bytes))
+        .layer(RequestBodyLimitLayer::new(options.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            options.request_timeout,
+            enforce_deadline,
+        ))
+        .layer(axum::middleware::from_fn(trace_request))
+}
+
+/// The connection builders, one per protocol. The protocol is chosen by ALPN rather than by
+/// sniffing the first bytes: HTTP/2 over TLS requires ALPN (RFC 9113 §3.2), and sniffing would
+/// leave a silent connection waiting outside every timeout.
+struct HttpBuilders {
+    http1: auto::Builder<TokioExecutor>,
+    http2: auto::Builder<TokioExecutor>,
+}
+
+impl HttpBuilders {
+    fn new(options: &HttpsOptions) -> Self {
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .keep_alive(true)
+            .header_read_timeout(options.header_read_timeout);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .keep_alive_interval(options.http2_keep_alive_interval);
+        Self {
+            http1: builder.clone().http1_only(),
+            http2: builder.http2_only(),
+        }
+    }
+
+    fn for_alpn(&self, alpn: Option<&[u8]>) -> &auto::Builder<TokioExecutor> {
+        if alpn == Some(ALPN_H2) {
+            &self.http2
+        } else {
+            &self.http1
+        }
+    }
+}
+
+/// One connection: TLS handshake, then HTTP until the peer closes or the server drains.
+async fn serve_connection(
+    stream: TcpStream,
+    remote: SocketAddr,
+    acceptor: TlsAcceptor,
+    builders: Arc<HttpBuilders>,
+    app: Router,
+    handshake_timeout: Duration,
+    mut drain: watch::Receiver<bool>,
+) {
+    let handshake = tokio::time::timeout(handshake_timeout, acceptor.accept(stream));
+    let stream = tokio::select! {
+        result = handshake => match result {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(err)) => {
+                log_handshake_failure(remote, &err);
+                return;
+            }
+            Err(_elapsed) => {
+                tracing::debug!(%remote, "TLS handshake timed out");
+                return;
+            }
+        },
+        () = draining(&mut drain) => return,
+    };
+
+    let alpn = stream.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+    let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
+        request.extensions_mut().insert(ConnectInfo(remote));
+        app.clone().oneshot(request)
+    });
+    let connection = builders
+        .for_alpn(alpn.as_deref())
+        .serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(connection);
+    let result = tokio::select! {
+        result = connection.as_mut() => result,
+        () = draining(&mut drain) => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(err) = result {
+        tracing::debug!(%remote, error = %err, "connection ended with an error");
+    }
+}
+
+/// Completes when the server starts draining (or the server is gone).
+async fn draining(drain: &mut watch::Receiver<bool>) {
+    // An error means the sender was dropped, which also means the server is stopping.
+    let _ = drain.wait_for(|draining| *draining).await;
+}
+
+/// A peer that gives up or a port probe is noise (`debug`); a TLS error is worth a `warn`,
+/// because it is what a stale `caBundle` or a missing certificate looks like from here.
+fn log_handshake_failure(remote: SocketAddr, err: &io::Error) {
+    let tls_error = err
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>());
+    match tls_error {
+        Some(tls_error) => {
+            tracing::warn!(%remote, error = %tls_error, "TLS handshake failed");
+        }
+        None => tracing::debug!(%remote, error = %err, "TLS handshake failed"),
+    }
+}
+
+/// Errors that concern only the connection being accepted, after which accepting again at once
+/// is right.
+fn is_connection_error(err: &io::Error) -> bool {
+    matches!(
+        err.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::Interrupted
+    )
+}
+
+fn log_task_failure(finished: Result<(), JoinError>) {
+    if let Err(err) = finished
+        && err.is_panic()
+    {
+        tracing::error!(error = %err, "a connection task panicked");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_webhook_contract() {
+        let options = HttpsOptions::default();
+        assert_eq!(options.max_body_bytes, 3 * 1024 * 1024);
+        assert_eq!(options.request_timeout, Duration::from_secs(5));
+        assert!(options.request_timeout < Duration::from_secs(10));
+        assert!(options.drain_timeout > options.request_timeout);
+    }
+
+    #[test]
+    fn per_connection_accept_errors_are_told_apart() {
+        assert!(is_connection_error(&io::Error::from(
+            io::ErrorKind::ConnectionAborted
+        )));
+        // EMFILE: not about one connection; the accept loop must back off.
+        assert!(!is_connection_error(&io::Error::from_raw_os_error(24)));
+    }
+}

@@ -1,0 +1,65 @@
+//! Per-request middleware of the webhook server: request tracing and the request deadline.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tracing::Instrument;
+use tracing::field::{Empty, display};
+
+/// Runs the request inside an `http_request` span carrying method, path, HTTP version and peer
+/// address, then records status and latency and emits one event: `debug` on success (the
+/// apiserver calls often; success is not news), `info` for 4xx, `warn` for 5xx.
+pub(crate) async fn trace_request(request: Request, next: Next) -> Response {
+    let span = tracing::info_span!(
+        "http_request",
+        method = %request.method(),
+        path = %request.uri().path(),
+        version = ?request.version(),
+        remote = Empty,
+        status = Empty,
+        latency_ms = Empty,
+    );
+    if let Some(ConnectInfo(remote)) = request.extensions().get::<ConnectInfo<SocketAddr>>() {
+        span.record("remote", display(remote));
+    }
+    let started = Instant::now();
+    let response = next.run(request).instrument(span.clone()).await;
+    let status = response.status();
+    span.record("status", status.as_u16());
+    span.record("latency_ms", started.elapsed().as_secs_f64() * 1000.0);
+    span.in_scope(|| {
+        if status.is_server_error() {
+            tracing::warn!("request failed");
+        } else if status.is_client_error() {
+            tracing::info!("request rejected");
+        } else {
+            tracing::debug!("request served");
+        }
+    });
+    response
+}
+
+/// Answers `503 Service Unavailable` when the handler (including reading the body) takes longer
+/// than the deadline, and drops the handler. The deadline sits well under the webhook
+/// `timeoutSeconds`, so the apiserver gets a clear error from us instead of its own timeout.
+pub(crate) async fn enforce_deadline(
+    State(deadline): State<Duration>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match tokio::time::timeout(deadline, next.run(request)).await {
+        Ok(response) => response,
+        Err(_elapsed) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "the webhook did not answer within its {} ms deadline\n",
+                deadline.as_millis()
+            ),
+        )
+            .into_response(),
+    }
+}

@@ -1,0 +1,461 @@
+//! `serve_https` over real TLS connections on 127.0.0.1.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use futures::stream;
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::Frame;
+use hyper::{Method, StatusCode, Version};
+use rustls::ProtocolVersion;
+use rustls::version::{TLS12, TLS13};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use trustyai_webhooks::{HttpsOptions, ServingCertificate, TlsError, routes};
+
+use crate::common::{
+    HttpClient, PATIENCE, TestCa, TestServer, client_config, full, hold, presented_leaf,
+    test_router, tls_connect,
+};
+
+const H2: &[u8] = b"h2";
+const HTTP11: &[u8] = b"http/1.1";
+const BOTH_VERSIONS: &[&rustls::SupportedProtocolVersion] = &[&TLS13, &TLS12];
+
+async fn start_default() -> (TestCa, TestServer) {
+    let ca = TestCa::new("test CA");
+    let (hold, _control) = hold();
+    let server = TestServer::start(
+        test_router(hold),
+        ca.leaf().serving_certificate(),
+        HttpsOptions::default(),
+    )
+    .await;
+    (ca, server)
+}
+
+/// ALPN offered, ALPN negotiated, response version, version the handler saw.
+type AlpnCase = (
+    &'static [&'static [u8]],
+    Option<&'static [u8]>,
+    Version,
+    &'static str,
+);
+
+#[tokio::test]
+async fn http2_and_http11_are_chosen_by_alpn() {
+    let (ca, server) = start_default().await;
+
+    let cases: [AlpnCase; 4] = [
+        (&[H2, HTTP11], Some(H2), Version::HTTP_2, "HTTP/2.0"),
+        (&[H2], Some(H2), Version::HTTP_2, "HTTP/2.0"),
+        (&[HTTP11], Some(HTTP11), Version::HTTP_11, "HTTP/1.1"),
+        (&[], None, Version::HTTP_11, "HTTP/1.1"),
+    ];
+    for (offered, negotiated, version, seen) in cases {
+        let stream = tls_connect(
+            server.addr,
+            client_config(&ca.cert_der, offered, BOTH_VERSIONS),
+        )
+        .await
+        .expect("TLS connection");
+        assert_eq!(stream.get_ref().1.alpn_protocol(), negotiated);
+        let mut client = HttpClient::handshake(stream).await;
+        // Two requests on one connection: keep-alive (HTTP/1.1) and streams (HTTP/2).
+        for _ in 0..2 {
+            let response = client.get("/version").await.expect("response");
+            assert_eq!(response.status, StatusCode::OK);
+            assert_eq!(response.version, version);
+            assert_eq!(response.body, seen);
+        }
+    }
+}
+
+#[tokio::test]
+async fn tls12_and_tls13_are_accepted() {
+    let (ca, server) = start_default().await;
+    for (versions, expected) in [
+        (&[&TLS12][..], ProtocolVersion::TLSv1_2),
+        (&[&TLS13][..], ProtocolVersion::TLSv1_3),
+    ] {
+        let stream = tls_connect(server.addr, client_config(&ca.cert_der, &[H2], versions))
+            .await
+            .expect("TLS connection");
+        assert_eq!(stream.get_ref().1.protocol_version(), Some(expected));
+        let mut client = HttpClient::handshake(stream).await;
+        assert_eq!(
+            client.get("/version").await.expect("response").status,
+            StatusCode::OK
+        );
+    }
+}
+
+/// A hand-written TLS 1.1 ClientHello (no `supported_versions` extension), since no rustls
+/// client can speak TLS 1.1. It carries `signature_algorithms` because rustls refuses a hello
+/// without it (handshake_failure) before looking at the version; with it, the refusal shown is
+/// the version's.
+fn tls11_client_hello() -> Vec<u8> {
+    let mut hello = vec![0x03, 0x02]; // client_version: TLS 1.1
+    hello.extend([0x5a; 32]); // random
+    hello.push(0); // empty session id
+    hello.extend([0x00, 0x04, 0xc0, 0x13, 0x00, 0x2f]); // two CBC cipher suites
+    hello.extend([0x01, 0x00]); // compression: null
+    // Extensions (8 bytes): signature_algorithms (0x000d) = [ecdsa_secp256r1_sha256].
+    hello.extend([0x00, 0x08, 0x00, 0x0d, 0x00, 0x04, 0x00, 0x02, 0x04, 0x03]);
+    let len = u8::try_from(hello.len()).expect("short hello");
+    let mut handshake = vec![0x01, 0x00, 0x00, len]; // ClientHello, u24 length
+    handshake.extend(hello);
+    let len = u8::try_from(handshake.len()).expect("short handshake");
+    let mut record = vec![0x16, 0x03, 0x01, 0x00, len]; // handshake record, u16 length
+    record.extend(handshake);
+    record
+}
+
+#[tokio::test]
+async fn tls11_is_refused() {
+    assert_eq!(
+        trustyai_webhooks::PROTOCOL_VERSIONS
+            .iter()
+            .map(|v| v.version)
+            .collect::<Vec<_>>(),
+        [ProtocolVersion::TLSv1_3, ProtocolVersion::TLSv1_2]
+    );
+
+    let (_ca, server) = start_default().await;
+    let mut tcp = TcpStream::connect(server.addr).await.expect("connect");
+    tcp.write_all(&tls11_client_hello())
+        .await
+        .expect("send hello");
+    let mut reply = Vec::new();
+    tokio::time::timeout(PATIENCE, tcp.read_to_end(&mut reply))
+        .await
+        .expect("server answered and closed")
+        .expect("read");
+    // An alert record (0x15), fatal (2), protocol_version (70); never a ServerHello (0x16).
+    assert!(reply.len() >= 7, "reply too short: {reply:?}");
+    assert_eq!(reply[0], 0x15, "expected an alert record, got {reply:?}");
+    assert_eq!(&reply[5..7], &[2, 70], "expected protocol_version alert");
+}
+
+#[tokio::test]
+async fn bodies_up_to_the_limit_pass_and_larger_ones_get_413() {
+    let (ca, server) = start_default().await;
+    let limit = HttpsOptions::DEFAULT_MAX_BODY_BYTES;
+    let mut client = HttpClient::connect(
+        server.addr,
+        client_config(&ca.cert_der, &[H2], BOTH_VERSIONS),
+    )
+    .await;
+
+    let at_limit = client
+        .send(Method::POST, routes::VALIDATE, full(vec![b'x'; limit]))
+        .await
+        .expect("response");
+    assert_eq!(at_limit.status, StatusCode::OK);
+    assert_eq!(at_limit.body, limit.to_string());
+
+    // Declared length over the limit: refused before the body is read.
+    let over = client
+        .send(Method::POST, routes::VALIDATE, full(vec![b'x'; limit + 1]))
+        .await
+        .expect("response");
+    assert_eq!(over.status, StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+#[tokio::test]
+async fn a_streamed_body_over_the_limit_gets_413() {
+    let ca = TestCa::new("test CA");
+    let (hold, _control) = hold();
+    let options = HttpsOptions {
+        max_body_bytes: 1024,
+        ..HttpsOptions::default()
+    };
+    let server =
+        TestServer::start(test_router(hold), ca.leaf().serving_certificate(), options).await;
+
+    for alpn in [HTTP11, H2] {
+        let mut client = HttpClient::connect(
+            server.addr,
+            client_config(&ca.cert_der, &[alpn], BOTH_VERSIONS),
+        )
+        .await;
+        // No Content-Length: the limit can only be found while reading.
+        let chunks =
+            (0..4).map(|_| Ok::<_, std::io::Error>(Frame::data(Bytes::from(vec![b'x'; 512]))));
+        let body = StreamBody::new(stream::iter(chunks)).boxed();
+        let response = client
+            .send(Method::POST, routes::VALIDATE, body)
+            .await
+            .expect("response");
+        assert_eq!(
+            response.status,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "over {alpn:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_handler_past_the_deadline_gets_503() {
+    let ca = TestCa::new("test CA");
+    let (hold, _control) = hold();
+    let options = HttpsOptions {
+        request_timeout: Duration::from_millis(100),
+        ..HttpsOptions::default()
+    };
+    let server =
+        TestServer::start(test_router(hold), ca.leaf().serving_certificate(), options).await;
+    let mut client = HttpClient::connect(
+        server.addr,
+        client_config(&ca.cert_der, &[HTTP11], BOTH_VERSIONS),
+    )
+    .await;
+
+    let response = client.get("/slow").await.expect("response");
+    assert_eq!(response.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(response.body.contains("deadline"), "{}", response.body);
+
+    // The connection survives the timeout.
+    assert_eq!(
+        client.get("/version").await.expect("response").status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn a_new_certificate_serves_new_connections_without_dropping_old_ones() {
+    let old_ca = TestCa::new("old CA");
+    let old_leaf = old_ca.leaf();
+    let (hold, _control) = hold();
+    let server = TestServer::start(
+        test_router(hold),
+        old_leaf.serving_certificate(),
+        HttpsOptions::default(),
+    )
+    .await;
+
+    let old_stream = tls_connect(
+        server.addr,
+        client_config(&old_ca.cert_der, &[HTTP11], BOTH_VERSIONS),
+    )
+    .await
+    .expect("TLS connection");
+    assert_eq!(presented_leaf(&old_stream), old_leaf.cert_der);
+    let mut old_client = HttpClient::handshake(old_stream).await;
+    assert_eq!(
+        old_client.get("/version").await.expect("response").status,
+        StatusCode::OK
+    );
+
+    let new_ca = TestCa::new("new CA");
+    let new_leaf = new_ca.leaf();
+    server
+        .cert
+        .set_from_pem(new_leaf.cert_pem.as_bytes(), new_leaf.key_pem.as_bytes())
+        .expect("new certificate accepted");
+
+    let new_stream = tls_connect(
+        server.addr,
+        client_config(&new_ca.cert_der, &[H2], BOTH_VERSIONS),
+    )
+    .await
+    .expect("TLS connection with the new CA");
+    assert_eq!(presented_leaf(&new_stream), new_leaf.cert_der);
+    let mut new_client = HttpClient::handshake(new_stream).await;
+    assert_eq!(
+        new_client.get("/version").await.expect("response").status,
+        StatusCode::OK
+    );
+
+    let err = tls_connect(
+        server.addr,
+        client_config(&old_ca.cert_der, &[H2], BOTH_VERSIONS),
+    )
+    .await
+    .expect_err("the old CA no longer verifies new connections");
+    assert!(err.to_string().contains("UnknownIssuer"), "{err}");
+
+    // Established before the swap, still served.
+    assert_eq!(
+        old_client.get("/version").await.expect("response").status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn refused_material_leaves_the_old_certificate_serving() {
+    let ca = TestCa::new("test CA");
+    let leaf = ca.leaf();
+    let (hold, _control) = hold();
+    let server = TestServer::start(
+        test_router(hold),
+        leaf.serving_certificate(),
+        HttpsOptions::default(),
+    )
+    .await;
+
+    let garbage = server
+        .cert
+        .set_from_pem(b"not a certificate", leaf.key_pem.as_bytes())
+        .expect_err("garbage refused");
+    assert!(matches!(garbage, TlsError::NoCertificate), "{garbage:?}");
+
+    let stranger = TestCa::new("other CA").leaf();
+    let mismatch = server
+        .cert
+        .set_from_pem(leaf.cert_pem.as_bytes(), stranger.key_pem.as_bytes())
+        .expect_err("mismatched key refused");
+    assert!(matches!(mismatch, TlsError::KeyMismatch), "{mismatch:?}");
+
+    let stream = tls_connect(
+        server.addr,
+        client_config(&ca.cert_der, &[H2], BOTH_VERSIONS),
+    )
+    .await
+    .expect("TLS connection");
+    assert_eq!(presented_leaf(&stream), leaf.cert_der);
+    let mut client = HttpClient::handshake(stream).await;
+    assert_eq!(
+        client.get("/version").await.expect("response").status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn handshakes_fail_until_a_certificate_is_loaded() {
+    let ca = TestCa::new("test CA");
+    let (hold, _control) = hold();
+    let empty = Arc::new(ServingCertificate::new());
+    let server = TestServer::start(
+        test_router(hold),
+        Arc::clone(&empty),
+        HttpsOptions::default(),
+    )
+    .await;
+
+    tls_connect(
+        server.addr,
+        client_config(&ca.cert_der, &[H2], BOTH_VERSIONS),
+    )
+    .await
+    .expect_err("no certificate to present");
+
+    let leaf = ca.leaf();
+    empty
+        .set_from_pem(leaf.cert_pem.as_bytes(), leaf.key_pem.as_bytes())
+        .expect("certificate accepted");
+    let mut client = HttpClient::connect(
+        server.addr,
+        client_config(&ca.cert_der, &[H2], BOTH_VERSIONS),
+    )
+    .await;
+    assert_eq!(
+        client.get("/version").await.expect("response").status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn shutdown_answers_in_flight_requests_and_refuses_new_connections() {
+    let ca = TestCa::new("test CA");
+    let (hold, mut control) = hold();
+    let mut server = TestServer::start(
+        test_router(hold),
+        ca.leaf().serving_certificate(),
+        HttpsOptions::default(),
+    )
+    .await;
+
+    let mut h1 = HttpClient::connect(
+        server.addr,
+        client_config(&ca.cert_der, &[HTTP11], BOTH_VERSIONS),
+    )
+    .await;
+    let mut h2 = HttpClient::connect(
+        server.addr,
+        client_config(&ca.cert_der, &[H2], BOTH_VERSIONS),
+    )
+    .await;
+    // An idle keep-alive connection must not hold up shutdown.
+    let mut idle = HttpClient::connect(
+        server.addr,
+        client_config(&ca.cert_der, &[HTTP11], BOTH_VERSIONS),
+    )
+    .await;
+    assert_eq!(
+        idle.get("/version").await.expect("response").status,
+        StatusCode::OK
+    );
+
+    let held_h1 = tokio::spawn(async move { h1.get("/hold").await });
+    control.wait_started().await;
+    let held_h2 = tokio::spawn(async move { h2.get("/hold").await });
+    control.wait_started().await;
+
+    server.begin_shutdown();
+
+    // The listener closes while the requests are still held.
+    let mut refused = false;
+    for _ in 0..500 {
+        match TcpStream::connect(server.addr).await {
+            Err(_) => {
+                refused = true;
+                break;
+            }
+            Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+    assert!(refused, "new connections are still accepted after shutdown");
+    assert!(
+        !server.is_finished(),
+        "serve_https returned with requests in flight"
+    );
+
+    control.release();
+    control.release();
+    for held in [held_h1, held_h2] {
+        let response = tokio::time::timeout(PATIENCE, held)
+            .await
+            .expect("held request answered")
+            .expect("client task")
+            .expect("response");
+        assert_eq!(response.status, StatusCode::OK);
+        assert_eq!(response.body, "released");
+    }
+    server.stopped().await.expect("clean shutdown");
+}
+
+#[tokio::test]
+async fn the_drain_timeout_bounds_shutdown() {
+    let ca = TestCa::new("test CA");
+    let (hold, mut control) = hold();
+    let options = HttpsOptions {
+        drain_timeout: Duration::from_millis(100),
+        ..HttpsOptions::default()
+    };
+    let mut server =
+        TestServer::start(test_router(hold), ca.leaf().serving_certificate(), options).await;
+    let mut client = HttpClient::connect(
+        server.addr,
+        client_config(&ca.cert_der, &[HTTP11], BOTH_VERSIONS),
+    )
+    .await;
+
+    let held = tokio::spawn(async move { client.get("/hold").await });
+    control.wait_started().await;
+    server.begin_shutdown();
+    server
+        .stopped()
+        .await
+        .expect("shutdown returns Ok after the drain timeout");
+
+    let outcome = tokio::time::timeout(PATIENCE, held)
+        .await
+        .expect("client finished")
+        .expect("client task");
+    assert!(
+        outcome.is_err(),
+        "the never-released request was cut off: {outcome:?}"
+    );
+}

@@ -1,0 +1,92 @@
+//! `serve_ops` over plain HTTP on 127.0.0.1.
+
+use std::net::SocketAddr;
+
+use hyper::StatusCode;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use trustyai_webhooks::{OpsState, Readiness, ServerError, routes, serve_ops};
+
+use crate::common::{PATIENCE, plain_get};
+
+async fn start(
+    state: OpsState,
+) -> (
+    SocketAddr,
+    oneshot::Sender<()>,
+    JoinHandle<Result<(), ServerError>>,
+) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("local address");
+    let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(serve_ops(listener, state, async move {
+        let _ = shutdown_rx.await;
+    }));
+    (addr, shutdown_tx, task)
+}
+
+#[tokio::test]
+async fn readyz_follows_the_checks_and_draining() {
+    let readiness = Readiness::new([Readiness::TLS, Readiness::CA_BUNDLE]);
+    let (addr, shutdown, task) = start(OpsState::new(readiness.clone(), String::new)).await;
+
+    let (status, _, body) = plain_get(addr, routes::READYZ).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body, "not ready: ca-bundle, tls");
+
+    readiness.set(Readiness::CA_BUNDLE, true);
+    let (status, _, body) = plain_get(addr, routes::READYZ).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body, "not ready: tls");
+
+    readiness.set(Readiness::TLS, true);
+    let (status, _, body) = plain_get(addr, routes::READYZ).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, "ok");
+
+    readiness.mark_draining();
+    let (status, _, body) = plain_get(addr, routes::READYZ).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body, "not ready: draining");
+
+    // Liveness is not readiness.
+    let (status, _, body) = plain_get(addr, routes::HEALTHZ).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, "ok");
+
+    shutdown.send(()).expect("server running");
+    tokio::time::timeout(PATIENCE, task)
+        .await
+        .expect("serve_ops returned")
+        .expect("no panic")
+        .expect("clean shutdown");
+}
+
+#[tokio::test]
+async fn metrics_renders_the_callback_on_each_scrape() {
+    let scrapes = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&scrapes);
+    let state = OpsState::new(Readiness::default(), move || {
+        let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        format!("scrapes {n}\n")
+    });
+    let (addr, _shutdown, _task) = start(state).await;
+
+    for n in 1..=2 {
+        let (status, content_type, body) = plain_get(addr, routes::METRICS).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(content_type.as_deref(), Some(OpsState::PROMETHEUS_TEXT));
+        assert_eq!(body, format!("scrapes {n}\n"));
+    }
+}
+
+#[tokio::test]
+async fn metrics_content_type_can_be_openmetrics() {
+    let state = OpsState::new(Readiness::default(), || "# EOF\n".to_owned())
+        .with_metrics_content_type(OpsState::OPENMETRICS_TEXT);
+    let (addr, _shutdown, _task) = start(state).await;
+    let (_, content_type, body) = plain_get(addr, routes::METRICS).await;
+    assert_eq!(content_type.as_deref(), Some(OpsState::OPENMETRICS_TEXT));
+    assert_eq!(body, "# EOF\n");
+}
