@@ -9,3 +9,4 @@ pub mod telemetry;
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub mod crd_maintenance;
 pub mod shutdown;
+pub mod controller;

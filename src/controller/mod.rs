@@ -1,0 +1,1 @@
+//! The reconcile loop (being written).
