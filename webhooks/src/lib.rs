@@ -12,8 +12,11 @@
 //! (crate `trustyai-certs`) fills with PEM material; a new certificate is used for the next TLS
 //! handshake without restarting the server. This crate never generates certificates.
 
+pub mod admission;
+pub mod conversion;
 mod https;
 mod middleware;
+mod observe;
 mod ops;
 pub mod routes;
 mod tls;
@@ -24,3 +27,17 @@ pub use tls::{
     CertificateInfo, PROTOCOL_VERSIONS, ServingCertificate, TlsError, crypto_provider,
     server_config,
 };
+
+pub use observe::{
+    AdmissionSettings, Endpoint, NoObserver, Outcome, SecretLookup, WebhookObserver, WebhookState,
+};
+
+/// The webhook routes (`/convert`, `/mutate`, `/validate`) over the given state, ready for
+/// [`serve_https`].
+pub fn webhook_router(state: WebhookState) -> axum::Router {
+    axum::Router::new()
+        .route(routes::CONVERT, axum::routing::post(conversion::convert))
+        .route(routes::MUTATE, axum::routing::post(admission::mutate))
+        .route(routes::VALIDATE, axum::routing::post(admission::validate))
+        .with_state(state)
+}

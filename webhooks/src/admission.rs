@@ -1,0 +1,503 @@
+//! `POST /mutate` and `POST /validate`: the admission webhooks for TrustyAIService. The rules are
+//! `trustyai_crds::{defaults, validation}`'s; these handlers only read the review, call them and
+//! write the answer.
+//!
+//! The body is parsed as plain JSON, not through a typed extractor: an object that breaks the
+//! types must get a denial that says what is wrong, not a generic "failed calling webhook".
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use json_patch::{Patch, PatchOperation};
+use serde_json::{Value, json};
+use trustyai_crds::contract::{DEPRECATED_VERSION, GROUP, KIND, PLURAL, STORAGE_VERSION};
+use trustyai_crds::defaults::{Operation, defaults_patch};
+use trustyai_crds::validation::{
+    FieldError, ValidationContext, denial_message, validate as validate_object,
+};
+
+use crate::observe::{Endpoint, Outcome, WebhookState};
+
+const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
+const REVIEW_KIND: &str = "AdmissionReview";
+
+/// The parts of an admission request the rules need.
+struct Request {
+    uid: String,
+    name: String,
+    namespace: String,
+    /// `None` for DELETE and CONNECT, which are always allowed.
+    operation: Option<Operation>,
+    /// The object as sent, and its version.
+    object: Value,
+    version: String,
+    old_object: Option<Value>,
+}
+
+/// Why a request cannot be admitted as asked.
+enum Rejection {
+    /// Not an AdmissionReview with a request uid: HTTP 400.
+    Malformed(String),
+    /// Answerable, but not by admitting it: `allowed: false` with this message.
+    Refused { uid: String, message: String },
+}
+
+/// `POST /mutate`: a minimal JSON Patch that adds the defaults.
+pub async fn mutate(State(state): State<WebhookState>, body: Bytes) -> Response {
+    let started = std::time::Instant::now();
+    let (outcome, response) = match parse(&body) {
+        Err(rejection) => reject(rejection),
+        Ok(req) => {
+            let span = tracing::info_span!("mutate", uid = %req.uid, namespace = %req.namespace, name = %req.name, operation = ?req.operation);
+            let _entered = span.enter();
+            match req.operation {
+                None => (
+                    Outcome::Allowed,
+                    review(&req.uid, true, None, None, Vec::new()),
+                ),
+                Some(operation) => {
+                    let mut patch = defaults_patch(&req.object, operation);
+                    if req.version == DEPRECATED_VERSION {
+                        // A registration that sends v1alpha1 as is (no matchPolicy: Equivalent):
+                        // its schema has no v1-only fields, so don't add them.
+                        patch.0.retain(|op| !touches_v1_only_field(op));
+                    }
+                    tracing::debug!(operations = patch.0.len(), "defaulted");
+                    (
+                        Outcome::Allowed,
+                        review(&req.uid, true, None, Some(patch), Vec::new()),
+                    )
+                }
+            }
+        }
+    };
+    state
+        .observer
+        .request(Endpoint::Mutate, outcome, started.elapsed());
+    response
+}
+
+/// `POST /validate`: every violated rule at once, as field errors; warnings either way.
+pub async fn validate(State(state): State<WebhookState>, body: Bytes) -> Response {
+    let started = std::time::Instant::now();
+    let (outcome, response) = match parse(&body) {
+        Err(rejection) => reject(rejection),
+        Ok(req) => {
+            let span = tracing::info_span!("validate", uid = %req.uid, namespace = %req.namespace, name = %req.name, operation = ?req.operation);
+            let _entered = span.enter();
+            if req.operation.is_none() {
+                (
+                    Outcome::Allowed,
+                    review(&req.uid, true, None, None, Vec::new()),
+                )
+            } else {
+                judge(&state, &req)
+            }
+        }
+    };
+    state
+        .observer
+        .request(Endpoint::Validate, outcome, started.elapsed());
+    response
+}
+
+fn judge(state: &WebhookState, req: &Request) -> (Outcome, Response) {
+    let settings = state.settings.load();
+    let lookup = |name: &str| -> bool {
+        // Unknown (no cache, or the cache doesn't cover the namespace) counts as present: the
+        // warning is only for a Secret we know is missing.
+        state
+            .secrets
+            .as_ref()
+            .and_then(|s| s.exists(&req.namespace, name))
+            .unwrap_or(true)
+    };
+    let ctx = ValidationContext {
+        allowed_image_prefixes: settings.allowed_image_prefixes.clone(),
+        secret_exists: Some(&lookup),
+    };
+    let new = as_v1(&req.object);
+    let old = req.old_object.as_ref().map(as_v1);
+    let verdict = validate_object(&new, old.as_ref(), &ctx);
+    if verdict.is_allowed() {
+        return (
+            Outcome::Allowed,
+            review(&req.uid, true, None, None, verdict.warnings),
+        );
+    }
+    for error in &verdict.errors {
+        state.observer.denial(error.rule.as_str());
+    }
+    tracing::info!(errors = verdict.errors.len(), "denied");
+    let status = invalid_status(&req.name, &verdict.errors);
+    (
+        Outcome::Denied,
+        review(&req.uid, false, Some(status), None, verdict.warnings),
+    )
+}
+
+/// The object in v1, the version the rules are written for. Conversion never fails for one of
+/// our objects; anything else is validated as it is (and fails the rules with field errors).
+fn as_v1(object: &Value) -> Value {
+    trustyai_crds::conversion::convert_object(object, &format!("{GROUP}/{STORAGE_VERSION}"))
+        .unwrap_or_else(|_| object.clone())
+}
+
+fn touches_v1_only_field(op: &PatchOperation) -> bool {
+    let path = match op {
+        PatchOperation::Add(add) => add.path.to_string(),
+        _ => return false,
+    };
+    path.starts_with("/spec/storage/retention") || path.starts_with("/spec/image")
+}
+
+/// A `Status` in the API server's own shape for an invalid object: code 422, reason `Invalid`,
+/// one cause per field.
+fn invalid_status(name: &str, errors: &[FieldError]) -> Value {
+    let causes: Vec<Value> = errors
+        .iter()
+        .map(|e| {
+            let full = e.to_string();
+            let message = full
+                .strip_prefix(&format!("{}: ", e.field))
+                .unwrap_or(&full)
+                .to_string();
+            json!({"reason": e.kind.cause_type(), "message": message, "field": e.field})
+        })
+        .collect();
+    json!({
+        "status": "Failure",
+        "message": denial_message(name, errors),
+        "reason": "Invalid",
+        "code": 422,
+        "details": {"name": name, "group": GROUP, "kind": KIND, "causes": causes},
+    })
+}
+
+fn reject(rejection: Rejection) -> (Outcome, Response) {
+    match rejection {
+        Rejection::Malformed(message) => {
+            tracing::warn!(%message, "malformed AdmissionReview");
+            (
+                Outcome::Malformed,
+                (StatusCode::BAD_REQUEST, message).into_response(),
+            )
+        }
+        Rejection::Refused { uid, message } => {
+            tracing::warn!(%uid, %message, "admission request refused");
+            let status = json!({"status": "Failure", "message": message, "reason": "BadRequest", "code": 400});
+            (
+                Outcome::Failed,
+                review(&uid, false, Some(status), None, Vec::new()),
+            )
+        }
+    }
+}
+
+/// An AdmissionReview answer. The patch, if any and not empty, is sent as `JSONPatch`.
+fn review(
+    uid: &str,
+    allowed: bool,
+    status: Option<Value>,
+    patch: Option<Patch>,
+    warnings: Vec<String>,
+) -> Response {
+    let mut response = json!({"uid": uid, "allowed": allowed});
+    if let Some(status) = status {
+        response["status"] = status;
+    }
+    if let Some(patch) = patch.filter(|p| !p.0.is_empty()) {
+        match serde_json::to_vec(&patch) {
+            Ok(bytes) => {
+                response["patchType"] = json!("JSONPatch");
+                response["patch"] = json!(base64::engine::general_purpose::STANDARD.encode(bytes));
+            }
+            Err(e) => {
+                // Cannot happen for a patch of JSON values; refuse rather than admit undefaulted.
+                response["allowed"] = json!(false);
+                response["status"] = json!({"status": "Failure", "message": format!("cannot encode the defaults patch: {e}"), "code": 500});
+            }
+        }
+    }
+    if !warnings.is_empty() {
+        response["warnings"] = json!(warnings);
+    }
+    axum::Json(json!({"apiVersion": REVIEW_API_VERSION, "kind": REVIEW_KIND, "response": response}))
+        .into_response()
+}
+
+fn str_at<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
+    value.get(key).and_then(Value::as_str)
+}
+
+fn parse(body: &[u8]) -> Result<Request, Rejection> {
+    let review: Value = serde_json::from_slice(body)
+        .map_err(|e| Rejection::Malformed(format!("malformed AdmissionReview: {e}")))?;
+    let request = review
+        .get("request")
+        .filter(|r| r.is_object())
+        .ok_or_else(|| Rejection::Malformed("AdmissionReview has no request".into()))?;
+    let uid = str_at(request, "uid")
+        .ok_or_else(|| Rejection::Malformed("AdmissionReview request has no uid".into()))?
+        .to_string();
+    let refuse = |message: String| Rejection::Refused {
+        uid: uid.clone(),
+        message,
+    };
+    if str_at(&review, "apiVersion") != Some(REVIEW_API_VERSION)
+        || str_at(&review, "kind") != Some(REVIEW_KIND)
+    {
+        return Err(refuse(format!(
+            "expected {REVIEW_API_VERSION} {REVIEW_KIND}, got {} {}",
+            str_at(&review, "apiVersion").unwrap_or("<none>"),
+            str_at(&review, "kind").unwrap_or("<none>")
+        )));
+    }
+    let resource = request.get("resource").cloned().unwrap_or(Value::Null);
+    let (group, plural) = (
+        str_at(&resource, "group").unwrap_or(""),
+        str_at(&resource, "resource").unwrap_or(""),
+    );
+    if group != GROUP || plural != PLURAL {
+        return Err(refuse(format!(
+            "this webhook admits only {PLURAL}.{GROUP}, not {plural}.{group}"
+        )));
+    }
+    let operation = match str_at(request, "operation") {
+        Some("CREATE") => Some(Operation::Create),
+        Some("UPDATE") => Some(Operation::Update),
+        Some("DELETE") | Some("CONNECT") => None,
+        other => {
+            return Err(refuse(format!(
+                "unknown operation {}",
+                other.unwrap_or("<none>")
+            )));
+        }
+    };
+    let name = str_at(request, "name").unwrap_or_default().to_string();
+    let namespace = str_at(request, "namespace").unwrap_or_default().to_string();
+    let object = request.get("object").cloned().unwrap_or(Value::Null);
+    if operation.is_some() && !object.is_object() {
+        return Err(refuse(
+            "request.object must be a TrustyAIService object".into(),
+        ));
+    }
+    let version = str_at(&object, "apiVersion")
+        .and_then(|v| v.strip_prefix(&format!("{GROUP}/")))
+        .unwrap_or("")
+        .to_string();
+    if operation.is_some()
+        && (str_at(&object, "kind") != Some(KIND)
+            || (version != STORAGE_VERSION && version != DEPRECATED_VERSION))
+    {
+        return Err(refuse(format!(
+            "request.object is a {} {}, not a {GROUP} {KIND}",
+            str_at(&object, "apiVersion").unwrap_or("<no apiVersion>"),
+            str_at(&object, "kind").unwrap_or("<no kind>")
+        )));
+    }
+    let old_object = request.get("oldObject").filter(|o| o.is_object()).cloned();
+    // The name of an object being created from generateName is only in the object.
+    let name = if name.is_empty() {
+        object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    } else {
+        name
+    };
+    Ok(Request {
+        uid,
+        name,
+        namespace,
+        operation,
+        object,
+        version,
+        old_object,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(value: Value) -> Vec<u8> {
+        serde_json::to_vec(&value).expect("json")
+    }
+
+    fn request(operation: &str, object: Value, old: Option<Value>) -> Value {
+        let mut req = json!({
+            "uid": "u-1", "name": "tas", "namespace": "ns", "operation": operation,
+            "kind": {"group": GROUP, "version": "v1", "kind": KIND},
+            "resource": {"group": GROUP, "version": "v1", "resource": PLURAL},
+            "userInfo": {"username": "alice"},
+            "object": object,
+        });
+        if let Some(old) = old {
+            req["oldObject"] = old;
+        }
+        json!({"apiVersion": REVIEW_API_VERSION, "kind": REVIEW_KIND, "request": req})
+    }
+
+    fn tas(spec: Value) -> Value {
+        json!({"apiVersion": "trustyai.opendatahub.io/v1", "kind": KIND, "metadata": {"name": "tas", "namespace": "ns"}, "spec": spec})
+    }
+
+    async fn call(handler: &str, value: Value) -> (StatusCode, Value) {
+        let state = WebhookState::new(crate::AdmissionSettings {
+            allowed_image_prefixes: vec!["quay.io/trustyai/".into()],
+        });
+        let response = match handler {
+            "mutate" => mutate(State(state), Bytes::from(body(value))).await,
+            _ => validate(State(state), Bytes::from(body(value))).await,
+        };
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
+    fn decoded_patch(answer: &Value) -> Value {
+        let b64 = answer["response"]["patch"].as_str().expect("patch");
+        serde_json::from_slice(
+            &base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .expect("base64"),
+        )
+        .expect("json")
+    }
+
+    #[tokio::test]
+    async fn mutate_adds_defaults_as_json_patch() {
+        let (status, answer) = call(
+            "mutate",
+            request(
+                "CREATE",
+                tas(json!({"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}})),
+                None,
+            ),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(answer["response"]["uid"], "u-1");
+        assert_eq!(answer["response"]["allowed"], true);
+        assert_eq!(answer["response"]["patchType"], "JSONPatch");
+        let patch = decoded_patch(&answer);
+        let paths: Vec<&str> = patch
+            .as_array()
+            .expect("ops")
+            .iter()
+            .filter_map(|op| op["path"].as_str())
+            .collect();
+        assert!(
+            paths.contains(&"/spec/replicas") && paths.contains(&"/spec/storage/size"),
+            "{paths:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn mutate_of_a_defaulted_object_sends_no_patch() {
+        let spec = json!({"replicas": 1, "storage": {"format": "PVC", "folder": "/inputs", "size": "1Gi", "retention": "Retain"},
+                          "data": {"filename": "data.csv", "format": "CSV"}, "metrics": {"schedule": "5s", "batchSize": 5000}});
+        let (_, answer) = call("mutate", request("CREATE", tas(spec), None)).await;
+        assert_eq!(answer["response"]["allowed"], true);
+        assert!(answer["response"].get("patch").is_none(), "{answer}");
+    }
+
+    #[tokio::test]
+    async fn mutate_of_v1alpha1_leaves_out_v1_only_fields() {
+        let mut object = tas(json!({"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}}));
+        object["apiVersion"] = json!("trustyai.opendatahub.io/v1alpha1");
+        let (_, answer) = call("mutate", request("CREATE", object, None)).await;
+        let patch = decoded_patch(&answer).to_string();
+        assert!(!patch.contains("retention"), "{patch}");
+    }
+
+    #[tokio::test]
+    async fn validate_denies_with_field_causes() {
+        let spec = json!({"storage": {"format": "PVC", "folder": "inputs", "size": "1Gx"}, "metrics": {"schedule": "5x"}});
+        let (status, answer) = call("validate", request("CREATE", tas(spec), None)).await;
+        assert_eq!(status, StatusCode::OK);
+        let response = &answer["response"];
+        assert_eq!(response["allowed"], false);
+        assert_eq!(response["status"]["code"], 422);
+        assert_eq!(response["status"]["reason"], "Invalid");
+        let message = response["status"]["message"].as_str().expect("message");
+        for field in [
+            "spec.storage.folder",
+            "spec.storage.size",
+            "spec.metrics.schedule",
+        ] {
+            assert!(message.contains(field), "{field} missing in {message}");
+        }
+        let fields: Vec<&str> = response["status"]["details"]["causes"]
+            .as_array()
+            .expect("causes")
+            .iter()
+            .filter_map(|c| c["field"].as_str())
+            .collect();
+        assert!(fields.contains(&"spec.storage.size"), "{fields:?}");
+    }
+
+    #[tokio::test]
+    async fn validate_allows_a_valid_object_with_warnings() {
+        let spec = json!({"replicas": 3, "storage": {"format": "PVC", "folder": "/inputs", "size": "1Gi"}, "data": {"filename": "data.csv", "format": "CSV"}, "metrics": {"schedule": "5s"}});
+        let (_, answer) = call("validate", request("CREATE", tas(spec), None)).await;
+        assert_eq!(answer["response"]["allowed"], true, "{answer}");
+        assert!(
+            answer["response"]["warnings"]
+                .as_array()
+                .is_some_and(|w| !w.is_empty()),
+            "{answer}"
+        );
+    }
+
+    #[tokio::test]
+    async fn delete_is_always_allowed() {
+        let (_, answer) = call(
+            "validate",
+            request("DELETE", Value::Null, Some(tas(json!({})))),
+        )
+        .await;
+        assert_eq!(answer["response"]["allowed"], true);
+    }
+
+    #[tokio::test]
+    async fn malformed_bodies_get_400_and_odd_reviews_a_refusal() {
+        for bad in [
+            b"not json".to_vec(),
+            body(json!({"kind": "AdmissionReview"})),
+            body(json!({"request": {"name": "x"}})),
+        ] {
+            let state = WebhookState::new(crate::AdmissionSettings::default());
+            let response = validate(State(state), Bytes::from(bad)).await;
+            assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        }
+        let mut wrong_kind = request("CREATE", tas(json!({})), None);
+        wrong_kind["kind"] = json!("ConversionReview");
+        let (_, answer) = call("validate", wrong_kind).await;
+        assert_eq!(answer["response"]["allowed"], false);
+        assert_eq!(answer["response"]["uid"], "u-1");
+        let mut other_resource =
+            request("CREATE", json!({"apiVersion": "v1", "kind": "Pod"}), None);
+        other_resource["request"]["resource"] =
+            json!({"group": "", "version": "v1", "resource": "pods"});
+        let (_, answer) = call("mutate", other_resource).await;
+        assert_eq!(answer["response"]["allowed"], false);
+        assert!(
+            answer["response"]["status"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("admits only trustyaiservices")
+        );
+        let (_, answer) = call("validate", request("CREATE", json!("a string"), None)).await;
+        assert_eq!(answer["response"]["allowed"], false);
+    }
+}
