@@ -35,7 +35,9 @@ pub enum QuantityError {
     #[error("{0:?} does not start with a number")]
     NoNumber(String),
     /// Text after the number that is neither a unit suffix nor a decimal exponent.
-    #[error("{suffix:?} in {input:?} is not a quantity suffix (Ki, Mi, Gi, Ti, Pi, Ei, n, u, m, k, M, G, T, P, E or an exponent such as e3)")]
+    #[error(
+        "{suffix:?} in {input:?} is not a quantity suffix (Ki, Mi, Gi, Ti, Pi, Ei, n, u, m, k, M, G, T, P, E or an exponent such as e3)"
+    )]
     Suffix {
         /// The whole input.
         input: String,
@@ -288,9 +290,37 @@ mod tests {
     #[test]
     fn accepts_the_grammar() {
         for s in [
-            "0", "1", "+1", "-1", "1.", ".5", "1.5", "007", "1Ki", "1Mi", "1Gi", "1Ti", "1Pi",
-            "1Ei", "1n", "1u", "1m", "1k", "1M", "1G", "1T", "1P", "1E", "1e3", "1E3", "1e-3",
-            "1e+3", "1.5Gi", "0.5Mi", "1e0", "12345678901234567890123456789Ei",
+            "0",
+            "1",
+            "+1",
+            "-1",
+            "1.",
+            ".5",
+            "1.5",
+            "007",
+            "1Ki",
+            "1Mi",
+            "1Gi",
+            "1Ti",
+            "1Pi",
+            "1Ei",
+            "1n",
+            "1u",
+            "1m",
+            "1k",
+            "1M",
+            "1G",
+            "1T",
+            "1P",
+            "1E",
+            "1e3",
+            "1E3",
+            "1e-3",
+            "1e+3",
+            "1.5Gi",
+            "0.5Mi",
+            "1e0",
+            "12345678901234567890123456789Ei",
         ] {
             assert!(Quantity::parse(s).is_ok(), "{s} should parse");
         }
@@ -299,9 +329,31 @@ mod tests {
     #[test]
     fn rejects_what_the_api_server_rejects() {
         for s in [
-            "", "Gi", "1Gx", "1K", "1gi", "1mi", "1 Gi", " 1", "1 ", "1e", "1e+", "1e1.5",
-            "1.5.5", "1..5", "abc", "1Gi1", "1i", "0x10", "1e99999999999", "--1", "+-1", "-", ".",
-            "1ee3", "1e3Gi",
+            "",
+            "Gi",
+            "1Gx",
+            "1K",
+            "1gi",
+            "1mi",
+            "1 Gi",
+            " 1",
+            "1 ",
+            "1e",
+            "1e+",
+            "1e1.5",
+            "1.5.5",
+            "1..5",
+            "abc",
+            "1Gi1",
+            "1i",
+            "0x10",
+            "1e99999999999",
+            "--1",
+            "+-1",
+            "-",
+            ".",
+            "1ee3",
+            "1e3Gi",
         ] {
             assert!(Quantity::parse(s).is_err(), "{s:?} should not parse");
         }
@@ -309,21 +361,27 @@ mod tests {
 
     #[test]
     fn error_messages_name_the_problem() {
+        assert_eq!(Quantity::parse(""), Err(QuantityError::Empty));
         assert_eq!(
-            Quantity::parse("").unwrap_err().to_string(),
+            QuantityError::Empty.to_string(),
             "a quantity cannot be empty"
         );
         assert_eq!(
-            Quantity::parse("Gi").unwrap_err(),
-            QuantityError::NoNumber("Gi".into())
+            Quantity::parse("Gi"),
+            Err(QuantityError::NoNumber("Gi".into()))
         );
+        let suffix = Quantity::parse("1Gx");
         assert_eq!(
-            Quantity::parse("1Gx").unwrap_err(),
-            QuantityError::Suffix {
+            suffix,
+            Err(QuantityError::Suffix {
                 input: "1Gx".into(),
                 suffix: "Gx".into()
-            }
+            })
         );
+        assert!(suffix.err().is_some_and(|e| {
+            e.to_string()
+                .starts_with(r#""Gx" in "1Gx" is not a quantity suffix"#)
+        }));
     }
 
     #[test]
