@@ -25,5 +25,5 @@ crd:
 ## The operator on an embedded local control plane, with a sample TrustyAIService applied.
 ## `make run ARGS="--kubeconfig ~/.kube/config"` runs it against that cluster instead.
 run: control-plane
-	cargo build --bin trustyai-operator --bin trustyai-local-cluster
+	cargo build -p trustyai-operator -p trustyai-local-cluster --bins
 	target/debug/trustyai-local-cluster --operator target/debug/trustyai-operator $(ARGS)

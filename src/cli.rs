@@ -1,6 +1,8 @@
 //! Command-line interface.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -55,7 +57,125 @@ pub struct RunArgs {
     )]
     pub namespace: String,
 
-    /// Path of a kubeconfig file; without it the in-cluster config or `KUBECONFIG` is used.
+    /// Path of a kubeconfig file; without it `KUBECONFIG`, `~/.kube/config` or the in-cluster
+    /// config is used.
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
+
+    /// Address of the HTTPS webhook server (conversion and admission).
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    pub webhook_address: SocketAddr,
+
+    /// Address of the plain-HTTP ops server: /healthz, /readyz, /metrics.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub ops_address: SocketAddr,
+
+    /// Local mode: serve the webhooks on this address and have the API server call
+    /// `https://<address>` directly (no Service); the certificate also names localhost and
+    /// 127.0.0.1. Used by `make run` against the local control plane.
+    #[arg(long)]
+    pub local_webhook_address: Option<SocketAddr>,
+
+    /// Local mode: the base URL the API server is told to call (default `https://<local address>`);
+    /// several local replicas behind one front share it.
+    #[arg(long, requires = "local_webhook_address")]
+    pub webhook_url: Option<String>,
+
+    /// Name of the webhook Service in the operator namespace (certificate names and the
+    /// clientConfig the operator publishes).
+    #[arg(
+        long,
+        env = "SERVICE_NAME",
+        default_value = "trustyai-operator-webhook"
+    )]
+    pub service_name: String,
+
+    /// Port of the webhook Service.
+    #[arg(long, default_value_t = 443)]
+    pub service_port: i32,
+
+    /// Where the serving certificate comes from: self-signed (the operator's own CA, kept in
+    /// --cert-secret), files, cert-manager (mounted Secret files) or openshift (service-ca files).
+    #[arg(long, env = "CERT_MODE", default_value = "self-signed")]
+    pub cert_mode: trustyai_certs::CertMode,
+
+    /// Secret holding the operator's CA and serving certificate (self-signed mode).
+    #[arg(long, default_value = "trustyai-operator-webhook-tls")]
+    pub cert_secret: String,
+
+    /// Folder with tls.crt, tls.key and (optionally) ca.crt (files, cert-manager and openshift modes).
+    #[arg(long, default_value = "/etc/trustyai-operator/tls")]
+    pub cert_dir: PathBuf,
+
+    /// In files and cert-manager modes, publish ca.crt as the caBundle (instead of relying on
+    /// cert-manager's cainjector).
+    #[arg(long)]
+    pub inject_ca_bundle: bool,
+
+    /// Name of the ValidatingWebhookConfiguration whose caBundle the operator maintains.
+    #[arg(long, default_value = "trustyai-operator-validating")]
+    pub validating_webhook_configuration: String,
+
+    /// Name of the MutatingWebhookConfiguration whose caBundle the operator maintains.
+    #[arg(long, default_value = "trustyai-operator-mutating")]
+    pub mutating_webhook_configuration: String,
+
+    /// Apply the ValidatingWebhookConfiguration and MutatingWebhookConfiguration at start (local
+    /// mode; the Helm chart renders them otherwise).
+    #[arg(long)]
+    pub create_webhook_configurations: bool,
+
+    /// `timeoutSeconds` of the webhook registrations the operator creates.
+    #[arg(long, default_value_t = 10)]
+    pub webhook_timeout_seconds: i32,
+
+    /// Do not apply the CRD at start (for platform teams that manage CRDs themselves). The
+    /// conversion caBundle is still maintained.
+    #[arg(long)]
+    pub no_crd_maintenance: bool,
+
+    /// Image prefixes a TrustyAIService may use in spec.image (comma-separated). The operator
+    /// ConfigMap's allowedImagePrefixes, when set, replaces this list.
+    #[arg(
+        long,
+        env = "ALLOWED_IMAGE_PREFIXES",
+        value_delimiter = ',',
+        default_value = "quay.io/trustyai/"
+    )]
+    pub allowed_image_prefixes: Vec<String>,
+
+    /// Lifetime of the serving certificate (renewed at two thirds of it).
+    #[arg(long, default_value = "90d", value_parser = humantime_duration)]
+    pub serving_cert_lifetime: Duration,
+
+    /// Lifetime of the operator's CA (rotated, with overlap, at two thirds of it).
+    #[arg(long, default_value = "1825d", value_parser = humantime_duration)]
+    pub ca_lifetime: Duration,
+
+    /// How long a new CA is published before it signs, and the old one kept after.
+    #[arg(long, default_value = "15m", value_parser = humantime_duration)]
+    pub ca_overlap: Duration,
+
+    /// How long in-flight webhook requests may take to finish on shutdown.
+    #[arg(long, default_value = "10s", value_parser = humantime_duration)]
+    pub drain_timeout: Duration,
+}
+
+/// Parses `10s`, `500ms`, `2m`.
+pub fn humantime_duration(text: &str) -> Result<Duration, String> {
+    let (number, unit) = text.split_at(
+        text.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len()),
+    );
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration such as 10s, 500ms or 90d"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" | "" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        "h" => Ok(Duration::from_secs(n * 3600)),
+        "d" => Ok(Duration::from_secs(n * 86400)),
+        _ => Err(format!("{text:?} is not a duration such as 10s or 500ms")),
+    }
 }

@@ -6,9 +6,9 @@
 //! under a field manager of its own, and two managers writing one field would fight.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::wait::{await_condition, conditions};
-use kube::Client;
 use std::time::Duration;
 
 use trustyai_crds::contract::CRD_NAME;
@@ -42,14 +42,21 @@ pub fn crd_without_conversion() -> Result<CustomResourceDefinition, CrdMaintenan
 pub async fn apply_crd(client: &Client) -> Result<(), CrdMaintenanceError> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd = crd_without_conversion()?;
-    api.patch(CRD_NAME, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&crd))
-        .await
-        .map_err(CrdMaintenanceError::Apply)?;
+    api.patch(
+        CRD_NAME,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .map_err(CrdMaintenanceError::Apply)?;
     let timeout = Duration::from_secs(30);
-    tokio::time::timeout(timeout, await_condition(api, CRD_NAME, conditions::is_crd_established()))
-        .await
-        .map_err(|_| CrdMaintenanceError::NotEstablished(timeout))?
-        .map_err(CrdMaintenanceError::Wait)?;
+    tokio::time::timeout(
+        timeout,
+        await_condition(api, CRD_NAME, conditions::is_crd_established()),
+    )
+    .await
+    .map_err(|_| CrdMaintenanceError::NotEstablished(timeout))?
+    .map_err(CrdMaintenanceError::Wait)?;
     tracing::info!("CRD {CRD_NAME} applied and Established");
     Ok(())
 }

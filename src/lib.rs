@@ -7,6 +7,8 @@ pub mod telemetry;
 
 /// The operator's version, from Cargo.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-pub mod crd_maintenance;
-pub mod shutdown;
 pub mod controller;
+pub mod crd_maintenance;
+pub mod run;
+pub mod shutdown;
+pub mod webhook_configurations;

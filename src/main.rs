@@ -34,9 +34,25 @@ fn main() -> ExitCode {
             println!("trustyai-operator {VERSION}");
             ExitCode::SUCCESS
         }
-        Command::Run(_args) => {
-            eprintln!("error: `run` is not implemented yet in this build");
-            ExitCode::FAILURE
+        Command::Run(args) => {
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("error: cannot start the async runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match runtime.block_on(trustyai_operator::run::run(*args)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!(error = %e, "operator stopped");
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
         }
     }
 }

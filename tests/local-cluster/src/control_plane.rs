@@ -88,7 +88,10 @@ pub fn binary(name: &str) -> Result<PathBuf, String> {
 
 fn free_port() -> Result<u16, String> {
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
-    listener.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(|e| e.to_string())
 }
 
 fn tail(path: &Path) -> String {
@@ -118,34 +121,68 @@ impl ControlPlane {
     /// async context or on a thread of its own.
     pub fn start() -> Result<ControlPlane, String> {
         let bin = bin_dir()?;
-        for name in ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages.yaml"] {
+        for name in [
+            "etcd",
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+            "kwok",
+            "kwok-stages.yaml",
+        ] {
             binary(name)?;
         }
-        let dir = std::env::temp_dir().join(format!("trustyai-control-plane-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("trustyai-control-plane-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("logs")).map_err(|e| e.to_string())?;
         let pki = write_pki(&dir.join("pki")).map_err(|e| format!("writing the PKI: {e}"))?;
         let apiserver_port = free_port()?;
         let server = format!("https://127.0.0.1:{apiserver_port}");
         let kubeconfig = dir.join("kubeconfig");
-        write_kubeconfig(&kubeconfig, &server, &pki).map_err(|e| format!("writing the kubeconfig: {e}"))?;
+        write_kubeconfig(&kubeconfig, &server, &pki)
+            .map_err(|e| format!("writing the kubeconfig: {e}"))?;
 
-        let mut cp = ControlPlane { dir, kubeconfig, server, bin, pki, etcd_url: String::new(), guards: Mutex::new(Vec::new()) };
+        let mut cp = ControlPlane {
+            dir,
+            kubeconfig,
+            server,
+            bin,
+            pki,
+            etcd_url: String::new(),
+            guards: Mutex::new(Vec::new()),
+        };
         let started = Instant::now();
         cp.start_etcd()?;
         cp.start_apiserver(apiserver_port)?;
-        cp.wait_until("kube-apiserver /readyz", Duration::from_secs(90), |client| async move {
-            let req = http::Request::get("/readyz").body(Vec::new()).map_err(|e| e.to_string())?;
-            client.request_text(req).await.map(|_| ()).map_err(|e| e.to_string())
-        })?;
+        cp.wait_until(
+            "kube-apiserver /readyz",
+            Duration::from_secs(90),
+            |client| async move {
+                let req = http::Request::get("/readyz")
+                    .body(Vec::new())
+                    .map_err(|e| e.to_string())?;
+                client
+                    .request_text(req)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            },
+        )?;
         cp.start_controller_manager()?;
         cp.start_scheduler()?;
         cp.start_kwok()?;
-        cp.wait_until("the simulated node and the default ServiceAccount", Duration::from_secs(90), |client| async move {
-            ensure_node(&client).await?;
-            let sas: Api<ServiceAccount> = Api::namespaced(client, "default");
-            sas.get("default").await.map(|_| ()).map_err(|e| e.to_string())
-        })?;
+        cp.wait_until(
+            "the simulated node and the default ServiceAccount",
+            Duration::from_secs(90),
+            |client| async move {
+                ensure_node(&client).await?;
+                let sas: Api<ServiceAccount> = Api::namespaced(client, "default");
+                sas.get("default")
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            },
+        )?;
         eprintln!(
             "local control plane ready at {} in {:.1}s (kubeconfig {})",
             cp.server,
@@ -171,7 +208,10 @@ impl ControlPlane {
             .spawn()
             .map_err(|e| format!("starting {name}: {e}"))?;
         let stdin = child.stdin.take().ok_or("no stdin pipe")?;
-        self.guards.get_mut().map_err(|e| e.to_string())?.push((child, stdin));
+        self.guards
+            .get_mut()
+            .map_err(|e| e.to_string())?
+            .push((child, stdin));
         Ok(())
     }
 
@@ -226,7 +266,10 @@ impl ControlPlane {
             "--leader-elect=false".into(),
             "--bind-address=127.0.0.1".into(),
             format!("--secure-port={}", free_port()?),
-            format!("--service-account-private-key-file={}", self.pki.sa_key.display()),
+            format!(
+                "--service-account-private-key-file={}",
+                self.pki.sa_key.display()
+            ),
             format!("--root-ca-file={}", self.pki.ca_cert.display()),
             format!("--cluster-signing-cert-file={}", self.pki.ca_cert.display()),
             format!("--cluster-signing-key-file={}", self.pki.ca_key.display()),
@@ -272,12 +315,18 @@ impl ControlPlane {
         F: Fn(Client) -> Fut,
         Fut: std::future::Future<Output = Result<(), String>>,
     {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
         let deadline = Instant::now() + timeout;
         let mut last = String::new();
         while Instant::now() < deadline {
             if let Some(exited) = self.exited_process() {
-                return Err(format!("{exited} exited while waiting for {what}\n{}", self.logs()));
+                return Err(format!(
+                    "{exited} exited while waiting for {what}\n{}",
+                    self.logs()
+                ));
             }
             let result = rt.block_on(async {
                 let client = client_for(&self.kubeconfig).await?;
@@ -289,14 +338,20 @@ impl ControlPlane {
             }
             std::thread::sleep(Duration::from_millis(250));
         }
-        Err(format!("timed out after {timeout:?} waiting for {what}: {last}\n{}", self.logs()))
+        Err(format!(
+            "timed out after {timeout:?} waiting for {what}: {last}\n{}",
+            self.logs()
+        ))
     }
 
     fn exited_process(&self) -> Option<String> {
         let mut guards = self.guards.lock().ok()?;
         for (child, _) in guards.iter_mut() {
             if let Ok(Some(status)) = child.try_wait() {
-                return Some(format!("a control-plane process (pid {}, {status})", child.id()));
+                return Some(format!(
+                    "a control-plane process (pid {}, {status})",
+                    child.id()
+                ));
             }
         }
         None
@@ -305,7 +360,13 @@ impl ControlPlane {
     /// The last lines of every process log, for failure messages.
     pub fn logs(&self) -> String {
         let mut out = String::new();
-        for name in ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"] {
+        for name in [
+            "etcd",
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+            "kwok",
+        ] {
             let path = self.dir.join("logs").join(format!("{name}.log"));
             out.push_str(&format!("--- {} ---\n{}\n", path.display(), tail(&path)));
         }
@@ -315,14 +376,22 @@ impl ControlPlane {
     /// A new admin client. Create one per test: a client belongs to the Tokio runtime it was
     /// created on, and every `#[tokio::test]` has its own.
     pub async fn client(&self) -> Client {
-        client_for(&self.kubeconfig).await.unwrap_or_else(|e| panic!("admin client: {e}"))
+        client_for(&self.kubeconfig)
+            .await
+            .unwrap_or_else(|e| panic!("admin client: {e}"))
     }
 
     /// Creates a fresh namespace named after `prefix` and returns its name.
     pub async fn namespace(&self, client: &Client, prefix: &str) -> String {
         let n = NAMESPACES.fetch_add(1, Ordering::SeqCst);
         let name = format!("{prefix}-{}-{n}", std::process::id());
-        let ns = Namespace { metadata: kube::api::ObjectMeta { name: Some(name.clone()), ..Default::default() }, ..Default::default() };
+        let ns = Namespace {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.clone()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
         Api::<Namespace>::all(client.clone())
             .create(&PostParams::default(), &ns)
             .await
@@ -334,20 +403,35 @@ impl ControlPlane {
     pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
         let mut cmd = Command::new("kubectl");
         cmd.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
-        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+        cmd.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("kubectl is required: {e}"));
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("kubectl is required: {e}"));
         if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-            pipe.write_all(text.as_bytes()).unwrap_or_else(|e| panic!("kubectl stdin: {e}"));
+            pipe.write_all(text.as_bytes())
+                .unwrap_or_else(|e| panic!("kubectl stdin: {e}"));
         }
-        let out = child.wait_with_output().unwrap_or_else(|e| panic!("kubectl: {e}"));
-        (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+        let out = child
+            .wait_with_output()
+            .unwrap_or_else(|e| panic!("kubectl: {e}"));
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into(),
+            String::from_utf8_lossy(&out.stderr).into(),
+        )
     }
 }
 
 async fn client_for(kubeconfig: &Path) -> Result<Client, String> {
     let kc = Kubeconfig::read_from(kubeconfig).map_err(|e| e.to_string())?;
-    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.map_err(|e| e.to_string())?;
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| e.to_string())?;
     Client::try_from(config).map_err(|e| e.to_string())
 }
 
@@ -366,7 +450,12 @@ fn write_kubeconfig(path: &Path, server: &str, pki: &Pki) -> std::io::Result<()>
 /// Creates the node kwok simulates (idempotent).
 async fn ensure_node(client: &Client) -> Result<(), String> {
     let nodes: Api<Node> = Api::all(client.clone());
-    if nodes.get_opt(NODE_NAME).await.map_err(|e| e.to_string())?.is_some() {
+    if nodes
+        .get_opt(NODE_NAME)
+        .await
+        .map_err(|e| e.to_string())?
+        .is_some()
+    {
         return Ok(());
     }
     let node: Node = serde_json::from_value(serde_json::json!({
@@ -383,5 +472,9 @@ async fn ensure_node(client: &Client) -> Result<(), String> {
         }
     }))
     .map_err(|e| e.to_string())?;
-    nodes.create(&PostParams::default(), &node).await.map(|_| ()).map_err(|e| e.to_string())
+    nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }

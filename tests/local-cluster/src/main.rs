@@ -36,14 +36,23 @@ fn parse() -> Result<Options, String> {
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
-        let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value\n{}", usage()));
+        let mut value = || {
+            args.next()
+                .ok_or_else(|| format!("{flag} needs a value\n{}", usage()))
+        };
         match flag.as_str() {
             "--operator" => o.operator = value()?.into(),
             "--kubeconfig" => o.kubeconfig = Some(value()?.into()),
             "--sample" => o.sample = value()?.into(),
             "--namespace" => o.namespace = value()?,
-            "--webhook-port" => o.webhook_port = value()?.parse().map_err(|e| format!("--webhook-port: {e}"))?,
-            "--ops-port" => o.ops_port = value()?.parse().map_err(|e| format!("--ops-port: {e}"))?,
+            "--webhook-port" => {
+                o.webhook_port = value()?
+                    .parse()
+                    .map_err(|e| format!("--webhook-port: {e}"))?
+            }
+            "--ops-port" => {
+                o.ops_port = value()?.parse().map_err(|e| format!("--ops-port: {e}"))?
+            }
             "-h" | "--help" => return Err(usage().into()),
             other => return Err(format!("unknown argument {other}\n{}", usage())),
         }
@@ -61,13 +70,20 @@ fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> Result<String, String
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into())
     } else {
-        Err(format!("kubectl {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr)))
+        Err(format!(
+            "kubectl {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        ))
     }
 }
 
 fn stop(child: &mut Child) {
     // SIGTERM first so the operator drains and releases its lease; then make sure it is gone.
-    let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
     for _ in 0..50 {
         if let Ok(Some(_)) = child.try_wait() {
             return;
@@ -79,23 +95,36 @@ fn stop(child: &mut Child) {
 
 fn run(o: Options) -> Result<(), String> {
     if !o.operator.is_file() {
-        return Err(format!("operator binary {} not found: run `cargo build` first (make run does)", o.operator.display()));
+        return Err(format!(
+            "operator binary {} not found: run `cargo build` first (make run does)",
+            o.operator.display()
+        ));
     }
     let _ = rustls::crypto::ring::default_provider().install_default();
     let (kubeconfig, _control_plane) = match &o.kubeconfig {
         Some(path) => (path.clone(), None),
         None => {
-            eprintln!("starting the local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok)...");
+            eprintln!(
+                "starting the local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok)..."
+            );
             let cp = ControlPlane::start()?;
             (cp.kubeconfig.clone(), Some(cp))
         }
     };
     kubectl(&kubeconfig, &["create", "namespace", &o.namespace]).or_else(|e| {
-        if e.contains("AlreadyExists") { Ok(String::new()) } else { Err(e) }
+        if e.contains("AlreadyExists") {
+            Ok(String::new())
+        } else {
+            Err(e)
+        }
     })?;
     let operator_ns = "trustyai-operator-system";
     kubectl(&kubeconfig, &["create", "namespace", operator_ns]).or_else(|e| {
-        if e.contains("AlreadyExists") { Ok(String::new()) } else { Err(e) }
+        if e.contains("AlreadyExists") {
+            Ok(String::new())
+        } else {
+            Err(e)
+        }
     })?;
 
     eprintln!("starting the operator ({})...", o.operator.display());
@@ -107,6 +136,7 @@ fn run(o: Options) -> Result<(), String> {
         .arg(operator_ns)
         .arg("--local-webhook-address")
         .arg(format!("127.0.0.1:{}", o.webhook_port))
+        .arg("--create-webhook-configurations")
         .arg("--ops-address")
         .arg(format!("127.0.0.1:{}", o.ops_port))
         .spawn()
@@ -118,7 +148,17 @@ fn run(o: Options) -> Result<(), String> {
         if let Ok(Some(status)) = operator.try_wait() {
             return Err(format!("the operator exited early ({status})"));
         }
-        if kubectl(&kubeconfig, &["wait", "--for=condition=Established", "crd/trustyaiservices.trustyai.opendatahub.io", "--timeout=1s"]).is_ok() {
+        if kubectl(
+            &kubeconfig,
+            &[
+                "wait",
+                "--for=condition=Established",
+                "crd/trustyaiservices.trustyai.opendatahub.io",
+                "--timeout=1s",
+            ],
+        )
+        .is_ok()
+        {
             crd_ready = true;
             break;
         }
@@ -138,7 +178,11 @@ fn run(o: Options) -> Result<(), String> {
         "\nThe operator is running against {cluster}.\n\
          \n  export KUBECONFIG={kc}\n  kubectl get tas -A            # printer columns: phase, ready, storage, replicas\n  kubectl describe tas -n {ns}   # conditions and events\n  kubectl get deploy,svc,pvc -n {ns}\n  curl -s http://127.0.0.1:{ops}/readyz   # operator readiness; /metrics for Prometheus\n\
          \nPress Ctrl-C to stop everything.",
-        cluster = if o.kubeconfig.is_some() { "your cluster" } else { "a local control plane" },
+        cluster = if o.kubeconfig.is_some() {
+            "your cluster"
+        } else {
+            "a local control plane"
+        },
         kc = kubeconfig.display(),
         ns = o.namespace,
         ops = o.ops_port,
@@ -160,13 +204,17 @@ fn run(o: Options) -> Result<(), String> {
 
 /// Sends on `tx` when Ctrl-C (SIGINT) or SIGTERM arrives, from a small Tokio runtime thread.
 fn ctrl_c(tx: std::sync::mpsc::Sender<()>) -> Result<(), String> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
     std::thread::spawn(move || {
         rt.block_on(async {
-            let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => return,
-            };
+            let mut term =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(s) => s,
+                    Err(_) => return,
+                };
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 use time::{Duration, OffsetDateTime};
 
@@ -44,7 +44,11 @@ pub fn write_pki(dir: &Path) -> Result<Pki, Box<dyn std::error::Error>> {
     let ca_key = KeyPair::generate()?;
     let mut ca_params = params("trustyai-test-cluster-ca");
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
     let ca_cert = ca_params.self_signed(&ca_key)?;
     let ca_pem = ca_cert.pem();
     let issuer = Issuer::new(ca_params, ca_key);
@@ -64,7 +68,9 @@ pub fn write_pki(dir: &Path) -> Result<Pki, Box<dyn std::error::Error>> {
 
     let admin_key = KeyPair::generate()?;
     let mut admin = params("admin");
-    admin.distinguished_name.push(DnType::OrganizationName, "system:masters");
+    admin
+        .distinguished_name
+        .push(DnType::OrganizationName, "system:masters");
     admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     let admin_cert = admin.signed_by(&admin_key, &issuer)?;
 

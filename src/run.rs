@@ -1,0 +1,364 @@
+//! `trustyai-operator run`: wires the process together.
+//!
+//! Order matters: the HTTPS server (conversion!) starts first, before CRD maintenance, leader
+//! election and any cache sync, because the API server needs `/convert` even to list our
+//! objects. Every long-running task is supervised: one failing brings the whole process down
+//! with a non-zero exit, and one shutdown signal drains them all.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use trustyai_certs::{CertMode, FileSource, Lifetimes, ServiceNames, TlsMaterial};
+use trustyai_webhooks::{
+    AdmissionSettings, HttpsOptions, OpsState, Readiness, ServingCertificate, WebhookState,
+};
+
+use crate::cli::RunArgs;
+use crate::{crd_maintenance, shutdown};
+
+/// Why the operator stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("no Kubernetes client configuration: {0}")]
+    Config(String),
+    #[error("creating the Kubernetes client: {0}")]
+    Client(#[source] kube::Error),
+    #[error("binding {what} on {address}: {source}")]
+    Bind {
+        what: &'static str,
+        address: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("certificates: {0}")]
+    Certificates(String),
+    #[error("CRD maintenance: {0}")]
+    Crd(#[from] crd_maintenance::CrdMaintenanceError),
+    #[error("task {task} failed: {message}")]
+    Task { task: &'static str, message: String },
+}
+
+/// A supervised task's result: its name and an error message, if it failed.
+type TaskResult = (&'static str, Result<(), String>);
+
+/// Runs the operator until a shutdown signal (exit 0) or a task failure (error).
+pub async fn run(args: RunArgs) -> Result<(), RunError> {
+    let client = client(&args).await?;
+    let stop = CancellationToken::new();
+    shutdown::cancel_on_signal(stop.clone());
+
+    let readiness = Readiness::new([Readiness::TLS]);
+    let mut tasks: JoinSet<TaskResult> = JoinSet::new();
+
+    // The ops server outlives the HTTPS drain, so probes see "draining" rather than a refusal.
+    let ops_stop = CancellationToken::new();
+    let ops_listener = bind("the ops server", args.ops_address).await?;
+    let ops_state = OpsState::new(readiness.clone(), String::new);
+    {
+        let ops_stop = ops_stop.clone();
+        tasks.spawn(async move {
+            let result =
+                trustyai_webhooks::serve_ops(ops_listener, ops_state, ops_stop.cancelled_owned())
+                    .await;
+            ("ops server", result.map_err(|e| e.to_string()))
+        });
+    }
+
+    // TLS material first: nothing can be served without it.
+    let local = args.local_webhook_address.is_some();
+    let names = ServiceNames::new(&args.service_name, &args.namespace).with_local(local);
+    let material_rx = start_certificates(&client, &args, &names, &stop, &mut tasks).await?;
+    let serving = Arc::new(ServingCertificate::new());
+    load_material(&serving, &material_rx.borrow(), &readiness);
+    {
+        let (serving, readiness, mut rx, stop) = (
+            serving.clone(),
+            readiness.clone(),
+            material_rx.clone(),
+            stop.clone(),
+        );
+        tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = stop.cancelled() => return ("certificate loader", Ok(())),
+                    changed = rx.changed() => {
+                        if changed.is_err() {
+                            return ("certificate loader", Err("the certificate source stopped".into()));
+                        }
+                        let material = rx.borrow_and_update().clone();
+                        load_material(&serving, &material, &readiness);
+                    }
+                }
+            }
+        });
+    }
+
+    // The HTTPS server.
+    let webhook_address = args.local_webhook_address.unwrap_or(args.webhook_address);
+    let https_listener = bind("the webhook server", webhook_address).await?;
+    let settings = Arc::new(ArcSwap::from_pointee(AdmissionSettings {
+        allowed_image_prefixes: args.allowed_image_prefixes.clone(),
+    }));
+    let state = WebhookState {
+        settings,
+        ..WebhookState::new(AdmissionSettings::default())
+    };
+    let router = trustyai_webhooks::webhook_router(state);
+    let options = HttpsOptions {
+        drain_timeout: args.drain_timeout,
+        ..HttpsOptions::default()
+    };
+    {
+        let (serving, readiness, stop) = (serving.clone(), readiness.clone(), stop.clone());
+        tasks.spawn(async move {
+            let drain = async move {
+                stop.cancelled().await;
+                readiness.mark_draining();
+            };
+            let result =
+                trustyai_webhooks::serve_https(https_listener, router, serving, options, drain)
+                    .await;
+            ("webhook server", result.map_err(|e| e.to_string()))
+        });
+    }
+    tracing::info!(address = %webhook_address, "webhook server listening");
+
+    if !args.no_crd_maintenance {
+        crd_maintenance::apply_crd(&client).await?;
+    }
+    if args.create_webhook_configurations {
+        crate::webhook_configurations::apply(
+            &client,
+            &args.validating_webhook_configuration,
+            &args.mutating_webhook_configuration,
+            &registration_endpoint(&args),
+            args.webhook_timeout_seconds,
+        )
+        .await
+        .map_err(|e| RunError::Task {
+            task: "webhook registration",
+            message: e.to_string(),
+        })?;
+    }
+    if args.cert_mode.publishes_ca_bundle(args.inject_ca_bundle) {
+        let targets = publish_targets(&args);
+        let (client, rx, stop) = (client.clone(), material_rx.clone(), stop.clone());
+        tasks.spawn(async move {
+            tokio::select! {
+                _ = stop.cancelled() => ("caBundle publisher", Ok(())),
+                _ = trustyai_certs::run_publisher(client, targets, rx, None) => ("caBundle publisher", Err("stopped unexpectedly".into())),
+            }
+        });
+    }
+
+    supervise(tasks, stop, ops_stop).await
+}
+
+/// Waits for the shutdown signal or the first failing task, then stops everything.
+async fn supervise(
+    mut tasks: JoinSet<TaskResult>,
+    stop: CancellationToken,
+    ops_stop: CancellationToken,
+) -> Result<(), RunError> {
+    let mut failure = None;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled(), if !stop.is_cancelled() => {}
+            joined = tasks.join_next() => {
+                let Some(joined) = joined else { break };
+                let (task, result) = joined.unwrap_or_else(|e| ("a task", Err(format!("panicked or was cancelled: {e}"))));
+                match result {
+                    Ok(()) if stop.is_cancelled() => tracing::info!(task, "stopped"),
+                    Ok(()) => failure = failure.or(Some(RunError::Task { task, message: "ended unexpectedly".into() })),
+                    Err(message) => {
+                        tracing::error!(task, %message, "task failed; shutting down");
+                        failure = failure.or(Some(RunError::Task { task, message }));
+                    }
+                }
+                if failure.is_some() {
+                    stop.cancel();
+                }
+            }
+        }
+        if stop.is_cancelled() && !ops_stop.is_cancelled() {
+            // Give the HTTPS drain its time, then stop the ops server and whatever is left.
+            let stopping = tokio::time::timeout(Duration::from_secs(30), async {
+                while let Some(joined) = tasks.join_next().await {
+                    if let Ok((task, Err(message))) = joined {
+                        tracing::warn!(task, %message, "failed while stopping");
+                    }
+                    if tasks.len() <= 1 {
+                        break;
+                    }
+                }
+            });
+            let _ = stopping.await;
+            ops_stop.cancel();
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+            break;
+        }
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => {
+            tracing::info!("stopped");
+            Ok(())
+        }
+    }
+}
+
+fn load_material(serving: &ServingCertificate, material: &TlsMaterial, readiness: &Readiness) {
+    match serving.set_from_pem(
+        material.cert_chain_pem().as_bytes(),
+        material.key_pem().as_bytes(),
+    ) {
+        Ok(()) => {
+            readiness.set(Readiness::TLS, true);
+            tracing::info!(
+                not_after = material.not_after_unix_seconds(),
+                "serving certificate loaded"
+            );
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "new certificate rejected; the previous one keeps serving")
+        }
+    }
+}
+
+/// Starts the certificate source for the chosen mode and returns the channel of material,
+/// holding a first value.
+async fn start_certificates(
+    client: &Client,
+    args: &RunArgs,
+    names: &ServiceNames,
+    stop: &CancellationToken,
+    tasks: &mut JoinSet<TaskResult>,
+) -> Result<watch::Receiver<TlsMaterial>, RunError> {
+    let lifetimes = Lifetimes {
+        ca: args.ca_lifetime,
+        serving: args.serving_cert_lifetime,
+        overlap: args.ca_overlap,
+        ..Lifetimes::default()
+    };
+    match args.cert_mode {
+        CertMode::SelfSigned => {
+            let ensured = trustyai_certs::ensure_secret(
+                client,
+                &args.namespace,
+                &args.cert_secret,
+                names,
+                &lifetimes,
+            )
+            .await
+            .map_err(|e| RunError::Certificates(e.to_string()))?;
+            let (tx, rx) = watch::channel(ensured.material);
+            let (client, ns, name, names, stop) = (
+                client.clone(),
+                args.namespace.clone(),
+                args.cert_secret.clone(),
+                names.clone(),
+                stop.clone(),
+            );
+            tasks.spawn(async move {
+                tokio::select! {
+                    _ = stop.cancelled() => ("certificate maintenance", Ok(())),
+                    result = trustyai_certs::maintain_secret(client, ns, name, names, lifetimes, tx, None) => {
+                        ("certificate maintenance", result.map_err(|e| e.to_string()).and(Err("stopped unexpectedly".into())))
+                    }
+                }
+            });
+            Ok(rx)
+        }
+        mode => {
+            let source = FileSource::in_dir(
+                &args.cert_dir,
+                mode.publishes_ca_bundle(args.inject_ca_bundle),
+            );
+            let material = trustyai_certs::load_files(&source)
+                .await
+                .map_err(|e| RunError::Certificates(e.to_string()))?;
+            let (tx, rx) = watch::channel(material);
+            let stop = stop.clone();
+            tasks.spawn(async move {
+                tokio::select! {
+                    _ = stop.cancelled() => ("certificate files", Ok(())),
+                    _ = trustyai_certs::watch_files(source, tx, Duration::from_secs(3)) => ("certificate files", Err("stopped unexpectedly".into())),
+                }
+            });
+            Ok(rx)
+        }
+    }
+}
+
+fn registration_endpoint(args: &RunArgs) -> crate::webhook_configurations::Endpoint {
+    match args.local_webhook_address {
+        Some(address) => crate::webhook_configurations::Endpoint::Url(
+            args.webhook_url
+                .clone()
+                .unwrap_or_else(|| format!("https://{address}")),
+        ),
+        None => crate::webhook_configurations::Endpoint::Service {
+            name: args.service_name.clone(),
+            namespace: args.namespace.clone(),
+            port: args.service_port,
+        },
+    }
+}
+
+fn publish_targets(args: &RunArgs) -> trustyai_certs::publish::PublishTargets {
+    let client_config = match args.local_webhook_address {
+        Some(address) => trustyai_certs::publish::WebhookEndpoint::Url {
+            base: args
+                .webhook_url
+                .clone()
+                .unwrap_or_else(|| format!("https://{address}")),
+        },
+        None => trustyai_certs::publish::WebhookEndpoint::Service {
+            name: args.service_name.clone(),
+            namespace: args.namespace.clone(),
+            port: args.service_port,
+        },
+    };
+    trustyai_certs::publish::PublishTargets {
+        crd_name: Some(trustyai_crds::contract::CRD_NAME.to_string()),
+        conversion_path: trustyai_webhooks::routes::CONVERT.to_string(),
+        validating_webhook_configuration: Some(args.validating_webhook_configuration.clone()),
+        mutating_webhook_configuration: Some(args.mutating_webhook_configuration.clone()),
+        endpoint: client_config,
+    }
+}
+
+async fn bind(what: &'static str, address: std::net::SocketAddr) -> Result<TcpListener, RunError> {
+    TcpListener::bind(address)
+        .await
+        .map_err(|source| RunError::Bind {
+            what,
+            address,
+            source,
+        })
+}
+
+async fn client(args: &RunArgs) -> Result<Client, RunError> {
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path)
+                .map_err(|e| RunError::Config(format!("{}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| RunError::Config(e.to_string()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| RunError::Config(e.to_string()))?,
+    };
+    Client::try_from(config).map_err(RunError::Client)
+}
