@@ -247,7 +247,11 @@ async fn start_certificates(
         ca: args.ca_lifetime,
         serving: args.serving_cert_lifetime,
         overlap: args.ca_overlap,
-        ..Lifetimes::default()
+        // Renewal is due at two thirds of not_before..not_after, so the backdate must stay
+        // small against short (test) lifetimes.
+        backdate: Lifetimes::default()
+            .backdate
+            .min(args.serving_cert_lifetime / 10),
     };
     match args.cert_mode {
         CertMode::SelfSigned => {

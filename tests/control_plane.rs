@@ -1,3 +1,4 @@
+#![allow(clippy::expect_used)] // a test fails loudly on unexpected data
 //! The local control plane itself, through the real API server: the CRD applies and is served
 //! in both versions, the schema and CEL rules reject what they should, kubectl shows the printer
 //! columns and descriptions, and simulated nodes make Deployments Available and garbage
@@ -10,9 +11,9 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::Client;
 use serde_json::{Value, json};
 use support::ControlPlane;
 
@@ -28,12 +29,19 @@ async fn install_crd_without_webhook(client: &Client) {
         },
     );
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.patch(trustyai_crds::contract::CRD_NAME, &PatchParams::apply("control-plane-test").force(), &Patch::Apply(&crd))
-        .await
-        .expect("CRD applies");
+    crds.patch(
+        trustyai_crds::contract::CRD_NAME,
+        &PatchParams::apply("control-plane-test").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .expect("CRD applies");
     // Wait until Established.
     for _ in 0..100 {
-        let current = crds.get(trustyai_crds::contract::CRD_NAME).await.expect("CRD reads");
+        let current = crds
+            .get(trustyai_crds::contract::CRD_NAME)
+            .await
+            .expect("CRD reads");
         let established = current
             .status
             .and_then(|s| s.conditions)
@@ -50,11 +58,16 @@ async fn install_crd_without_webhook(client: &Client) {
 
 fn tas_api(client: &Client, ns: &str, version: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("trustyai.opendatahub.io", version, "TrustyAIService");
-    Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk_with_plural(&gvk, "trustyaiservices"))
+    Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource::from_gvk_with_plural(&gvk, "trustyaiservices"),
+    )
 }
 
 fn fixture(path: &str) -> Value {
-    let text = std::fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))).expect("fixture");
+    let text =
+        std::fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))).expect("fixture");
     serde_yaml::from_str(&text).expect("fixture YAML")
 }
 
@@ -83,41 +96,118 @@ async fn crd_is_served_in_both_versions_and_validates() {
     let v1alpha1 = tas_api(&client, &ns, "v1alpha1");
 
     // The Go operator's manifests are accepted through their versions.
-    v1.create(&PostParams::default(), &object(fixture("crds/tests/fixtures/go-operator/v1-sample.yaml")))
-        .await
-        .expect("the Go v1 sample is accepted");
+    v1.create(
+        &PostParams::default(),
+        &object(fixture("crds/tests/fixtures/go-operator/v1-sample.yaml")),
+    )
+    .await
+    .expect("the Go v1 sample is accepted");
     v1alpha1
-        .create(&PostParams::default(), &object(fixture("crds/tests/fixtures/go-operator/v1alpha1-example.yaml")))
+        .create(
+            &PostParams::default(),
+            &object(fixture(
+                "crds/tests/fixtures/go-operator/v1alpha1-example.yaml",
+            )),
+        )
         .await
         .expect("the Go v1alpha1 example is accepted");
 
     // A v1 object reads back through v1alpha1 (None conversion in this test, see above).
-    let back = v1alpha1.get("trustyaiservice-sample").await.expect("reads through v1alpha1");
-    assert_eq!(back.types.as_ref().map(|t| t.api_version.as_str()), Some("trustyai.opendatahub.io/v1alpha1"));
+    let back = v1alpha1
+        .get("trustyaiservice-sample")
+        .await
+        .expect("reads through v1alpha1");
+    assert_eq!(
+        back.types.as_ref().map(|t| t.api_version.as_str()),
+        Some("trustyai.opendatahub.io/v1alpha1")
+    );
     assert_eq!(back.data["spec"]["metrics"]["schedule"], "5s");
 
     // The schema's field errors.
-    let err = create_error(&v1, tas("bad-format", json!({"storage": {"format": "S3"}, "metrics": {"schedule": "5s"}}))).await;
-    assert!(err.contains("spec.storage.format") && err.contains("Unsupported value"), "{err}");
-    let err = create_error(&v1, tas("no-schedule", json!({"storage": {"format": "PVC"}, "metrics": {}}))).await;
-    assert!(err.contains("spec.metrics.schedule") && err.contains("Required value"), "{err}");
+    let err = create_error(
+        &v1,
+        tas(
+            "bad-format",
+            json!({"storage": {"format": "S3"}, "metrics": {"schedule": "5s"}}),
+        ),
+    )
+    .await;
+    assert!(
+        err.contains("spec.storage.format") && err.contains("Unsupported value"),
+        "{err}"
+    );
+    let err = create_error(
+        &v1,
+        tas(
+            "no-schedule",
+            json!({"storage": {"format": "PVC"}, "metrics": {}}),
+        ),
+    )
+    .await;
+    assert!(
+        err.contains("spec.metrics.schedule") && err.contains("Required value"),
+        "{err}"
+    );
 
     // Each CEL rule rejects what it should.
     let cases = [
-        ("a-name-that-is-far-too-long-to-be-a-service-name-with-the-tls-suffix", json!({"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}}), "at most 59 characters"),
-        ("pv-with-db", json!({"storage": {"format": "DATABASE", "pv": "pv1"}, "metrics": {"schedule": "5s"}}), "spec.storage.pv is allowed only"),
-        ("rel-folder", json!({"storage": {"format": "PVC", "folder": "inputs"}, "metrics": {"schedule": "5s"}}), "absolute path"),
-        ("dotdot", json!({"storage": {"format": "PVC", "folder": "/a/../b"}, "metrics": {"schedule": "5s"}}), "absolute path"),
-        ("bad-size", json!({"storage": {"format": "PVC", "size": "1Gx"}, "metrics": {"schedule": "5s"}}), "greater than zero"),
-        ("zero-size", json!({"storage": {"format": "PVC", "size": "0"}, "metrics": {"schedule": "5s"}}), "greater than zero"),
-        ("bad-pv", json!({"storage": {"format": "PVC", "pv": "Not_A_Name"}, "metrics": {"schedule": "5s"}}), "DNS-1123 subdomain"),
-        ("bad-secret", json!({"storage": {"format": "DATABASE", "databaseConfigurations": "UPPER"}, "metrics": {"schedule": "5s"}}), "DNS-1123 subdomain"),
-        ("bad-file", json!({"storage": {"format": "PVC"}, "data": {"filename": "a/b.csv"}, "metrics": {"schedule": "5s"}}), "plain file name"),
-        ("bad-schedule", json!({"storage": {"format": "PVC"}, "metrics": {"schedule": "5 seconds"}}), "<integer><unit>"),
+        (
+            "a-name-that-is-far-too-long-to-be-a-service-name-with-the-tls-suffix",
+            json!({"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}}),
+            "at most 59 characters",
+        ),
+        (
+            "pv-with-db",
+            json!({"storage": {"format": "DATABASE", "pv": "pv1"}, "metrics": {"schedule": "5s"}}),
+            "spec.storage.pv is allowed only",
+        ),
+        (
+            "rel-folder",
+            json!({"storage": {"format": "PVC", "folder": "inputs"}, "metrics": {"schedule": "5s"}}),
+            "absolute path",
+        ),
+        (
+            "dotdot",
+            json!({"storage": {"format": "PVC", "folder": "/a/../b"}, "metrics": {"schedule": "5s"}}),
+            "absolute path",
+        ),
+        (
+            "bad-size",
+            json!({"storage": {"format": "PVC", "size": "1Gx"}, "metrics": {"schedule": "5s"}}),
+            "greater than zero",
+        ),
+        (
+            "zero-size",
+            json!({"storage": {"format": "PVC", "size": "0"}, "metrics": {"schedule": "5s"}}),
+            "greater than zero",
+        ),
+        (
+            "bad-pv",
+            json!({"storage": {"format": "PVC", "pv": "Not_A_Name"}, "metrics": {"schedule": "5s"}}),
+            "DNS-1123 subdomain",
+        ),
+        (
+            "bad-secret",
+            json!({"storage": {"format": "DATABASE", "databaseConfigurations": "UPPER"}, "metrics": {"schedule": "5s"}}),
+            "DNS-1123 subdomain",
+        ),
+        (
+            "bad-file",
+            json!({"storage": {"format": "PVC"}, "data": {"filename": "a/b.csv"}, "metrics": {"schedule": "5s"}}),
+            "plain file name",
+        ),
+        (
+            "bad-schedule",
+            json!({"storage": {"format": "PVC"}, "metrics": {"schedule": "5 seconds"}}),
+            "<integer><unit>",
+        ),
     ];
     for (name, spec, expected) in cases {
         let err = create_error(&v1, tas(name, spec)).await;
-        assert!(err.contains(expected), "{name}: expected {expected:?} in: {err}");
+        assert!(
+            err.contains(expected),
+            "{name}: expected {expected:?} in: {err}"
+        );
     }
 
     // Transition rules on update.
@@ -125,30 +215,63 @@ async fn crd_is_served_in_both_versions_and_validates() {
         .await
         .expect("valid object");
     for (patch, expected) in [
-        (json!({"spec": {"storage": {"size": "1Gi"}}}), "may not shrink"),
-        (json!({"spec": {"storage": {"pv": "pv-b"}}}), "cannot change once set"),
+        (
+            json!({"spec": {"storage": {"size": "1Gi"}}}),
+            "may not shrink",
+        ),
+        (
+            json!({"spec": {"storage": {"pv": "pv-b"}}}),
+            "cannot change once set",
+        ),
     ] {
-        let err = v1.patch("grow", &PatchParams::default(), &Patch::Merge(&patch)).await.expect_err("refused");
-        assert!(err.to_string().contains(expected), "expected {expected:?} in: {err}");
+        let err = v1
+            .patch("grow", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect_err("refused");
+        assert!(
+            err.to_string().contains(expected),
+            "expected {expected:?} in: {err}"
+        );
     }
-    v1.patch("grow", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"storage": {"size": "3Gi"}}})))
-        .await
-        .expect("growing is allowed");
-    v1.create(&PostParams::default(), &object(tas("db", json!({"storage": {"format": "DATABASE"}, "metrics": {"schedule": "5s"}}))))
-        .await
-        .expect("valid object");
+    v1.patch(
+        "grow",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"spec": {"storage": {"size": "3Gi"}}})),
+    )
+    .await
+    .expect("growing is allowed");
+    v1.create(
+        &PostParams::default(),
+        &object(tas(
+            "db",
+            json!({"storage": {"format": "DATABASE"}, "metrics": {"schedule": "5s"}}),
+        )),
+    )
+    .await
+    .expect("valid object");
     let err = v1
-        .patch("db", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"storage": {"format": "PVC"}}})))
+        .patch(
+            "db",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"storage": {"format": "PVC"}}})),
+        )
         .await
         .expect_err("refused");
-    assert!(err.to_string().contains("cannot change from DATABASE back to PVC"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("cannot change from DATABASE back to PVC"),
+        "{err}"
+    );
 
     // kubectl: printer columns and explain text.
     let (ok, out, err) = cp.kubectl(&["get", "tas", "-n", &ns], None);
     assert!(ok, "{err}");
     let header = out.lines().next().unwrap_or_default();
     for column in ["NAME", "PHASE", "READY", "STORAGE", "REPLICAS", "AGE"] {
-        assert!(header.contains(column), "column {column} missing in: {header}");
+        assert!(
+            header.contains(column),
+            "column {column} missing in: {header}"
+        );
     }
     let (ok, out, err) = cp.kubectl(&["explain", "tas.spec.storage.pv"], None);
     assert!(ok, "{err}");
@@ -165,7 +288,10 @@ async fn deployments_become_available_and_are_garbage_collected() {
     let ns = cp.namespace(&client, "kwok").await;
     let owners: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let owner = owners
-        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "owner"}})).expect("cm"))
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "owner"}})).expect("cm"),
+        )
         .await
         .expect("owner");
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
@@ -180,23 +306,35 @@ async fn deployments_become_available_and_are_garbage_collected() {
         }
     }))
     .expect("deployment");
-    deployments.create(&PostParams::default(), &deployment).await.expect("create");
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .expect("create");
 
     let mut available = false;
     for _ in 0..240 {
         let d = deployments.get("web").await.expect("get");
         let status = d.status.unwrap_or_default();
         if status.available_replicas == Some(2)
-            && status.conditions.unwrap_or_default().iter().any(|c| c.type_.as_deref() == Some("Available") && c.status.as_deref() == Some("True"))
+            && status.conditions.unwrap_or_default().iter().any(|c| {
+                c.type_.as_deref() == Some("Available") && c.status.as_deref() == Some("True")
+            })
         {
             available = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    assert!(available, "the Deployment never became Available\n{}", cp.logs());
+    assert!(
+        available,
+        "the Deployment never became Available\n{}",
+        cp.logs()
+    );
 
-    owners.delete("owner", &DeleteParams::background()).await.expect("delete owner");
+    owners
+        .delete("owner", &DeleteParams::background())
+        .await
+        .expect("delete owner");
     let mut collected = false;
     for _ in 0..240 {
         if deployments.get_opt("web").await.expect("get").is_none() {
@@ -205,5 +343,9 @@ async fn deployments_become_available_and_are_garbage_collected() {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    assert!(collected, "the garbage collector never removed the Deployment\n{}", cp.logs());
+    assert!(
+        collected,
+        "the garbage collector never removed the Deployment\n{}",
+        cp.logs()
+    );
 }

@@ -1,2 +1,58 @@
-//! TLS material for the webhook server: CA and serving certificate, their Secret, rotation, caBundle publishing.
-pub fn x(){}
+//! TLS material for the webhook server: CA and serving certificate, their Secret, rotation,
+//! caBundle publishing.
+//!
+//! The webhook server receives what to serve through a `tokio::sync::watch` channel of
+//! [`TlsMaterial`]; every value sent is validated (key matches, within validity, chains to the
+//! bundle), so invalid content never replaces what is being served.
+//!
+//! Modes (see [`CertMode`]):
+//!
+//! - **self-signed** (default): [`ensure_secret`] gets or creates one Secret holding a CA and a
+//!   serving certificate (layout in [`secret_layout`]); [`maintain_secret`] watches it, renews
+//!   and rotates (one writer at a time, by resourceVersion), and feeds the channel;
+//!   [`run_publisher`] keeps the CA bundle in the CRD's conversion webhook and the admission
+//!   webhook configurations.
+//! - **files**: [`load_files`] + [`watch_files`] (polling) on mounted certificate files.
+//! - **cert-manager**: as files (the mounted Secret), plus optionally [`run_publisher`].
+//! - **openshift**: as files; the service-ca operator injects the bundle itself.
+//!
+//! Pure logic (generation, parsing, the renewal decision, the bundle, chain verification, the
+//! apply bodies) lives apart from the Kubernetes-facing loops ([`secret_store`], [`publisher`],
+//! [`files`]).
+
+pub mod bundle;
+pub mod events;
+pub mod files;
+pub mod generate;
+pub mod lifetimes;
+pub mod material;
+pub mod mode;
+pub mod names;
+pub mod publish;
+pub mod publisher;
+pub mod renewal;
+pub mod secret_layout;
+pub mod secret_store;
+pub mod verify;
+
+pub use bundle::{Bundle, ca_bundle};
+pub use events::{CertWarning, publish_warnings};
+pub use files::{FileSource, FilesError, load_files, watch_files};
+pub use generate::{GenerateError, KeyedCert, generate_ca, issue_serving};
+pub use lifetimes::Lifetimes;
+pub use material::{CaCert, CertInfo, MaterialError, ServingCert, TlsMaterial};
+pub use mode::CertMode;
+pub use names::ServiceNames;
+pub use publish::{
+    CABUNDLE_FIELD_MANAGER, ClientConfig, DEFAULT_CONVERT_PATH, PublishTargets, WebhookEndpoint,
+};
+pub use publisher::{PublishError, Published, publish_once, run_publisher};
+pub use renewal::{CaStep, Plan, Reason, decide};
+pub use secret_layout::{SecretData, StoredState};
+pub use secret_store::{Ensured, SECRET_FIELD_MANAGER, StoreError, ensure_secret, maintain_secret};
+/// The `time` crate, whose `OffsetDateTime` this API uses.
+pub use time;
+pub use verify::chains_to;
+
+#[cfg(test)]
+mod testutil;

@@ -23,6 +23,14 @@ pub const FINALIZER: &str = "trustyai.opendatahub.io/finalizer";
 pub const LEGACY_FINALIZER: &str = "trustyai.opendatahub.io.trustyai.opendatahub.io/finalizer";
 /// CR annotation that asks the Go operator to re-render the Deployment for a PVC → database migration.
 pub const DB_MIGRATION_ANNOTATION: &str = "trustyai.opendatahub.io/db-migration";
+/// CR annotation owned by the conversion webhook (this operator only): compact JSON holding what
+/// the object's version cannot express, so that the other version can be restored exactly. On a
+/// v1alpha1 object it keeps the v1-only fields (`spec.image`, `spec.storage.retention`,
+/// `status.observedGeneration`, `status.image`, `conditions[].observedGeneration`) and v1
+/// condition statuses outside `True`/`False`/`Unknown`; on a v1 object it keeps v1alpha1 condition
+/// status strings that v1 spells differently (`true` → `True`). At most 32 KiB. Written and removed
+/// by conversion only; the format is described in `conversion`.
+pub const CONVERSION_PRESERVED_ANNOTATION: &str = "trustyai.opendatahub.io/conversion-preserved";
 
 /// Storage formats (`spec.storage.format`).
 pub mod storage_format {
@@ -184,3 +192,68 @@ pub const EVENT_REPORTER: &str = "trustyai-service-operator";
 pub const PROXY_CLUSTER_ROLE: &str = "trustyai-service-operator-proxy-role";
 /// Name of the central ServiceMonitor in the operator namespace.
 pub const CENTRAL_SERVICE_MONITOR: &str = "trustyai-metrics";
+
+/// Labels this operator (not the Go one) puts on the cluster-scoped ClusterRoleBinding it creates
+/// for a TrustyAIService. A cluster-scoped object cannot carry an owner reference to a namespaced
+/// one, so the finalizer finds the binding with these labels and deletes it.
+pub mod owner_labels {
+    /// Namespace of the owning TrustyAIService.
+    pub const NAMESPACE: &str = "trustyai.opendatahub.io/owner-namespace";
+    /// Name of the owning TrustyAIService.
+    pub const NAME: &str = "trustyai.opendatahub.io/owner-name";
+}
+
+/// The custom CA bundle ConfigMap in a TrustyAIService's namespace, mounted into the
+/// kube-rbac-proxy container when present.
+pub mod custom_ca_bundle {
+    /// Name of the ConfigMap (and of its volume).
+    pub const CONFIG_MAP: &str = "odh-trusted-ca-bundle";
+    /// Label that OpenShift's network operator looks for to inject the trusted CA bundle.
+    pub const INJECT_LABEL: &str = "config.openshift.io/inject-trusted-cabundle";
+    /// Key of the bundle in the ConfigMap.
+    pub const KEY: &str = "ca-bundle.crt";
+}
+
+/// How a TrustyAIService is wired into ModelMesh Deployments (`modelmesh-service=modelmesh-serving`).
+pub mod modelmesh {
+    /// Space-separated payload processor URLs on every container.
+    pub const PAYLOAD_PROCESSORS_ENV: &str = "MM_PAYLOAD_PROCESSORS";
+    /// Certificate ModelMesh uses for the payload processors, on container [`CONTAINER`].
+    pub const TLS_KEY_CERT_PATH_ENV: &str = "MM_TLS_KEY_CERT_PATH";
+    /// The ModelMesh container that gets [`TLS_KEY_CERT_PATH_ENV`].
+    pub const CONTAINER: &str = "mm";
+    /// Where the `<cr>-internal` Secret is mounted in every container.
+    pub const TLS_MOUNT_PATH: &str = "/etc/trustyai/tls";
+    /// Value of [`TLS_KEY_CERT_PATH_ENV`].
+    pub const TLS_KEY_CERT_PATH: &str = "/etc/trustyai/tls/tls.crt";
+    /// Path of the payload consumer on the TrustyAI service: `https://<cr>.<ns>.svc` + this.
+    pub const CONSUMER_PATH: &str = "/consumer/kserve/v2";
+}
+
+/// How a TrustyAIService is wired into KServe InferenceServices (`serving.kserve.io/v1beta1`).
+pub mod kserve {
+    /// InferenceService annotation that selects the deployment mode.
+    pub const DEPLOYMENT_MODE_ANNOTATION: &str = "serving.kserve.io/deploymentMode";
+    /// Deployment mode served by ModelMesh.
+    pub const MODE_MODELMESH: &str = "ModelMesh";
+    /// Raw Kubernetes Deployment mode (before KServe 0.17).
+    pub const MODE_RAW_DEPLOYMENT: &str = "RawDeployment";
+    /// Raw Kubernetes Deployment mode (KServe 0.17 and later).
+    pub const MODE_STANDARD: &str = "Standard";
+    /// Knative mode (before KServe 0.17).
+    pub const MODE_SERVERLESS: &str = "Serverless";
+    /// Knative mode (KServe 0.17 and later).
+    pub const MODE_KNATIVE: &str = "Knative";
+    /// Value of the operator ConfigMap's `kServeServerless` key that enables Knative wiring.
+    pub const SERVERLESS_ENABLED: &str = "enabled";
+    /// Logger mode set on `spec.predictor.logger`.
+    pub const LOGGER_MODE: &str = "all";
+    /// Annotations KServe derives from the logger; removed together with it.
+    pub const LOGGER_ANNOTATIONS: [&str; 3] = [
+        "internal.serving.kserve.io/logger",
+        "internal.serving.kserve.io/logger-mode",
+        "internal.serving.kserve.io/logger-sink-url",
+    ];
+    /// InferenceService annotation that turns on the Istio sidecar.
+    pub const ISTIO_INJECT_ANNOTATION: &str = "sidecar.istio.io/inject";
+}

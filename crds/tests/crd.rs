@@ -1,3 +1,4 @@
+#![allow(clippy::expect_used)] // a test fails loudly on unexpected data
 //! The generated CRD: structure, versions, printer columns, the committed copy, and the Go
 //! operator's manifests against both versions' schemas.
 

@@ -1,4 +1,10 @@
 //! Test support shared by the integration tests.
 #![allow(dead_code)] // each test binary uses a different part of the support code
 
+pub mod operator;
+
 pub use trustyai_local_cluster::ControlPlane;
+
+/// Serializes the tests of one binary that run an operator: the CRD's conversion webhook and
+/// the webhook registrations are cluster-wide, so two operators would fight over them.
+pub static CLUSTER_WIDE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

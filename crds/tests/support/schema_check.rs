@@ -20,26 +20,22 @@ pub fn check(value: &Value, schema: &Value, path: &str, errors: &mut Vec<String>
         errors.push(format!("{path}: expected {ty:?}, got {value}"));
         return;
     }
-    if let Some(options) = schema.get("enum").and_then(Value::as_array) {
-        if !options.contains(value) {
-            errors.push(format!("{path}: {value} not in {options:?}"));
-        }
+    if let Some(options) = schema.get("enum").and_then(Value::as_array)
+        && !options.contains(value)
+    {
+        errors.push(format!("{path}: {value} not in {options:?}"));
     }
-    if let (Some(max), Some(s)) = (
-        schema.get("maxLength").and_then(Value::as_u64),
-        value.as_str(),
-    ) {
-        if s.chars().count() as u64 > max {
-            errors.push(format!("{path}: longer than {max}"));
-        }
+    let max_length = schema.get("maxLength").and_then(Value::as_u64);
+    if let (Some(max), Some(s)) = (max_length, value.as_str())
+        && s.chars().count() as u64 > max
+    {
+        errors.push(format!("{path}: longer than {max}"));
     }
-    if let (Some(min), Some(n)) = (
-        schema.get("minimum").and_then(Value::as_f64),
-        value.as_f64(),
-    ) {
-        if n < min {
-            errors.push(format!("{path}: below minimum {min}"));
-        }
+    let minimum = schema.get("minimum").and_then(Value::as_f64);
+    if let (Some(min), Some(n)) = (minimum, value.as_f64())
+        && n < min
+    {
+        errors.push(format!("{path}: below minimum {min}"));
     }
     if let Some(obj) = value.as_object() {
         for req in schema
@@ -48,10 +44,10 @@ pub fn check(value: &Value, schema: &Value, path: &str, errors: &mut Vec<String>
             .into_iter()
             .flatten()
         {
-            if let Some(req) = req.as_str() {
-                if !obj.contains_key(req) {
-                    errors.push(format!("{path}.{req}: required"));
-                }
+            if let Some(req) = req.as_str()
+                && !obj.contains_key(req)
+            {
+                errors.push(format!("{path}.{req}: required"));
             }
         }
         let props = schema.get("properties").and_then(Value::as_object);

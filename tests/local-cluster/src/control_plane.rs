@@ -57,10 +57,10 @@ static NAMESPACES: AtomicUsize = AtomicUsize::new(0);
 /// The folder holding the control-plane binaries: `TRUSTYAI_CONTROL_PLANE_BIN`, or what
 /// `tests/control-plane/build.sh --print` names.
 pub fn bin_dir() -> Result<PathBuf, String> {
-    if let Ok(dir) = std::env::var("TRUSTYAI_CONTROL_PLANE_BIN") {
-        if !dir.is_empty() {
-            return Ok(PathBuf::from(dir));
-        }
+    if let Ok(dir) = std::env::var("TRUSTYAI_CONTROL_PLANE_BIN")
+        && !dir.is_empty()
+    {
+        return Ok(PathBuf::from(dir));
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../control-plane/build.sh");
     let out = Command::new("bash")

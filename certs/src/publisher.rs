@@ -1,0 +1,344 @@
+//! The caBundle publisher: applies the bundle to the CRD and the webhook configurations, and
+//! keeps it there (re-applies when the bundle changes and when any of those objects changes).
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use futures::stream::{self, BoxStream};
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use time::OffsetDateTime;
+use tokio::sync::watch;
+use tracing::{Instrument, info, info_span, warn};
+
+use crate::material::{MaterialError, TlsMaterial};
+use crate::publish::{
+    CABUNDLE_FIELD_MANAGER, LiveConversion, LiveEntry, PublishTargets, crd_apply_body,
+    crd_switch_patch, desired_conversion, desired_entries, mutating_entries, validating_entries,
+    webhooks_apply_body, webhooks_switch_patch,
+};
+use crate::verify::chains_to;
+
+/// Re-check everything this often even without events.
+const RESYNC: Duration = Duration::from_secs(5 * 60);
+/// First retry after a failure; doubles up to [`MAX_RETRY`].
+const RETRY: Duration = Duration::from_secs(2);
+const MAX_RETRY: Duration = Duration::from_secs(60);
+/// Coalesces a burst of events (our own apply triggers one per object).
+const DEBOUNCE: Duration = Duration::from_millis(300);
+
+/// Failures publishing the bundle.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    /// The material carries no CA bundle (a files source without a CA file).
+    #[error("the TLS material has no CA bundle to publish")]
+    NoBundle,
+    /// The serving certificate does not chain to the bundle; publishing it would break TLS.
+    #[error("refusing to publish a CA bundle the serving certificate does not chain to: {0}")]
+    Unverified(#[source] MaterialError),
+    /// A target object does not exist (yet).
+    #[error("{kind} {name} does not exist")]
+    NotFound {
+        /// Kind.
+        kind: &'static str,
+        /// Name.
+        name: String,
+    },
+    /// An API call failed.
+    #[error("{action} {kind} {name}: {source}")]
+    Kube {
+        /// What was being done.
+        action: &'static str,
+        /// Kind.
+        kind: &'static str,
+        /// Name.
+        name: String,
+        /// The client error (boxed: it is large).
+        #[source]
+        source: Box<kube::Error>,
+    },
+}
+
+/// What one publication did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Published {
+    /// Objects written (`Kind/name`).
+    pub updated: Vec<String>,
+    /// Objects already up to date.
+    pub unchanged: Vec<String>,
+}
+
+fn kube_err(
+    action: &'static str,
+    kind: &'static str,
+    name: &str,
+) -> impl FnOnce(kube::Error) -> PublishError {
+    let name = name.to_owned();
+    move |source| PublishError::Kube {
+        action,
+        kind,
+        name,
+        source: Box::new(source),
+    }
+}
+
+/// Publishes `material`'s CA bundle to every target once. Refuses a bundle the serving
+/// certificate does not chain to. Objects already up to date are not written.
+#[tracing::instrument(skip_all)]
+pub async fn publish_once(
+    client: &Client,
+    targets: &PublishTargets,
+    material: &TlsMaterial,
+) -> Result<Published, PublishError> {
+    let bundle = material.ca_bundle_pem().ok_or(PublishError::NoBundle)?;
+    chains_to(
+        material.cert_chain_pem().as_bytes(),
+        bundle.as_bytes(),
+        OffsetDateTime::now_utc(),
+    )
+    .map_err(PublishError::Unverified)?;
+    let bundle = bundle.as_bytes();
+    let mut published = Published::default();
+    let mut record = |label: String, written: bool| {
+        if written {
+            info!(object = %label, "published the CA bundle");
+            published.updated.push(label);
+        } else {
+            published.unchanged.push(label);
+        }
+    };
+    if let Some(name) = &targets.crd_name {
+        let written = publish_crd(client, name, targets, bundle).await?;
+        record(format!("CustomResourceDefinition/{name}"), written);
+    }
+    if let Some(name) = &targets.validating_webhook_configuration {
+        let written = publish_webhooks::<ValidatingWebhookConfiguration>(
+            client,
+            "ValidatingWebhookConfiguration",
+            name,
+            validating_entries,
+            targets,
+            bundle,
+        )
+        .await?;
+        record(format!("ValidatingWebhookConfiguration/{name}"), written);
+    }
+    if let Some(name) = &targets.mutating_webhook_configuration {
+        let written = publish_webhooks::<MutatingWebhookConfiguration>(
+            client,
+            "MutatingWebhookConfiguration",
+            name,
+            mutating_entries,
+            targets,
+            bundle,
+        )
+        .await?;
+        record(format!("MutatingWebhookConfiguration/{name}"), written);
+    }
+    Ok(published)
+}
+
+fn apply_params() -> PatchParams {
+    PatchParams::apply(CABUNDLE_FIELD_MANAGER).force()
+}
+
+fn patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(CABUNDLE_FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    }
+}
+
+async fn publish_crd(
+    client: &Client,
+    name: &str,
+    targets: &PublishTargets,
+    bundle: &[u8],
+) -> Result<bool, PublishError> {
+    const KIND: &str = "CustomResourceDefinition";
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let live = api
+        .get_opt(name)
+        .await
+        .map_err(kube_err("reading", KIND, name))?
+        .ok_or_else(|| PublishError::NotFound {
+            kind: KIND,
+            name: name.to_owned(),
+        })?;
+    let live = LiveConversion::of(&live);
+    let desired = desired_conversion(&targets.endpoint, &targets.conversion_path, bundle);
+    if live.is_up_to_date(&desired) {
+        return Ok(false);
+    }
+    if live.client_config.needs_switch_to(&desired) {
+        api.patch(
+            name,
+            &patch_params(),
+            &Patch::Merge(crd_switch_patch(&desired)),
+        )
+        .await
+        .map_err(kube_err("switching the client config of", KIND, name))?;
+    }
+    api.patch(
+        name,
+        &apply_params(),
+        &Patch::Apply(crd_apply_body(name, &desired)),
+    )
+    .await
+    .map_err(kube_err("applying the CA bundle to", KIND, name))?;
+    Ok(true)
+}
+
+async fn publish_webhooks<K>(
+    client: &Client,
+    kind: &'static str,
+    name: &str,
+    entries: fn(&K) -> Vec<LiveEntry>,
+    targets: &PublishTargets,
+    bundle: &[u8],
+) -> Result<bool, PublishError>
+where
+    K: Resource<Scope = kube::core::ClusterResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Debug,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let live = api
+        .get_opt(name)
+        .await
+        .map_err(kube_err("reading", kind, name))?
+        .ok_or_else(|| PublishError::NotFound {
+            kind,
+            name: name.to_owned(),
+        })?;
+    let live = entries(&live);
+    let desired = desired_entries(&live, &targets.endpoint, bundle);
+    if live == desired {
+        return Ok(false);
+    }
+    let switching: Vec<LiveEntry> = live
+        .iter()
+        .zip(&desired)
+        .filter(|((_, have), (_, want))| have.needs_switch_to(want))
+        .map(|(_, want)| want.clone())
+        .collect();
+    if !switching.is_empty() {
+        api.patch(
+            name,
+            &patch_params(),
+            &Patch::Strategic(webhooks_switch_patch(&switching)),
+        )
+        .await
+        .map_err(kube_err("switching the client config of", kind, name))?;
+    }
+    api.patch(
+        name,
+        &apply_params(),
+        &Patch::Apply(webhooks_apply_body(kind, name, &desired)),
+    )
+    .await
+    .map_err(kube_err("applying the CA bundle to", kind, name))?;
+    Ok(true)
+}
+
+/// A stream that yields whenever the named cluster-scoped object changes (or the watch
+/// re-lists).
+fn changes<K>(client: &Client, name: &str) -> BoxStream<'static, ()>
+where
+    K: Resource<Scope = kube::core::ClusterResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + 'static,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    watcher::watcher(api, config)
+        .default_backoff()
+        .filter_map(|event| async move {
+            match event {
+                Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone) => Some(()),
+                Ok(Event::Init | Event::InitApply(_)) => None,
+                Err(error) => {
+                    warn!(%error, "watching a caBundle target failed; retrying");
+                    None
+                }
+            }
+        })
+        .boxed()
+}
+
+/// Keeps the CA bundle of `material` published in `targets` until the material sender is
+/// dropped: publishes at start, whenever the material changes, whenever one of the target
+/// objects changes (a `helm upgrade` or `kubectl apply` that clears the bundle is corrected
+/// within seconds), on failure with backoff, and every five minutes.
+///
+/// `published` (if given) is set to `true` after the first successful publication, so the
+/// caller can hold back readiness or the controller until the apiserver trusts the server.
+///
+/// Every replica may run this: they all publish the bundle derived from the same Secret.
+pub async fn run_publisher(
+    client: Client,
+    targets: PublishTargets,
+    mut material: watch::Receiver<TlsMaterial>,
+    published: Option<watch::Sender<bool>>,
+) {
+    let span = info_span!("ca_bundle_publisher");
+    async move {
+        let mut sources: Vec<BoxStream<'static, ()>> = Vec::new();
+        if let Some(name) = &targets.crd_name {
+            sources.push(changes::<CustomResourceDefinition>(&client, name));
+        }
+        if let Some(name) = &targets.validating_webhook_configuration {
+            sources.push(changes::<ValidatingWebhookConfiguration>(&client, name));
+        }
+        if let Some(name) = &targets.mutating_webhook_configuration {
+            sources.push(changes::<MutatingWebhookConfiguration>(&client, name));
+        }
+        // `pending` keeps the select branch alive even with no targets.
+        sources.push(stream::pending().boxed());
+        let mut triggers = stream::select_all(sources);
+        let mut retry = RETRY;
+        loop {
+            let current = material.borrow_and_update().clone();
+            let wait = match publish_once(&client, &targets, &current).await {
+                Ok(_) => {
+                    retry = RETRY;
+                    if let Some(published) = &published {
+                        published.send_if_modified(|done| !std::mem::replace(done, true));
+                    }
+                    RESYNC
+                }
+                Err(error) => {
+                    warn!(%error, retry_in = ?retry, "publishing the CA bundle failed");
+                    let wait = retry;
+                    retry = (retry * 2).min(MAX_RETRY);
+                    wait
+                }
+            };
+            tokio::select! {
+                changed = material.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                }
+                _ = triggers.next() => {}
+                () = tokio::time::sleep(wait) => {}
+            }
+            tokio::time::sleep(DEBOUNCE).await;
+            while triggers.next().now_or_never().flatten().is_some() {}
+        }
+    }
+    .instrument(span)
+    .await
+}

@@ -1,0 +1,637 @@
+//! The renewal decision: given what the Secret holds and the time, what (if anything) to
+//! regenerate. Pure: no I/O, no clock, no key generation.
+//!
+//! - The serving certificate is renewed at two thirds of its lifetime, and at once when it is
+//!   unusable, expired, lacks a required name, or does not chain to the current CA.
+//! - The CA is rotated at two thirds of its lifetime, with an overlap:
+//!   1. a new CA goes to `ca.crt`, the old one to `ca-previous.crt`; the serving certificate
+//!      (signed by the old CA) stays. The published bundle now holds both.
+//!   2. once the new CA has been out for [`Lifetimes::overlap`], a serving certificate signed by
+//!      it replaces the old one.
+//!   3. once that certificate has been out for the overlap too, `ca-previous.crt` goes.
+//! - A CA that is unusable or expired is replaced outright (there is nothing to overlap with).
+
+use std::fmt;
+
+use time::OffsetDateTime;
+
+use crate::lifetimes::{Lifetimes, later};
+use crate::material::{CertInfo, MaterialError};
+use crate::names::ServiceNames;
+use crate::secret_layout::{CA_CRT, CA_PREVIOUS_CRT, StoredState, TLS_CRT};
+use crate::verify::verify_chain;
+
+/// What happens to the CA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CaStep {
+    /// Keep the current CA.
+    Keep,
+    /// Generate a new CA and keep the current one as the previous CA (overlap).
+    Rotate,
+    /// Generate a new CA and drop the current one (it is unusable).
+    Replace,
+}
+
+/// Why a step is taken; logged, and the [`Reason::is_warning`] ones become Warning events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// The Secret holds no material yet.
+    Empty,
+    /// The CA (certificate or key) is missing, garbage, mismatched, or outside its validity.
+    CaUnusable(MaterialError),
+    /// The CA reached two thirds of its lifetime.
+    CaDue {
+        /// When it became due.
+        renew_at: OffsetDateTime,
+    },
+    /// The serving certificate or key is missing, garbage, mismatched, or outside its validity.
+    ServingUnusable(MaterialError),
+    /// The serving certificate reached two thirds of its lifetime.
+    ServingDue {
+        /// When it became due.
+        renew_at: OffsetDateTime,
+    },
+    /// The serving certificate lacks names the Service is reached by.
+    ServingMissingNames(Vec<String>),
+    /// The serving certificate chains to no CA held in the Secret.
+    ServingUntrusted(MaterialError),
+    /// CA rotation step 2: the new CA has been published long enough; move the serving
+    /// certificate onto it.
+    ServingOnPreviousCa,
+    /// `ca-previous.crt` is garbage.
+    PreviousCaUnusable(MaterialError),
+    /// `ca-previous.crt` has expired.
+    PreviousCaExpired,
+    /// CA rotation step 3: the serving certificate has chained to the new CA long enough.
+    RotationComplete,
+}
+
+impl Reason {
+    /// Whether this reason means something was broken (worth a Warning event), as opposed to
+    /// routine renewal.
+    pub fn is_warning(&self) -> bool {
+        matches!(
+            self,
+            Self::CaUnusable(_)
+                | Self::ServingUnusable(_)
+                | Self::ServingUntrusted(_)
+                | Self::PreviousCaUnusable(_)
+        )
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Empty => write!(
+                f,
+                "the Secret holds no certificate material yet; generating it"
+            ),
+            Self::CaUnusable(e) => write!(f, "the CA is unusable ({e}); generating a new CA"),
+            Self::CaDue { renew_at } => {
+                write!(
+                    f,
+                    "the CA reached two thirds of its lifetime at {renew_at}; rotating it"
+                )
+            }
+            Self::ServingUnusable(e) => write!(
+                f,
+                "the serving certificate is unusable ({e}); issuing a new one"
+            ),
+            Self::ServingDue { renew_at } => write!(
+                f,
+                "the serving certificate reached two thirds of its lifetime at {renew_at}; renewing it"
+            ),
+            Self::ServingMissingNames(names) => write!(
+                f,
+                "the serving certificate does not cover {}; issuing a new one",
+                names.join(", ")
+            ),
+            Self::ServingUntrusted(e) => write!(
+                f,
+                "the serving certificate chains to no CA in the Secret ({e}); issuing a new one"
+            ),
+            Self::ServingOnPreviousCa => write!(
+                f,
+                "the new CA has been published long enough; moving the serving certificate onto it"
+            ),
+            Self::PreviousCaUnusable(e) => {
+                write!(f, "{CA_PREVIOUS_CRT} is unusable ({e}); removing it")
+            }
+            Self::PreviousCaExpired => write!(f, "{CA_PREVIOUS_CRT} has expired; removing it"),
+            Self::RotationComplete => write!(
+                f,
+                "CA rotation complete: the serving certificate chains to the new CA; removing {CA_PREVIOUS_CRT}"
+            ),
+        }
+    }
+}
+
+/// What to do to the Secret.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// The CA step.
+    pub ca: CaStep,
+    /// Issue a new serving certificate (signed by the CA the plan ends with).
+    pub issue_serving: bool,
+    /// Drop `ca-previous.crt` (implied by [`CaStep::Replace`]; [`CaStep::Rotate`] replaces it).
+    pub retire_previous: bool,
+    /// Why, in the order found.
+    pub reasons: Vec<Reason>,
+    /// When to decide again if nothing changes meanwhile; `None` for a plan that changes
+    /// something (decide again after writing it).
+    pub recheck_at: Option<OffsetDateTime>,
+}
+
+impl Plan {
+    /// A plan for an empty Secret: everything new.
+    pub fn fresh() -> Self {
+        Self {
+            ca: CaStep::Replace,
+            issue_serving: true,
+            retire_previous: false,
+            reasons: Vec::new(),
+            recheck_at: None,
+        }
+    }
+
+    /// Whether the plan changes nothing.
+    pub fn is_noop(&self) -> bool {
+        self.ca == CaStep::Keep && !self.issue_serving && !self.retire_previous
+    }
+
+    /// The reasons that deserve a Warning event.
+    pub fn warnings(&self) -> impl Iterator<Item = &Reason> {
+        self.reasons.iter().filter(|r| r.is_warning())
+    }
+
+    fn keep() -> Self {
+        Self {
+            ca: CaStep::Keep,
+            issue_serving: false,
+            retire_previous: false,
+            reasons: Vec::new(),
+            recheck_at: None,
+        }
+    }
+
+    fn issue(&mut self, reason: Reason) {
+        self.issue_serving = true;
+        self.reasons.push(reason);
+    }
+
+    fn retire(&mut self, reason: Reason) {
+        self.retire_previous = true;
+        self.reasons.push(reason);
+    }
+
+    fn recheck(&mut self, at: OffsetDateTime) {
+        self.recheck_at = Some(self.recheck_at.map_or(at, |current| current.min(at)));
+    }
+}
+
+fn chains(
+    leaf: &[CertInfo],
+    ca: &CertInfo,
+    ca_what: &str,
+    now: OffsetDateTime,
+) -> Result<(), MaterialError> {
+    verify_chain(TLS_CRT, leaf, ca_what, std::slice::from_ref(ca), now)
+}
+
+/// Decides what to regenerate. See the module documentation for the rules.
+pub fn decide(
+    state: &StoredState,
+    names: &ServiceNames,
+    lifetimes: &Lifetimes,
+    now: OffsetDateTime,
+) -> Plan {
+    let mut plan = Plan::keep();
+    let settle = lifetimes.backdate.saturating_add(lifetimes.overlap);
+
+    let ca = match state.ca.as_ref().map_err(Clone::clone).and_then(|ca| {
+        ca.cert().check_time(CA_CRT, now)?;
+        Ok(ca)
+    }) {
+        Ok(ca) => ca,
+        Err(e) => {
+            let mut plan = Plan::fresh();
+            plan.reasons.push(if state.is_empty() {
+                Reason::Empty
+            } else {
+                Reason::CaUnusable(e)
+            });
+            plan.retire_previous = state.previous_ca.is_some();
+            return plan;
+        }
+    };
+
+    let previous = match &state.previous_ca {
+        None => None,
+        Some(Err(e)) => {
+            plan.retire(Reason::PreviousCaUnusable(e.clone()));
+            None
+        }
+        Some(Ok(prev)) if !prev.cert().is_valid_at(now) => {
+            plan.retire(Reason::PreviousCaExpired);
+            None
+        }
+        Some(Ok(prev)) => Some(prev),
+    };
+
+    // Rotate only when no rotation is in progress: the previous CA must leave first.
+    if previous.is_none() {
+        let renew_at = ca.cert().renew_at();
+        if now >= renew_at {
+            plan.ca = CaStep::Rotate;
+            plan.reasons.push(Reason::CaDue { renew_at });
+        } else {
+            plan.recheck(renew_at);
+        }
+    }
+
+    let serving = match &state.serving {
+        Ok(serving) => serving,
+        Err(e) => {
+            plan.issue(Reason::ServingUnusable(e.clone()));
+            return finish(plan);
+        }
+    };
+    let leaf = serving.leaf();
+    if let Err(e) = leaf.check_time(TLS_CRT, now) {
+        plan.issue(Reason::ServingUnusable(e));
+        return finish(plan);
+    }
+    let missing = names.missing_from(leaf);
+    if !missing.is_empty() {
+        plan.issue(Reason::ServingMissingNames(missing));
+        return finish(plan);
+    }
+
+    match chains(serving.chain(), ca.cert(), CA_CRT, now) {
+        Ok(()) if plan.ca == CaStep::Rotate => {
+            // Step 1: the leaf stays on what becomes the previous CA.
+        }
+        Ok(()) => {
+            let renew_at = leaf.renew_at();
+            if now >= renew_at {
+                plan.issue(Reason::ServingDue { renew_at });
+            } else {
+                plan.recheck(renew_at);
+            }
+            if previous.is_some() && !plan.issue_serving {
+                let settled = later(leaf.not_before(), settle);
+                if now >= settled {
+                    plan.retire(Reason::RotationComplete);
+                } else {
+                    plan.recheck(settled);
+                }
+            }
+        }
+        Err(untrusted) => {
+            let on_previous = previous
+                .is_some_and(|p| chains(serving.chain(), p.cert(), CA_PREVIOUS_CRT, now).is_ok());
+            if on_previous {
+                let settled = later(ca.cert().not_before(), settle);
+                if now >= settled {
+                    plan.issue(Reason::ServingOnPreviousCa);
+                } else {
+                    plan.recheck(settled);
+                }
+            } else {
+                plan.issue(Reason::ServingUntrusted(untrusted));
+            }
+        }
+    }
+    finish(plan)
+}
+
+fn finish(mut plan: Plan) -> Plan {
+    if !plan.is_noop() {
+        plan.recheck_at = None;
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::bundle::Bundle;
+    use crate::lifetimes::Lifetimes;
+    use crate::secret_layout::{CA_KEY, SecretData, TLS_KEY, apply_plan};
+    use crate::testutil::{data, days, lifetimes, names, set, t0, text};
+    use crate::verify::chains_to;
+
+    fn decide_at(data: &SecretData, now: OffsetDateTime) -> Plan {
+        decide(&StoredState::from_data(data), &names(), &lifetimes(), now)
+    }
+
+    fn leaf_of(data: &SecretData) -> CertInfo {
+        StoredState::from_data(data)
+            .serving
+            .expect("serving")
+            .leaf()
+            .clone()
+    }
+
+    #[test]
+    fn fresh_material_needs_nothing_until_two_thirds_of_the_serving_lifetime() {
+        let d = data(t0());
+        let plan = decide_at(&d, t0());
+        assert!(plan.is_noop(), "{plan:?}");
+        let renew_at = leaf_of(&d).renew_at();
+        assert_eq!(plan.recheck_at, Some(renew_at));
+        // 90 days from t0 - 5 min: two thirds is 60 days minus 3m20s after t0.
+        assert_eq!(
+            renew_at,
+            t0() - time::Duration::minutes(5)
+                + (time::Duration::days(90) + time::Duration::minutes(5)) * 2 / 3
+        );
+
+        assert!(decide_at(&d, renew_at - time::Duration::seconds(1)).is_noop());
+        let due = decide_at(&d, renew_at);
+        assert_eq!(due.ca, CaStep::Keep);
+        assert!(due.issue_serving);
+        assert_eq!(due.reasons, [Reason::ServingDue { renew_at }]);
+        assert_eq!(due.warnings().count(), 0);
+    }
+
+    #[test]
+    fn an_expired_serving_certificate_is_replaced_at_once_keeping_the_ca() {
+        let d = data(t0());
+        let plan = decide_at(&d, t0() + time::Duration::days(100));
+        assert_eq!(plan.ca, CaStep::Keep);
+        assert!(plan.issue_serving);
+        assert!(matches!(
+            plan.reasons[..],
+            [Reason::ServingUnusable(MaterialError::Expired { .. })]
+        ));
+        assert_eq!(plan.warnings().count(), 1);
+    }
+
+    #[test]
+    fn wrong_names_are_fixed_at_once() {
+        let d = data(t0());
+        let moved = ServiceNames::new("other-service", "trustyai-operator-system");
+        let plan = decide(&StoredState::from_data(&d), &moved, &lifetimes(), t0());
+        assert!(plan.issue_serving);
+        assert!(
+            matches!(&plan.reasons[..], [Reason::ServingMissingNames(missing)] if missing.len() == 4)
+        );
+
+        let local = names().with_local(true);
+        let plan = decide(&StoredState::from_data(&d), &local, &lifetimes(), t0());
+        assert!(
+            matches!(&plan.reasons[..], [Reason::ServingMissingNames(missing)] if missing == &["localhost", "127.0.0.1"])
+        );
+    }
+
+    #[test]
+    fn garbage_or_a_mismatched_key_is_replaced_keeping_a_valid_ca() {
+        let mut garbage = data(t0());
+        set(&mut garbage, TLS_CRT, "garbage");
+        let plan = decide_at(&garbage, t0());
+        assert_eq!(plan.ca, CaStep::Keep);
+        assert!(plan.issue_serving);
+        assert_eq!(plan.warnings().count(), 1);
+
+        let other = data(t0());
+        let mut mismatched = data(t0());
+        set(&mut mismatched, TLS_KEY, &text(&other, TLS_KEY));
+        let plan = decide_at(&mismatched, t0());
+        assert_eq!(plan.ca, CaStep::Keep);
+        assert!(matches!(
+            plan.reasons[..],
+            [Reason::ServingUnusable(MaterialError::KeyMismatch { .. })]
+        ));
+    }
+
+    #[test]
+    fn a_serving_certificate_from_a_foreign_ca_is_replaced() {
+        let other = data(t0());
+        let mut d = data(t0());
+        set(&mut d, TLS_CRT, &text(&other, TLS_CRT));
+        set(&mut d, TLS_KEY, &text(&other, TLS_KEY));
+        let plan = decide_at(&d, t0());
+        assert_eq!(plan.ca, CaStep::Keep);
+        assert!(matches!(plan.reasons[..], [Reason::ServingUntrusted(_)]));
+    }
+
+    #[test]
+    fn an_unusable_or_expired_ca_is_replaced_outright() {
+        let mut d = data(t0());
+        set(&mut d, CA_KEY, "garbage");
+        let plan = decide_at(&d, t0());
+        assert_eq!(plan.ca, CaStep::Replace);
+        assert!(plan.issue_serving);
+        assert_eq!(plan.warnings().count(), 1);
+
+        let d = data(t0());
+        let plan = decide_at(&d, t0() + time::Duration::days(5 * 366));
+        assert_eq!(plan.ca, CaStep::Replace);
+        assert!(matches!(
+            plan.reasons[..],
+            [Reason::CaUnusable(MaterialError::Expired { .. })]
+        ));
+    }
+
+    #[test]
+    fn a_due_ca_is_rotated_keeping_the_serving_certificate() {
+        let d = data(t0());
+        let ca_renew_at = StoredState::from_data(&d).ca.expect("ca").cert().renew_at();
+        // Keep the serving certificate fresh so only the CA is due.
+        let state = StoredState::from_data(&d);
+        let fresh_leaf = apply_plan(
+            &d,
+            &state,
+            &Plan {
+                issue_serving: true,
+                ..Plan::keep()
+            },
+            &names(),
+            &lifetimes(),
+            ca_renew_at - time::Duration::days(1),
+        )
+        .expect("renew leaf");
+        let plan = decide_at(&fresh_leaf, ca_renew_at);
+        assert_eq!(plan.ca, CaStep::Rotate);
+        assert!(!plan.issue_serving);
+        assert_eq!(
+            plan.reasons,
+            [Reason::CaDue {
+                renew_at: ca_renew_at
+            }]
+        );
+    }
+
+    #[test]
+    fn an_empty_secret_is_initialised_without_a_warning() {
+        let plan = decide_at(&SecretData::new(), t0());
+        assert_eq!(plan.ca, CaStep::Replace);
+        assert!(plan.issue_serving);
+        assert_eq!(plan.reasons, [Reason::Empty]);
+        assert_eq!(plan.warnings().count(), 0);
+    }
+
+    #[test]
+    fn garbage_in_the_previous_ca_is_dropped_with_a_warning() {
+        let mut d = data(t0());
+        set(&mut d, CA_PREVIOUS_CRT, "garbage");
+        let plan = decide_at(&d, t0());
+        assert!(plan.retire_previous);
+        assert!(!plan.issue_serving);
+        assert_eq!(plan.warnings().count(), 1);
+    }
+
+    /// Drives the Secret through time as the maintainer does (decide, write, decide again at
+    /// `recheck_at`) and checks, at every write, that no client is left without trust:
+    /// the previous bundle (still in the apiserver) trusts the new serving certificate, and the
+    /// new bundle trusts the previous serving certificate (still served by lagging replicas).
+    fn simulate(
+        lifetimes: &Lifetimes,
+        until: OffsetDateTime,
+    ) -> Vec<(OffsetDateTime, Vec<Reason>, Bundle)> {
+        let names = names();
+        let mut now = t0();
+        let mut d = crate::secret_layout::generate_data(&names, lifetimes, now).expect("data");
+        let mut log = Vec::new();
+        while now < until {
+            let state = StoredState::from_data(&d);
+            let plan = decide(&state, &names, lifetimes, now);
+            if plan.is_noop() {
+                state.material(now).expect("served material is valid");
+                now = plan
+                    .recheck_at
+                    .expect("a noop plan says when to look again");
+                continue;
+            }
+            let next = apply_plan(&d, &state, &plan, &names, lifetimes, now).expect("apply");
+            let next_state = StoredState::from_data(&next);
+            let old_bundle = state.bundle(now).expect("old bundle");
+            let new_bundle = next_state.bundle(now).expect("new bundle");
+            next_state.material(now).expect("new material is valid");
+            chains_to(
+                text(&next, TLS_CRT).as_bytes(),
+                old_bundle.pem().as_bytes(),
+                now,
+            )
+            .expect("the published bundle trusts the new serving certificate");
+            chains_to(
+                text(&d, TLS_CRT).as_bytes(),
+                new_bundle.pem().as_bytes(),
+                now,
+            )
+            .expect("the new bundle trusts the serving certificate lagging replicas serve");
+            log.push((now, plan.reasons.clone(), new_bundle));
+            d = next;
+        }
+        log
+    }
+
+    #[test]
+    fn ca_rotation_overlaps_old_and_new_ca_in_the_bundle() {
+        let lifetimes = Lifetimes {
+            ca: days(300),
+            serving: days(30),
+            ..Lifetimes::default()
+        };
+        let log = simulate(&lifetimes, t0() + time::Duration::days(700));
+        let steps: Vec<_> = log
+            .iter()
+            .map(|(_, reasons, bundle)| (reasons.clone(), bundle.certs().len()))
+            .collect();
+
+        // Routine serving renewals keep a one-CA bundle.
+        let renewals = steps
+            .iter()
+            .filter(|(r, n)| matches!(r[..], [Reason::ServingDue { .. }]) && *n == 1)
+            .count();
+        assert!(renewals >= 10, "{steps:#?}");
+
+        // Every rotation is the three steps, in order, with the right bundle sizes.
+        let rotation_starts: Vec<usize> = steps
+            .iter()
+            .enumerate()
+            .filter(|(_, (r, _))| matches!(r[..], [Reason::CaDue { .. }]))
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(rotation_starts.len(), 3, "{steps:#?}");
+        for i in rotation_starts {
+            assert_eq!(steps[i].1, 2, "step 1 publishes old + new CA");
+            assert_eq!(
+                steps[i + 1],
+                (vec![Reason::ServingOnPreviousCa], 2),
+                "step 2 keeps both CAs"
+            );
+            assert_eq!(
+                steps[i + 2],
+                (vec![Reason::RotationComplete], 1),
+                "step 3 drops the old CA"
+            );
+            let (t1, _, b1) = &log[i];
+            let (t2, _, _) = &log[i + 1];
+            let (t3, _, b3) = &log[i + 2];
+            let overlap = time::Duration::try_from(lifetimes.overlap).expect("overlap");
+            assert!(*t2 - *t1 >= overlap && *t3 - *t2 >= overlap);
+            // The new CA (first in the step-1 bundle) is the only one left at step 3.
+            assert_eq!(b3.certs()[0], b1.certs()[0]);
+        }
+    }
+
+    #[test]
+    fn a_serving_certificate_broken_mid_rotation_moves_to_the_new_ca_at_once() {
+        let lifetimes = Lifetimes {
+            ca: days(300),
+            serving: days(30),
+            ..Lifetimes::default()
+        };
+        let names = names();
+        let d = crate::secret_layout::generate_data(&names, &lifetimes, t0()).expect("data");
+        let ca_due = StoredState::from_data(&d).ca.expect("ca").cert().renew_at();
+        // Start the rotation with a fresh leaf, then break the leaf right away.
+        let state = StoredState::from_data(&d);
+        let renewed = apply_plan(
+            &d,
+            &state,
+            &Plan {
+                issue_serving: true,
+                ..Plan::keep()
+            },
+            &names,
+            &lifetimes,
+            ca_due - time::Duration::days(1),
+        )
+        .expect("leaf");
+        let state = StoredState::from_data(&renewed);
+        let plan = decide(&state, &names, &lifetimes, ca_due);
+        assert_eq!(plan.ca, CaStep::Rotate);
+        let mut rotating =
+            apply_plan(&renewed, &state, &plan, &names, &lifetimes, ca_due).expect("rotate");
+        set(&mut rotating, TLS_CRT, "garbage");
+        let plan = decide(
+            &StoredState::from_data(&rotating),
+            &names,
+            &lifetimes,
+            ca_due + time::Duration::seconds(1),
+        );
+        assert_eq!(plan.ca, CaStep::Keep);
+        assert!(plan.issue_serving && !plan.retire_previous);
+        let fixed = apply_plan(
+            &rotating,
+            &StoredState::from_data(&rotating),
+            &plan,
+            &names,
+            &lifetimes,
+            ca_due + time::Duration::seconds(1),
+        )
+        .expect("fix");
+        let fixed_state = StoredState::from_data(&fixed);
+        assert_eq!(fixed_state.bundle(ca_due).expect("bundle").certs().len(), 2);
+        fixed_state
+            .material(ca_due + time::Duration::seconds(1))
+            .expect("valid");
+        let _ = Duration::ZERO;
+    }
+}

@@ -1,0 +1,535 @@
+//! Checks of the Kubernetes-facing functions against a real kube-apiserver. Ignored by default
+//! (they need a cluster); run them with a kubeconfig for a disposable cluster:
+//!
+//! ```text
+//! KUBECONFIG=/path/to/kubeconfig cargo test -p trustyai-certs --test live_cluster -- --ignored --test-threads=1
+//! ```
+//!
+//! They create a fresh namespace per test, a test CRD `certtests.certs.trustyai.test`,
+//! and webhook configurations named `trustyai-certs-test`.
+
+// Test helpers outside `#[test]` functions fail loudly on purpose.
+#![allow(clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhook, MutatingWebhookConfiguration, ServiceReference, ValidatingWebhook,
+    ValidatingWebhookConfiguration, WebhookClientConfig,
+};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, PostParams};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::{Api, Client};
+use tokio::sync::watch;
+use trustyai_certs::publish::{LiveConversion, mutating_entries, validating_entries};
+use trustyai_certs::{
+    CABUNDLE_FIELD_MANAGER, DEFAULT_CONVERT_PATH, Lifetimes, PublishTargets, ServiceNames,
+    WebhookEndpoint, chains_to, ensure_secret, maintain_secret, publish_once, run_publisher,
+};
+
+const SECRET: &str = "webhook-tls";
+const CRD: &str = "certtests.certs.trustyai.test";
+const WEBHOOKS: &str = "trustyai-certs-test";
+
+async fn client() -> Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Client::try_default()
+        .await
+        .expect("a cluster from KUBECONFIG")
+}
+
+/// A fresh namespace `<base>-<unique>` (never reused: a cluster without the namespace
+/// controller never finishes deleting one).
+async fn namespace(client: &Client, base: &str) -> String {
+    let unique = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis();
+    let name = format!("{base}-{unique}");
+    let api: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).expect("ns");
+    api.create(&PostParams::default(), &ns)
+        .await
+        .expect("create ns");
+    name
+}
+
+fn names(ns: &str) -> ServiceNames {
+    ServiceNames::new("trustyai-operator-webhook", ns)
+}
+
+fn text(secret: &Secret, key: &str) -> String {
+    secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster (KUBECONFIG)"]
+async fn ensure_creates_once_and_then_reuses() {
+    let client = client().await;
+    let ns = namespace(&client, "certs-ensure").await;
+    let first = ensure_secret(&client, &ns, SECRET, &names(&ns), &Lifetimes::default())
+        .await
+        .expect("create");
+    assert!(first.warnings.is_empty());
+    assert_eq!(first.secret.type_.as_deref(), Some("kubernetes.io/tls"));
+    for key in ["tls.crt", "tls.key", "ca.crt", "ca.key"] {
+        assert!(!text(&first.secret, key).is_empty(), "{key}");
+    }
+    let again = ensure_secret(&client, &ns, SECRET, &names(&ns), &Lifetimes::default())
+        .await
+        .expect("reuse");
+    assert_eq!(again.material, first.material);
+    assert_eq!(
+        again.secret.metadata.resource_version,
+        first.secret.metadata.resource_version
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster (KUBECONFIG)"]
+async fn replicas_starting_together_agree_on_one_ca() {
+    let client = client().await;
+    let ns = namespace(&client, "certs-race").await;
+    let names = names(&ns);
+    let lifetimes = Lifetimes::default();
+    let runs = (0..4).map(|_| ensure_secret(&client, &ns, SECRET, &names, &lifetimes));
+    let results = futures::future::join_all(runs).await;
+    let bundles: Vec<String> = results
+        .into_iter()
+        .map(|r| {
+            r.expect("ensure")
+                .material
+                .ca_bundle_pem()
+                .expect("bundle")
+                .to_owned()
+        })
+        .collect();
+    assert!(bundles.windows(2).all(|w| w[0] == w[1]), "one CA for all");
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster (KUBECONFIG)"]
+async fn garbage_is_repaired_keeping_the_ca_with_a_warning() {
+    let client = client().await;
+    let ns = namespace(&client, "certs-garbage").await;
+    let first = ensure_secret(&client, &ns, SECRET, &names(&ns), &Lifetimes::default())
+        .await
+        .expect("create");
+    let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let mut broken = first.secret.clone();
+    broken
+        .data
+        .get_or_insert_with(BTreeMap::new)
+        .insert("tls.crt".into(), ByteString(b"garbage".to_vec()));
+    api.replace(SECRET, &PostParams::default(), &broken)
+        .await
+        .expect("break it");
+    let repaired = ensure_secret(&client, &ns, SECRET, &names(&ns), &Lifetimes::default())
+        .await
+        .expect("repair");
+    assert_eq!(repaired.warnings.len(), 1, "{:?}", repaired.warnings);
+    assert_eq!(repaired.warnings[0].reason, "WebhookCertificateInvalid");
+    assert_eq!(
+        text(&repaired.secret, "ca.crt"),
+        text(&first.secret, "ca.crt")
+    );
+    assert_ne!(repaired.material, first.material);
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster (KUBECONFIG)"]
+async fn the_maintainer_serves_only_valid_material_and_recreates_a_deleted_secret() {
+    let client = client().await;
+    let ns = namespace(&client, "certs-maintain").await;
+    let first = ensure_secret(&client, &ns, SECRET, &names(&ns), &Lifetimes::default())
+        .await
+        .expect("create");
+    let (tx, mut rx) = watch::channel(first.material.clone());
+    let task = tokio::spawn(maintain_secret(
+        client.clone(),
+        ns.clone(),
+        SECRET.into(),
+        names(&ns),
+        Lifetimes::default(),
+        tx,
+        Some(Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "trustyai-operator".into(),
+                instance: None,
+            },
+        )),
+    ));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!rx.has_changed().expect("open"), "nothing changed yet");
+
+    let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    api.delete(SECRET, &DeleteParams::default())
+        .await
+        .expect("delete");
+    tokio::time::timeout(Duration::from_secs(20), rx.changed())
+        .await
+        .expect("new material after recreation")
+        .expect("open");
+    let recreated = api.get(SECRET).await.expect("recreated");
+    let served = rx.borrow_and_update().clone();
+    assert_eq!(served.cert_chain_pem(), text(&recreated, "tls.crt"));
+
+    // Garbage is never served; the repaired material is, and a Warning event says why.
+    let mut broken = recreated.clone();
+    broken
+        .data
+        .get_or_insert_with(BTreeMap::new)
+        .insert("tls.key".into(), ByteString(b"garbage".to_vec()));
+    api.replace(SECRET, &PostParams::default(), &broken)
+        .await
+        .expect("break it");
+    tokio::time::timeout(Duration::from_secs(20), rx.changed())
+        .await
+        .expect("repaired material")
+        .expect("open");
+    let repaired = rx.borrow_and_update().clone();
+    assert_ne!(repaired, served);
+    assert!(!repaired.key_pem().contains("garbage"));
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let mut warned = false;
+    for _ in 0..20 {
+        let list = events.list(&Default::default()).await.expect("events");
+        warned = list.items.iter().any(|e| {
+            e.reason.as_deref() == Some("WebhookCertificateInvalid")
+                && e.type_.as_deref() == Some("Warning")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(SECRET)
+        });
+        if warned {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(warned, "a Warning event on the Secret");
+
+    drop(rx);
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("stops when the receiver is gone")
+        .expect("no panic")
+        .expect("no error");
+}
+
+fn client_config(path: &str) -> WebhookClientConfig {
+    WebhookClientConfig {
+        service: Some(ServiceReference {
+            name: "chart-service".into(),
+            namespace: "chart-ns".into(),
+            path: Some(path.into()),
+            port: Some(443),
+        }),
+        ..WebhookClientConfig::default()
+    }
+}
+
+async fn install_targets(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let _ = crds.delete(CRD, &DeleteParams::default()).await;
+    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": CRD},
+        "spec": {
+            "group": "certs.trustyai.test",
+            "names": {"plural": "certtests", "singular": "certtest", "kind": "CertTest"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object"}}}],
+        }
+    }))
+    .expect("crd");
+    for _ in 0..20 {
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => break,
+            // The previous run's CRD may still be terminating.
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+    let vwcs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let _ = vwcs.delete(WEBHOOKS, &DeleteParams::default()).await;
+    let vwc = ValidatingWebhookConfiguration {
+        metadata: kube::api::ObjectMeta {
+            name: Some(WEBHOOKS.into()),
+            ..Default::default()
+        },
+        webhooks: Some(vec![ValidatingWebhook {
+            name: "validate.certs.trustyai.test".into(),
+            client_config: client_config("/validate"),
+            side_effects: "None".into(),
+            admission_review_versions: vec!["v1".into()],
+            failure_policy: Some("Ignore".into()),
+            ..ValidatingWebhook::default()
+        }]),
+    };
+    vwcs.create(&PostParams::default(), &vwc)
+        .await
+        .expect("vwc");
+    let mwcs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let _ = mwcs.delete(WEBHOOKS, &DeleteParams::default()).await;
+    let mwc = MutatingWebhookConfiguration {
+        metadata: kube::api::ObjectMeta {
+            name: Some(WEBHOOKS.into()),
+            ..Default::default()
+        },
+        webhooks: Some(vec![MutatingWebhook {
+            name: "mutate.certs.trustyai.test".into(),
+            client_config: client_config("/mutate"),
+            side_effects: "None".into(),
+            admission_review_versions: vec!["v1".into()],
+            failure_policy: Some("Ignore".into()),
+            ..MutatingWebhook::default()
+        }]),
+    };
+    mwcs.create(&PostParams::default(), &mwc)
+        .await
+        .expect("mwc");
+}
+
+fn targets(endpoint: WebhookEndpoint) -> PublishTargets {
+    PublishTargets {
+        crd_name: Some(CRD.into()),
+        conversion_path: DEFAULT_CONVERT_PATH.into(),
+        validating_webhook_configuration: Some(WEBHOOKS.into()),
+        mutating_webhook_configuration: Some(WEBHOOKS.into()),
+        endpoint,
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster (KUBECONFIG)"]
+async fn the_bundle_is_applied_to_exactly_the_owned_fields_and_can_switch_to_a_url() {
+    let client = client().await;
+    let ns = namespace(&client, "certs-publish").await;
+    install_targets(&client).await;
+    let material = ensure_secret(&client, &ns, SECRET, &names(&ns), &Lifetimes::default())
+        .await
+        .expect("secret")
+        .material;
+    let bundle = material
+        .ca_bundle_pem()
+        .expect("bundle")
+        .as_bytes()
+        .to_vec();
+    let service = WebhookEndpoint::Service {
+        name: "trustyai-operator-webhook".into(),
+        namespace: ns.clone(),
+        port: 443,
+    };
+
+    let first = publish_once(&client, &targets(service.clone()), &material)
+        .await
+        .expect("publish");
+    assert_eq!(first.updated.len(), 3, "{first:?}");
+    let again = publish_once(&client, &targets(service.clone()), &material)
+        .await
+        .expect("publish again");
+    assert!(again.updated.is_empty(), "idempotent: {again:?}");
+
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = crds.get(CRD).await.expect("crd");
+    let conversion = LiveConversion::of(&crd);
+    assert_eq!(conversion.strategy.as_deref(), Some("Webhook"));
+    assert_eq!(
+        conversion.client_config.ca_bundle.as_deref(),
+        Some(bundle.as_slice())
+    );
+    let svc = conversion.client_config.service.expect("service");
+    assert_eq!(
+        (svc.name.as_str(), svc.path.as_deref(), svc.port),
+        ("trustyai-operator-webhook", Some("/convert"), Some(443))
+    );
+    assert!(
+        crd.metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .any(|m| m.manager.as_deref() == Some(CABUNDLE_FIELD_MANAGER)
+                && m.operation.as_deref() == Some("Apply")),
+        "applied under the dedicated field manager"
+    );
+
+    let vwcs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let vwc = vwcs.get(WEBHOOKS).await.expect("vwc");
+    let entry = &validating_entries(&vwc)[0].1;
+    assert_eq!(entry.ca_bundle.as_deref(), Some(bundle.as_slice()));
+    let svc = entry.service.as_ref().expect("service");
+    assert_eq!(
+        (svc.namespace.as_str(), svc.path.as_deref()),
+        (ns.as_str(), Some("/validate"))
+    );
+    // The chart's other fields survive.
+    let hook = &vwc.webhooks.as_ref().expect("webhooks")[0];
+    assert_eq!(hook.failure_policy.as_deref(), Some("Ignore"));
+    assert_eq!(hook.side_effects, "None");
+
+    // A re-apply by the chart that drops the bundle is corrected by the next publication.
+    let mut cleared = vwc.clone();
+    if let Some(hooks) = cleared.webhooks.as_mut() {
+        hooks[0].client_config.ca_bundle = None;
+    }
+    vwcs.replace(WEBHOOKS, &PostParams::default(), &cleared)
+        .await
+        .expect("clear");
+    let fixed = publish_once(&client, &targets(service.clone()), &material)
+        .await
+        .expect("fix");
+    assert_eq!(
+        fixed.updated,
+        [format!("ValidatingWebhookConfiguration/{WEBHOOKS}")]
+    );
+
+    // Local mode: switch every client config to a URL.
+    let local = WebhookEndpoint::Url {
+        base: "https://127.0.0.1:8443".into(),
+    };
+    publish_once(&client, &targets(local.clone()), &material)
+        .await
+        .expect("switch");
+    let crd = crds.get(CRD).await.expect("crd");
+    let cc = LiveConversion::of(&crd).client_config;
+    assert_eq!(cc.url.as_deref(), Some("https://127.0.0.1:8443/convert"));
+    assert!(cc.service.is_none());
+    let mwcs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let mwc = mwcs.get(WEBHOOKS).await.expect("mwc");
+    let entry = &mutating_entries(&mwc)[0].1;
+    assert_eq!(entry.url.as_deref(), Some("https://127.0.0.1:8443/mutate"));
+    assert!(entry.service.is_none());
+    let settled = publish_once(&client, &targets(local), &material)
+        .await
+        .expect("settled");
+    assert!(settled.updated.is_empty(), "{settled:?}");
+    chains_to(
+        material.cert_chain_pem().as_bytes(),
+        &bundle,
+        trustyai_certs::time::OffsetDateTime::now_utc(),
+    )
+    .expect("chains");
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster (KUBECONFIG)"]
+async fn the_publisher_loop_restores_a_cleared_bundle_within_seconds() {
+    let client = client().await;
+    let ns = namespace(&client, "certs-loop").await;
+    install_targets(&client).await;
+    let material = ensure_secret(&client, &ns, SECRET, &names(&ns), &Lifetimes::default())
+        .await
+        .expect("secret")
+        .material;
+    let bundle = material
+        .ca_bundle_pem()
+        .expect("bundle")
+        .as_bytes()
+        .to_vec();
+    let (_tx, rx) = watch::channel(material);
+    let (ready_tx, mut ready) = watch::channel(false);
+    let endpoint = WebhookEndpoint::Service {
+        name: "svc".into(),
+        namespace: ns.clone(),
+        port: 443,
+    };
+    let task = tokio::spawn(run_publisher(
+        client.clone(),
+        targets(endpoint),
+        rx,
+        Some(ready_tx),
+    ));
+    tokio::time::timeout(Duration::from_secs(20), ready.wait_for(|r| *r))
+        .await
+        .expect("published in time")
+        .expect("open");
+
+    let mwcs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let mut cleared = mwcs.get(WEBHOOKS).await.expect("mwc");
+    if let Some(hooks) = cleared.webhooks.as_mut() {
+        hooks[0].client_config.ca_bundle = None;
+    }
+    mwcs.replace(WEBHOOKS, &PostParams::default(), &cleared)
+        .await
+        .expect("clear");
+    let mut restored = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mwc = mwcs.get(WEBHOOKS).await.expect("mwc");
+        if mutating_entries(&mwc)[0].1.ca_bundle.as_deref() == Some(bundle.as_slice()) {
+            restored = true;
+            break;
+        }
+    }
+    assert!(restored, "the bundle came back within 10 s");
+    task.abort();
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster (KUBECONFIG); takes about a minute"]
+async fn the_maintainer_walks_a_ca_rotation_with_overlap() {
+    let client = client().await;
+    let ns = namespace(&client, "certs-rotate").await;
+    let lifetimes = Lifetimes {
+        ca: Duration::from_secs(45),
+        serving: Duration::from_secs(15),
+        backdate: Duration::ZERO,
+        overlap: Duration::from_secs(3),
+    };
+    let first = ensure_secret(&client, &ns, SECRET, &names(&ns), &lifetimes)
+        .await
+        .expect("create");
+    let (tx, mut rx) = watch::channel(first.material.clone());
+    let task = tokio::spawn(maintain_secret(
+        client.clone(),
+        ns.clone(),
+        SECRET.into(),
+        names(&ns),
+        lifetimes,
+        tx,
+        None,
+    ));
+    let count = |pem: &str| pem.matches("BEGIN CERTIFICATE").count();
+    let mut seen = vec![(
+        count(first.material.ca_bundle_pem().expect("bundle")),
+        first.material.clone(),
+    )];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(70);
+    while tokio::time::Instant::now() < deadline {
+        if tokio::time::timeout_at(deadline, rx.changed())
+            .await
+            .is_err()
+        {
+            break;
+        }
+        let m = rx.borrow_and_update().clone();
+        let now = trustyai_certs::time::OffsetDateTime::now_utc();
+        chains_to(
+            m.cert_chain_pem().as_bytes(),
+            m.ca_bundle_pem().expect("bundle").as_bytes(),
+            now,
+        )
+        .expect("served material always chains to its bundle");
+        // What the apiserver still has (the previous bundle) trusts the new leaf.
+        let (_, previous) = seen.last().expect("seen");
+        chains_to(
+            m.cert_chain_pem().as_bytes(),
+            previous.ca_bundle_pem().expect("bundle").as_bytes(),
+            now,
+        )
+        .expect("the previous bundle trusts the new serving certificate");
+        seen.push((count(m.ca_bundle_pem().expect("bundle")), m));
+    }
+    let counts: Vec<usize> = seen.iter().map(|(n, _)| *n).collect();
+    let rotation = counts.windows(4).position(|w| w == [1, 2, 2, 1]);
+    assert!(rotation.is_some(), "bundle sizes over time: {counts:?}");
+    task.abort();
+}

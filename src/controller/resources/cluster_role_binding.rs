@@ -1,0 +1,93 @@
+//! ClusterRoleBinding `<cr>-<ns>-proxy-rolebinding` of the proxy ServiceAccount to the proxy
+//! ClusterRole (token reviews and subject access reviews, cluster-wide by nature).
+//!
+//! A cluster-scoped object cannot be owned by a namespaced one (the Go operator's owner
+//! reference here was never honoured by the garbage collector, so the binding leaked, W-3).
+//! It carries no owner reference; the owner labels let the finalizer find and delete it.
+
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+pub use trustyai_crds::contract::PROXY_CLUSTER_ROLE as DEFAULT_PROXY_CLUSTER_ROLE;
+
+use super::{Instance, labels, names};
+
+/// The ClusterRoleBinding of `<cr>-proxy` to `cluster_role` (by default
+/// [`DEFAULT_PROXY_CLUSTER_ROLE`], the name the Go operator's manifests give the role; a Helm
+/// release may name it differently).
+pub fn cluster_role_binding(instance: &Instance<'_>, cluster_role: &str) -> ClusterRoleBinding {
+    let mut metadata_labels = labels::metadata(instance);
+    metadata_labels.extend(labels::owner(instance.name(), instance.namespace()));
+    ClusterRoleBinding {
+        metadata: ObjectMeta {
+            name: Some(names::proxy_cluster_role_binding(
+                instance.name(),
+                instance.namespace(),
+            )),
+            labels: Some(metadata_labels),
+            ..ObjectMeta::default()
+        },
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".to_owned()),
+            kind: "ClusterRole".to_owned(),
+            name: cluster_role.to_owned(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".to_owned(),
+            name: names::proxy_service_account(instance.name()),
+            namespace: Some(instance.namespace().to_owned()),
+            api_group: None,
+        }]),
+    }
+}
+
+/// The label selector that lists the ClusterRoleBindings made for the TrustyAIService
+/// `cr` in `namespace`, for cleanup.
+pub fn owned_by_selector(cr: &str, namespace: &str) -> String {
+    labels::selector_string(&labels::owner(cr, namespace))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::test_support::{VERSION, pvc_service};
+
+    #[test]
+    fn binds_the_proxy_account_without_owner_reference() {
+        let service = pvc_service();
+        let instance = Instance::new(&service, VERSION).expect("instance");
+        let crb = cluster_role_binding(&instance, DEFAULT_PROXY_CLUSTER_ROLE);
+        assert_eq!(
+            crb.metadata.name.as_deref(),
+            Some("tas-models-proxy-rolebinding")
+        );
+        assert!(crb.metadata.namespace.is_none());
+        assert!(crb.metadata.owner_references.is_none());
+        assert_eq!(crb.role_ref.name, "trustyai-service-operator-proxy-role");
+        assert_eq!(crb.role_ref.kind, "ClusterRole");
+        let subjects = crb.subjects.expect("subjects");
+        assert_eq!(subjects.len(), 1);
+        assert_eq!(subjects[0].kind, "ServiceAccount");
+        assert_eq!(subjects[0].name, "tas-proxy");
+        assert_eq!(subjects[0].namespace.as_deref(), Some("models"));
+        let labels = crb.metadata.labels.expect("labels");
+        assert_eq!(labels["trustyai.opendatahub.io/owner-name"], "tas");
+        assert_eq!(labels["trustyai.opendatahub.io/owner-namespace"], "models");
+        assert_eq!(labels["app.kubernetes.io/part-of"], "trustyai");
+    }
+
+    #[test]
+    fn cluster_role_is_a_parameter() {
+        let service = pvc_service();
+        let instance = Instance::new(&service, VERSION).expect("instance");
+        let crb = cluster_role_binding(&instance, "my-release-proxy-role");
+        assert_eq!(crb.role_ref.name, "my-release-proxy-role");
+    }
+
+    #[test]
+    fn cleanup_selector_matches_the_labels() {
+        assert_eq!(
+            owned_by_selector("tas", "models"),
+            "trustyai.opendatahub.io/owner-name=tas,trustyai.opendatahub.io/owner-namespace=models"
+        );
+    }
+}

@@ -1,0 +1,113 @@
+//! Deployment `<cr>`: the TrustyAI service and its kube-rbac-proxy sidecar (§4.4).
+//!
+//! The pod template depends only on the spec, the resolved images and the presence of the
+//! optional CA objects, so it changes (and the pods roll) exactly when one of those does; the
+//! operator version appears only in the Deployment's own labels. No config-hash annotation is
+//! needed: the only rendered config, the kube-rbac-proxy ConfigMap, is fixed per instance.
+//!
+//! Differences from the Go operator: `spec.replicas` is honoured; the selector and the pod
+//! labels carry no version (W-4); the pods follow the `restricted` security profile and both
+//! containers request resources; no PVC is required in DATABASE mode (W-6).
+
+pub mod containers;
+pub mod env;
+pub mod volumes;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{
+    Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
+};
+use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use trustyai_crds::defaults::DEFAULT_REPLICAS;
+
+use super::images::Images;
+use super::services::PROMETHEUS_ANNOTATIONS;
+use super::{BuildError, Instance, labels, names};
+use volumes::VolumePlan;
+
+/// What the Deployment depends on besides the TrustyAIService.
+#[derive(Debug, Clone, Copy)]
+pub struct DeploymentInputs<'a> {
+    /// The resolved images.
+    pub images: &'a Images,
+    /// The `odh-trusted-ca-bundle` ConfigMap (labelled
+    /// `config.openshift.io/inject-trusted-cabundle=true`) exists in the namespace.
+    pub custom_ca_bundle: bool,
+    /// The `<cr>-db-ca` Secret exists (used in DATABASE and migration modes only).
+    pub db_ca_exists: bool,
+}
+
+/// The Deployment `<cr>`, owned by the TrustyAIService.
+pub fn deployment(
+    instance: &Instance<'_>,
+    inputs: &DeploymentInputs<'_>,
+) -> Result<Deployment, BuildError> {
+    let cr = instance.name();
+    let spec = instance.spec();
+    let mode = instance.storage_mode()?;
+    let plan = VolumePlan::new(mode, inputs.custom_ca_bundle, inputs.db_ca_exists);
+    let db_credentials = names::db_credentials(cr, spec);
+    let service = containers::service_container(
+        &inputs.images.service.image,
+        env::service_env(spec, mode, &db_credentials, plan.db_tls),
+        volumes::service_mounts(instance, plan),
+    );
+    let proxy = containers::proxy_container(
+        &inputs.images.kube_rbac_proxy.image,
+        volumes::proxy_mounts(instance, plan),
+    );
+    let pod_annotations: BTreeMap<String, String> = PROMETHEUS_ANNOTATIONS
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+
+    Ok(Deployment {
+        metadata: instance.owned_meta(names::service(cr), labels::metadata(instance)),
+        spec: DeploymentSpec {
+            replicas: Some(spec.replicas.unwrap_or(DEFAULT_REPLICAS)),
+            selector: LabelSelector {
+                match_labels: Some(labels::selector(cr)),
+                match_expressions: None,
+            },
+            // No surge: with a ReadWriteOnce PVC a second pod on another node could not mount
+            // the volume, and the rollout would hang.
+            strategy: Some(DeploymentStrategy {
+                type_: Some("RollingUpdate".to_owned()),
+                rolling_update: Some(RollingUpdateDeployment {
+                    max_surge: Some(IntOrString::Int(0)),
+                    max_unavailable: Some(IntOrString::Int(1)),
+                }),
+            }),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels::selector(cr)),
+                    annotations: Some(pod_annotations),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    service_account_name: Some(names::proxy_service_account(cr)),
+                    security_context: Some(containers::pod_security_context()),
+                    containers: vec![service, proxy],
+                    volumes: Some(volumes::volumes(instance, plan)),
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        },
+        ..Deployment::default()
+    })
+}
+
+/// Whether `existing` must be deleted and created again to become `desired`: the selector of
+/// a Deployment is immutable, and the Go operator's selector holds its version label (W-4), so
+/// a Deployment it created cannot be updated in place. Deleting it leaves the PVC and its data
+/// alone; the pods are replaced once.
+pub fn must_recreate(existing: &Deployment, desired: &Deployment) -> bool {
+    existing.spec.selector != desired.spec.selector
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,498 @@
+use k8s_openapi::api::core::v1::{Container, PodSpec};
+use serde_json::json;
+use trustyai_crds::TrustyAIService;
+use trustyai_crds::contract::labels as contract_labels;
+
+use super::*;
+use crate::controller::resources::images::{ImageSource, ResolvedImage};
+use crate::controller::test_support::{
+    VERSION, database_service, migration_service, pvc_service, with_spec,
+};
+
+fn images() -> Images {
+    Images {
+        service: ResolvedImage {
+            image: "quay.io/trustyai/trustyai-service:v1".into(),
+            source: ImageSource::ConfigMap,
+        },
+        kube_rbac_proxy: ResolvedImage {
+            image: "quay.io/opendatahub/odh-kube-rbac-proxy:v2".into(),
+            source: ImageSource::Environment,
+        },
+    }
+}
+
+fn render_with(service: &TrustyAIService, version: &str, ca: bool, db_ca: bool) -> Deployment {
+    let instance = Instance::new(service, version).expect("instance");
+    let images = images();
+    deployment(
+        &instance,
+        &DeploymentInputs {
+            images: &images,
+            custom_ca_bundle: ca,
+            db_ca_exists: db_ca,
+        },
+    )
+    .expect("deployment")
+}
+
+fn render(service: &TrustyAIService) -> Deployment {
+    render_with(service, VERSION, false, false)
+}
+
+fn pod(deployment: &Deployment) -> &PodSpec {
+    deployment.spec.template.spec.as_ref().expect("pod spec")
+}
+
+fn container<'a>(deployment: &'a Deployment, name: &str) -> &'a Container {
+    pod(deployment)
+        .containers
+        .iter()
+        .find(|c| c.name == name)
+        .expect("container")
+}
+
+fn volume_names(deployment: &Deployment) -> Vec<String> {
+    pod(deployment)
+        .volumes
+        .iter()
+        .flatten()
+        .map(|v| v.name.clone())
+        .collect()
+}
+
+fn mounts(container: &Container) -> Vec<(String, String)> {
+    container
+        .volume_mounts
+        .iter()
+        .flatten()
+        .map(|m| (m.name.clone(), m.mount_path.clone()))
+        .collect()
+}
+
+fn env_names(container: &Container) -> Vec<String> {
+    container
+        .env
+        .iter()
+        .flatten()
+        .map(|e| e.name.clone())
+        .collect()
+}
+
+#[test]
+fn rendering_is_deterministic() {
+    for service in [pvc_service(), database_service(), migration_service()] {
+        let a = render_with(&service, VERSION, true, true);
+        let b = render_with(&service, VERSION, true, true);
+        assert_eq!(a, b);
+        assert_eq!(
+            serde_json::to_string(&a).expect("json"),
+            serde_json::to_string(&b).expect("json")
+        );
+    }
+}
+
+#[test]
+fn operator_upgrade_does_not_change_the_pod_template_or_selector() {
+    let service = pvc_service();
+    let old = render_with(&service, "1.0.0", false, false);
+    let new = render_with(&service, "2.0.0", false, false);
+    assert_eq!(old.spec, new.spec);
+    assert_ne!(old.metadata.labels, new.metadata.labels);
+}
+
+#[test]
+fn metadata_selector_and_template_labels() {
+    let d = render(&pvc_service());
+    assert_eq!(d.metadata.name.as_deref(), Some("tas"));
+    assert_eq!(d.metadata.namespace.as_deref(), Some("models"));
+    let labels = d.metadata.labels.as_ref().expect("labels");
+    assert_eq!(labels[contract_labels::VERSION], VERSION);
+    assert!(d.metadata.annotations.is_none());
+    let owner = &d.metadata.owner_references.as_ref().expect("owners")[0];
+    assert_eq!(owner.kind, "TrustyAIService");
+    assert_eq!(owner.controller, Some(true));
+    assert_eq!(owner.block_owner_deletion, Some(true));
+
+    let spec = &d.spec;
+    let selector = spec.selector.match_labels.as_ref().expect("selector");
+    assert_eq!(selector, &labels::selector("tas"));
+    assert!(!selector.contains_key(contract_labels::VERSION));
+    let template = spec.template.metadata.as_ref().expect("template metadata");
+    assert_eq!(template.labels.as_ref(), Some(selector));
+    let annotations = template.annotations.as_ref().expect("annotations");
+    assert_eq!(annotations["prometheus.io/scrape"], "true");
+    assert_eq!(annotations["prometheus.io/path"], "/q/metrics");
+    assert_eq!(annotations["prometheus.io/scheme"], "http");
+    assert_eq!(annotations.len(), 3);
+}
+
+#[test]
+fn replicas_default_to_one_and_are_honoured() {
+    let replicas = |d: Deployment| d.spec.replicas;
+    let unset = with_spec(json!({"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}}));
+    assert_eq!(replicas(render(&unset)), Some(1));
+    let three = with_spec(json!({
+        "replicas": 3, "storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}
+    }));
+    assert_eq!(replicas(render(&three)), Some(3));
+    let zero = with_spec(json!({
+        "replicas": 0, "storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}
+    }));
+    assert_eq!(replicas(render(&zero)), Some(0));
+}
+
+#[test]
+fn strategy_never_surges() {
+    let d = render(&pvc_service());
+    let strategy = d.spec.strategy.expect("strategy");
+    assert_eq!(strategy.type_.as_deref(), Some("RollingUpdate"));
+    let rolling = strategy.rolling_update.expect("rolling update");
+    assert_eq!(rolling.max_surge, Some(IntOrString::Int(0)));
+    assert_eq!(rolling.max_unavailable, Some(IntOrString::Int(1)));
+}
+
+#[test]
+fn restricted_security_profile() {
+    let d = render(&migration_service());
+    let pod = pod(&d);
+    let psc = pod.security_context.as_ref().expect("pod security context");
+    assert_eq!(psc.run_as_non_root, Some(true));
+    assert_eq!(
+        psc.seccomp_profile.as_ref().map(|p| p.type_.as_str()),
+        Some("RuntimeDefault")
+    );
+    assert!(psc.run_as_user.is_none() && psc.fs_group.is_none());
+    assert_eq!(pod.containers.len(), 2);
+    for c in &pod.containers {
+        let sc = c.security_context.as_ref().expect("security context");
+        assert_eq!(sc.allow_privilege_escalation, Some(false), "{}", c.name);
+        assert_eq!(
+            sc.capabilities.as_ref().and_then(|c| c.drop.clone()),
+            Some(vec!["ALL".to_owned()])
+        );
+        assert!(
+            sc.capabilities
+                .as_ref()
+                .and_then(|c| c.add.as_ref())
+                .is_none()
+        );
+        assert_eq!(sc.run_as_non_root, Some(true));
+        assert!(sc.privileged.is_none());
+        let requests = c
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref())
+            .expect("requests");
+        assert!(requests.contains_key("cpu") && requests.contains_key("memory"));
+    }
+}
+
+#[test]
+fn service_container() {
+    let d = render(&pvc_service());
+    let c = container(&d, "trustyai-service");
+    assert_eq!(
+        c.image.as_deref(),
+        Some("quay.io/trustyai/trustyai-service:v1")
+    );
+    let ready = c
+        .readiness_probe
+        .as_ref()
+        .and_then(|p| p.http_get.as_ref())
+        .expect("probe");
+    assert_eq!(ready.path.as_deref(), Some("/q/health/ready"));
+    assert_eq!(ready.port, IntOrString::Int(8080));
+    let live = c.liveness_probe.as_ref().expect("probe");
+    assert_eq!(
+        live.http_get.as_ref().and_then(|h| h.path.as_deref()),
+        Some("/q/health/live")
+    );
+    assert_eq!(live.initial_delay_seconds, Some(10));
+    assert_eq!(live.period_seconds, Some(5));
+    assert_eq!(live.timeout_seconds, Some(2));
+    assert_eq!(pod(&d).service_account_name.as_deref(), Some("tas-proxy"));
+}
+
+#[test]
+fn proxy_container() {
+    let d = render(&pvc_service());
+    let c = container(&d, "kube-rbac-proxy");
+    assert_eq!(
+        c.image.as_deref(),
+        Some("quay.io/opendatahub/odh-kube-rbac-proxy:v2")
+    );
+    assert_eq!(
+        c.args.as_deref().expect("args"),
+        [
+            "--secure-listen-address=0.0.0.0:8443",
+            "--upstream=http://127.0.0.1:8081/",
+            "--config-file=/etc/kube-rbac-proxy/config.yaml",
+            "--tls-cert-file=/etc/tls/private/tls.crt",
+            "--tls-private-key-file=/etc/tls/private/tls.key",
+            "--proxy-endpoints-port=9443",
+            "--v=0",
+        ]
+    );
+    let ports: Vec<_> = c
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| (p.name.clone().unwrap_or_default(), p.container_port))
+        .collect();
+    assert_eq!(
+        ports,
+        [
+            ("https".to_owned(), 8443),
+            ("proxy-healthz".to_owned(), 9443)
+        ]
+    );
+    let ready = c.readiness_probe.as_ref().expect("readiness");
+    let get = ready.http_get.as_ref().expect("httpGet");
+    assert_eq!(get.scheme.as_deref(), Some("HTTPS"));
+    assert_eq!(get.port, IntOrString::Int(9443));
+    assert_eq!(get.path.as_deref(), Some("/healthz"));
+    assert_eq!(ready.initial_delay_seconds, Some(5));
+    let live = c.liveness_probe.as_ref().expect("liveness");
+    assert_eq!(live.initial_delay_seconds, Some(30));
+    assert_eq!(live.period_seconds, Some(10));
+    let resources = c.resources.as_ref().expect("resources");
+    let q =
+        |m: &Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+         k: &str| { m.as_ref().expect("quantities")[k].0.clone() };
+    assert_eq!(q(&resources.requests, "cpu"), "50m");
+    assert_eq!(q(&resources.requests, "memory"), "32Mi");
+    assert_eq!(q(&resources.limits, "cpu"), "100m");
+    assert_eq!(q(&resources.limits, "memory"), "64Mi");
+}
+
+#[test]
+fn pvc_mode_volumes_and_env() {
+    let d = render(&pvc_service());
+    assert_eq!(
+        volume_names(&d),
+        [
+            "volume",
+            "tas-tls",
+            "tas-internal",
+            "kube-rbac-proxy-config"
+        ]
+    );
+    let claim = pod(&d)
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == "volume")
+        .and_then(|v| v.persistent_volume_claim.as_ref())
+        .expect("pvc volume");
+    assert_eq!(claim.claim_name, "tas-pvc");
+    let service = container(&d, "trustyai-service");
+    assert_eq!(
+        mounts(service),
+        [
+            ("tas-internal".to_owned(), "/etc/tls/internal".to_owned()),
+            ("volume".to_owned(), "/inputs".to_owned())
+        ]
+    );
+    assert_eq!(
+        env_names(service),
+        [
+            "SERVICE_STORAGE_FORMAT",
+            "STORAGE_DATA_FILENAME",
+            "STORAGE_DATA_FOLDER",
+            "SERVICE_DATA_FORMAT",
+            "QUARKUS_HIBERNATE_ORM_ACTIVE",
+            "SERVICE_METRICS_SCHEDULE",
+            "SERVICE_BATCH_SIZE"
+        ]
+    );
+    assert_eq!(
+        mounts(container(&d, "kube-rbac-proxy")),
+        [
+            ("tas-tls".to_owned(), "/etc/tls/private".to_owned()),
+            (
+                "kube-rbac-proxy-config".to_owned(),
+                "/etc/kube-rbac-proxy".to_owned()
+            )
+        ]
+    );
+}
+
+#[test]
+fn pvc_mode_ignores_the_db_ca() {
+    assert_eq!(
+        render_with(&pvc_service(), VERSION, false, true),
+        render_with(&pvc_service(), VERSION, false, false)
+    );
+}
+
+#[test]
+fn database_mode_has_no_pvc_and_uses_the_fallback_secret() {
+    let service = with_spec(json!({
+        "storage": {"format": "DATABASE"}, "metrics": {"schedule": "5s"}
+    }));
+    let d = render(&service);
+    assert_eq!(
+        volume_names(&d),
+        ["tas-tls", "tas-internal", "kube-rbac-proxy-config"]
+    );
+    let c = container(&d, "trustyai-service");
+    assert_eq!(
+        mounts(c),
+        [("tas-internal".to_owned(), "/etc/tls/internal".to_owned())]
+    );
+    let refs: Vec<_> = c
+        .env
+        .iter()
+        .flatten()
+        .filter_map(|e| e.value_from.as_ref()?.secret_key_ref.as_ref())
+        .map(|r| r.name.clone())
+        .collect();
+    assert_eq!(refs.len(), 7);
+    assert!(refs.iter().all(|n| n == "tas-db-credentials"));
+}
+
+#[test]
+fn database_mode_with_db_ca_mounts_it() {
+    let d = render_with(&database_service(), VERSION, false, true);
+    assert_eq!(
+        volume_names(&d),
+        [
+            "tas-tls",
+            "tas-internal",
+            "kube-rbac-proxy-config",
+            "db-ca-cert"
+        ]
+    );
+    let db_ca = pod(&d)
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == "db-ca-cert")
+        .and_then(|v| v.secret.as_ref())
+        .expect("secret volume");
+    assert_eq!(db_ca.secret_name.as_deref(), Some("tas-db-ca"));
+    let c = container(&d, "trustyai-service");
+    assert!(mounts(c).contains(&("db-ca-cert".to_owned(), "/etc/tls/db".to_owned())));
+    let url = c
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == "QUARKUS_DATASOURCE_JDBC_URL")
+        .and_then(|e| e.value.clone())
+        .expect("url");
+    assert!(url.ends_with("?requireSSL=true&sslMode=verify-ca&serverSslCert=/etc/tls/db/ca.crt"));
+}
+
+#[test]
+fn migration_mode_has_pvc_and_database() {
+    let d = render(&migration_service());
+    assert_eq!(
+        volume_names(&d),
+        [
+            "volume",
+            "tas-tls",
+            "tas-internal",
+            "kube-rbac-proxy-config"
+        ]
+    );
+    let c = container(&d, "trustyai-service");
+    assert!(mounts(c).contains(&("volume".to_owned(), "/inputs".to_owned())));
+    let names = env_names(c);
+    assert_eq!(
+        names.iter().filter(|n| *n == "SERVICE_DATA_FORMAT").count(),
+        1
+    );
+    assert!(names.contains(&"STORAGE_MIGRATION_CONFIG_FROM_FOLDER".to_owned()));
+    assert!(names.contains(&"QUARKUS_DATASOURCE_PASSWORD".to_owned()));
+}
+
+#[test]
+fn custom_ca_bundle_goes_to_the_proxy_only() {
+    let d = render_with(&pvc_service(), VERSION, true, false);
+    assert_eq!(
+        volume_names(&d),
+        [
+            "volume",
+            "odh-trusted-ca-bundle",
+            "tas-tls",
+            "tas-internal",
+            "kube-rbac-proxy-config"
+        ]
+    );
+    let proxy = container(&d, "kube-rbac-proxy");
+    let bundle = proxy
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.name == "odh-trusted-ca-bundle")
+        .expect("bundle mount");
+    assert_eq!(bundle.mount_path, "/etc/ssl/certs/ca-bundle.crt");
+    assert_eq!(bundle.sub_path.as_deref(), Some("ca-bundle.crt"));
+    assert!(
+        !mounts(container(&d, "trustyai-service"))
+            .iter()
+            .any(|(n, _)| n == "odh-trusted-ca-bundle")
+    );
+}
+
+#[test]
+fn image_change_changes_the_template() {
+    let service = pvc_service();
+    let instance = Instance::new(&service, VERSION).expect("instance");
+    let mut other = images();
+    other.service.image = "quay.io/trustyai/trustyai-service:v2".into();
+    let a = deployment(
+        &instance,
+        &DeploymentInputs {
+            images: &images(),
+            custom_ca_bundle: false,
+            db_ca_exists: false,
+        },
+    )
+    .expect("a");
+    let b = deployment(
+        &instance,
+        &DeploymentInputs {
+            images: &other,
+            custom_ca_bundle: false,
+            db_ca_exists: false,
+        },
+    )
+    .expect("b");
+    assert_ne!(a.spec.template, b.spec.template);
+}
+
+#[test]
+fn unknown_format_is_an_error() {
+    let service = with_spec(json!({"storage": {"format": "S3"}, "metrics": {"schedule": "5s"}}));
+    let instance = Instance::new(&service, VERSION).expect("instance");
+    let images = images();
+    assert_eq!(
+        deployment(
+            &instance,
+            &DeploymentInputs {
+                images: &images,
+                custom_ca_bundle: false,
+                db_ca_exists: false
+            }
+        ),
+        Err(BuildError::UnknownStorageFormat("S3".into()))
+    );
+}
+
+#[test]
+fn go_created_deployment_must_be_recreated() {
+    let desired = render(&pvc_service());
+    assert!(!must_recreate(
+        &desired,
+        &render_with(&pvc_service(), "2.0.0", true, true)
+    ));
+    let mut go = desired.clone();
+    go.spec
+        .selector
+        .match_labels
+        .get_or_insert_default()
+        .insert("app.kubernetes.io/version".into(), "1.39.0".into());
+    assert!(must_recreate(&go, &desired));
+}

@@ -1,0 +1,376 @@
+//! Builders of the objects the operator creates for a TrustyAIService `<cr>` (§4.3 of the Go
+//! operator's reference), one module per object.
+//!
+//! Every builder is a pure function of the TrustyAIService and explicit inputs: no timestamps,
+//! no randomness, maps sorted (`BTreeMap`) or built in a fixed order. Rendering twice gives
+//! byte-identical JSON, so the caller can apply the result with server-side apply on every
+//! reconcile and the API server sees no change unless the spec or an image changed.
+//!
+//! Namespaced objects carry a controller owner reference to the TrustyAIService (except the
+//! PVC with `retention: Retain`); cluster-scoped and shared objects carry none.
+
+pub mod cluster_role_binding;
+pub mod config_map;
+pub mod deployment;
+pub mod images;
+pub mod istio;
+pub mod labels;
+pub mod names;
+pub mod pvc;
+pub mod route;
+pub mod service_account;
+pub mod service_monitor;
+pub mod services;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::Resource;
+use trustyai_crds::TrustyAIService;
+use trustyai_crds::defaults::StorageMode;
+use trustyai_crds::v1::TrustyAIServiceSpec;
+
+/// Why an object cannot be built for a TrustyAIService.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    /// A metadata field the builders need is absent or empty: only objects read back from the
+    /// API server (which sets name, namespace and uid) can own resources.
+    #[error("the TrustyAIService has no metadata.{0}")]
+    MissingMetadata(&'static str),
+    /// `spec.storage.format` is neither `PVC` nor `DATABASE`.
+    #[error("spec.storage.format {0:?} is not supported: expected PVC or DATABASE")]
+    UnknownStorageFormat(String),
+    /// `spec.storage.size` is not a Kubernetes quantity (the Go operator panicked here, W-5).
+    #[error("spec.storage.size {size:?} is not a valid quantity: {reason}")]
+    InvalidStorageSize {
+        /// The size as written.
+        size: String,
+        /// Why it does not parse.
+        reason: String,
+    },
+}
+
+/// A TrustyAIService as this operator version renders it: the resource plus the identity every
+/// builder needs, checked once.
+#[derive(Debug, Clone, Copy)]
+pub struct Instance<'a> {
+    service: &'a TrustyAIService,
+    name: &'a str,
+    namespace: &'a str,
+    uid: &'a str,
+    operator_version: &'a str,
+}
+
+impl<'a> Instance<'a> {
+    /// Wraps `service`, which must have a name, a namespace and a uid. `operator_version` goes
+    /// into the `app.kubernetes.io/version` label of object metadata (never of a selector or a
+    /// pod template).
+    pub fn new(
+        service: &'a TrustyAIService,
+        operator_version: &'a str,
+    ) -> Result<Self, BuildError> {
+        let meta = service.meta();
+        let required = |value: Option<&'a String>, field| {
+            value
+                .map(String::as_str)
+                .filter(|v| !v.is_empty())
+                .ok_or(BuildError::MissingMetadata(field))
+        };
+        Ok(Self {
+            service,
+            name: required(meta.name.as_ref(), "name")?,
+            namespace: required(meta.namespace.as_ref(), "namespace")?,
+            uid: required(meta.uid.as_ref(), "uid")?,
+            operator_version,
+        })
+    }
+
+    /// The TrustyAIService.
+    pub fn service(&self) -> &'a TrustyAIService {
+        self.service
+    }
+
+    /// Its spec.
+    pub fn spec(&self) -> &'a TrustyAIServiceSpec {
+        &self.service.spec
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &'a str {
+        self.name
+    }
+
+    /// `metadata.namespace`.
+    pub fn namespace(&self) -> &'a str {
+        self.namespace
+    }
+
+    /// `metadata.uid`.
+    pub fn uid(&self) -> &'a str {
+        self.uid
+    }
+
+    /// The operator version for the `app.kubernetes.io/version` label.
+    pub fn operator_version(&self) -> &'a str {
+        self.operator_version
+    }
+
+    /// The storage mode of the spec: PVC, DATABASE, or migration (DATABASE with `storage.folder`
+    /// and `data.filename`).
+    pub fn storage_mode(&self) -> Result<StorageMode, BuildError> {
+        storage_mode(self.spec())
+    }
+
+    /// The controller owner reference to the TrustyAIService, the way controller-runtime's
+    /// `SetControllerReference` writes it, so objects made by the Go operator are adopted
+    /// without change.
+    pub fn owner_reference(&self) -> OwnerReference {
+        OwnerReference {
+            api_version: TrustyAIService::api_version(&()).into_owned(),
+            kind: TrustyAIService::kind(&()).into_owned(),
+            name: self.name.to_owned(),
+            uid: self.uid.to_owned(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }
+    }
+
+    /// Metadata of a namespaced object in the TrustyAIService's namespace, owned by it.
+    pub(crate) fn owned_meta(&self, name: String, labels: BTreeMap<String, String>) -> ObjectMeta {
+        ObjectMeta {
+            owner_references: Some(vec![self.owner_reference()]),
+            ..self.unowned_meta(name, labels)
+        }
+    }
+
+    /// Metadata of a namespaced object in the TrustyAIService's namespace that it does not own.
+    pub(crate) fn unowned_meta(
+        &self,
+        name: String,
+        labels: BTreeMap<String, String>,
+    ) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name),
+            namespace: Some(self.namespace.to_owned()),
+            labels: Some(labels),
+            ..ObjectMeta::default()
+        }
+    }
+}
+
+/// The storage mode of `spec`. Empty strings count as unset, as in the Go operator.
+pub fn storage_mode(spec: &TrustyAIServiceSpec) -> Result<StorageMode, BuildError> {
+    if spec.storage.is_pvc() {
+        Ok(StorageMode::Pvc)
+    } else if spec.is_migration() {
+        Ok(StorageMode::Migration)
+    } else if spec.storage.is_database() {
+        Ok(StorageMode::Database)
+    } else {
+        Err(BuildError::UnknownStorageFormat(
+            spec.storage.format.clone(),
+        ))
+    }
+}
+
+/// `value` unless it is absent or empty: the Go operator tests fields with `!= ""`, and the
+/// API server keeps empty strings, so both mean "unset" here.
+pub(crate) fn non_empty(value: Option<&str>) -> Option<&str> {
+    value.filter(|v| !v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::test_support::{
+        VERSION, database_service, migration_service, pvc_service, with_spec,
+    };
+    use serde_json::Value;
+
+    /// Every object rendered for `service`, as JSON.
+    fn render_all(service: &TrustyAIService) -> Vec<Value> {
+        let instance = Instance::new(service, VERSION).expect("instance");
+        let images = images::resolve(&images::ImageSources::default());
+        let inputs = deployment::DeploymentInputs {
+            images: &images,
+            custom_ca_bundle: true,
+            db_ca_exists: true,
+        };
+        let json = |v: &dyn erased::Json| v.json();
+        let mut out = vec![
+            json(&service_account::service_account(&instance)),
+            json(&cluster_role_binding::cluster_role_binding(
+                &instance,
+                cluster_role_binding::DEFAULT_PROXY_CLUSTER_ROLE,
+            )),
+            json(&config_map::kube_rbac_proxy_config(&instance)),
+            json(&services::tls_service(&instance)),
+            json(&services::internal_service(&instance)),
+            json(&deployment::deployment(&instance, &inputs).expect("deployment")),
+            json(&route::route(&instance)),
+            json(&service_monitor::local(&instance)),
+            json(&service_monitor::central("operators")),
+            json(&istio::destination_rule(&instance)),
+            json(&istio::virtual_service(&instance)),
+        ];
+        if let Some(claim) = pvc::pvc(&instance).expect("pvc") {
+            out.push(json(&claim));
+        }
+        out
+    }
+
+    mod erased {
+        pub trait Json {
+            fn json(&self) -> serde_json::Value;
+        }
+        impl<T: serde::Serialize> Json for T {
+            fn json(&self) -> serde_json::Value {
+                serde_json::to_value(self).expect("serializable")
+            }
+        }
+    }
+
+    /// Every `selector`/`matchLabels`/pod-template `labels` map found in `value`.
+    fn label_maps<'a>(value: &'a Value, key: Option<&str>, out: &mut Vec<&'a Value>) {
+        match value {
+            Value::Object(map) => {
+                if matches!(key, Some("selector" | "matchLabels")) {
+                    out.push(value);
+                }
+                for (k, v) in map {
+                    label_maps(v, Some(k), out);
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|v| label_maps(v, None, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn every_object_renders_deterministically() {
+        for service in [pvc_service(), database_service(), migration_service()] {
+            let a = render_all(&service);
+            let b = render_all(&service);
+            assert_eq!(a, b);
+            for (x, y) in a.iter().zip(&b) {
+                assert_eq!(
+                    serde_json::to_string(x).expect("json"),
+                    serde_json::to_string(y).expect("json")
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn no_selector_or_pod_template_carries_the_version() {
+        let mut checked = 0;
+        for service in [pvc_service(), database_service(), migration_service()] {
+            for object in render_all(&service) {
+                let mut maps = Vec::new();
+                label_maps(&object, None, &mut maps);
+                if let Some(template_labels) = object.pointer("/spec/template/metadata/labels") {
+                    maps.push(template_labels);
+                }
+                for map in maps {
+                    let text = map.to_string();
+                    assert!(!text.contains("app.kubernetes.io/version"), "{text}");
+                    assert!(!text.contains(VERSION), "{text}");
+                    checked += 1;
+                }
+            }
+        }
+        // Deployment selector and template, two Service selectors, two ServiceMonitor
+        // selectors (each with matchLabels inside), per mode.
+        assert!(checked >= 3 * 8, "{checked}");
+    }
+
+    #[test]
+    fn namespaced_objects_are_owned_except_retained_pvc_and_shared_ones() {
+        let service = pvc_service();
+        for object in render_all(&service) {
+            let kind = object["kind"].as_str().map(str::to_owned);
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let owners = object["metadata"].get("ownerReferences");
+            let unowned = matches!(
+                (kind.as_deref(), name.as_str()),
+                (Some("ClusterRoleBinding"), _)
+                    | (Some("ServiceMonitor"), "trustyai-metrics")
+                    | (Some("PersistentVolumeClaim"), "tas-pvc")
+            );
+            if unowned {
+                assert!(owners.is_none(), "{kind:?} {name}");
+            } else {
+                let owner = &owners.expect("owner references")[0];
+                assert_eq!(owner["controller"], true, "{kind:?} {name}");
+                assert_eq!(owner["blockOwnerDeletion"], true);
+                assert_eq!(owner["apiVersion"], "trustyai.opendatahub.io/v1");
+                assert_eq!(owner["kind"], "TrustyAIService");
+                assert_eq!(owner["name"], "tas");
+            }
+        }
+    }
+
+    #[test]
+    fn instance_needs_name_namespace_and_uid() {
+        let mut service = pvc_service();
+        service.metadata.uid = None;
+        assert_eq!(
+            Instance::new(&service, "1.0.0").map(|_| ()),
+            Err(BuildError::MissingMetadata("uid"))
+        );
+        service.metadata.uid = Some("u".into());
+        service.metadata.namespace = Some(String::new());
+        assert_eq!(
+            Instance::new(&service, "1.0.0").map(|_| ()),
+            Err(BuildError::MissingMetadata("namespace"))
+        );
+        service.metadata.name = None;
+        assert_eq!(
+            Instance::new(&service, "1.0.0").map(|_| ()),
+            Err(BuildError::MissingMetadata("name"))
+        );
+    }
+
+    #[test]
+    fn owner_reference_is_a_blocking_controller_reference_to_v1() {
+        let service = pvc_service();
+        let instance = Instance::new(&service, "1.0.0").expect("instance");
+        let owner = instance.owner_reference();
+        assert_eq!(owner.api_version, "trustyai.opendatahub.io/v1");
+        assert_eq!(owner.kind, "TrustyAIService");
+        assert_eq!(owner.name, "tas");
+        assert_eq!(owner.uid, "0b5a1c1e-0000-4000-8000-000000000001");
+        assert_eq!(owner.controller, Some(true));
+        assert_eq!(owner.block_owner_deletion, Some(true));
+    }
+
+    #[test]
+    fn storage_modes() {
+        let mode = |spec: serde_json::Value| storage_mode(&with_spec(spec).spec);
+        assert_eq!(
+            mode(serde_json::json!({"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}})),
+            Ok(StorageMode::Pvc)
+        );
+        assert_eq!(
+            mode(
+                serde_json::json!({"storage": {"format": "DATABASE"}, "metrics": {"schedule": "5s"}})
+            ),
+            Ok(StorageMode::Database)
+        );
+        assert_eq!(
+            mode(serde_json::json!({
+                "storage": {"format": "DATABASE", "folder": "/inputs"},
+                "data": {"filename": "data.csv"},
+                "metrics": {"schedule": "5s"}
+            })),
+            Ok(StorageMode::Migration)
+        );
+        assert_eq!(
+            mode(serde_json::json!({"storage": {"format": "S3"}, "metrics": {"schedule": "5s"}})),
+            Err(BuildError::UnknownStorageFormat("S3".into()))
+        );
+    }
+}

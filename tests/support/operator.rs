@@ -1,0 +1,160 @@
+//! The operator binary as a child process against the local control plane, in local mode
+//! (webhooks on 127.0.0.1), stopped with SIGTERM when dropped.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use trustyai_local_cluster::ControlPlane;
+
+pub struct Operator {
+    child: Child,
+    pub webhook_port: u16,
+    pub ops_port: u16,
+    pub log: PathBuf,
+    pub namespace: String,
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// A plain HTTP/1.1 GET on 127.0.0.1; returns the status code and body.
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    let code = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((code, body))
+}
+
+impl Operator {
+    /// Starts the operator with its namespace `namespace` and the given extra flags.
+    pub fn start(cp: &ControlPlane, namespace: &str, extra: &[&str]) -> Operator {
+        Self::start_on(cp, namespace, free_port(), extra)
+    }
+
+    /// As [`Operator::start`], with a chosen webhook port.
+    pub fn start_on(
+        cp: &ControlPlane,
+        namespace: &str,
+        webhook_port: u16,
+        extra: &[&str],
+    ) -> Operator {
+        let ops_port = free_port();
+        let log = cp
+            .dir
+            .join("logs")
+            .join(format!("operator-{namespace}-{webhook_port}.log"));
+        let file = std::fs::File::create(&log).expect("operator log");
+        let child = Command::new(env!("CARGO_BIN_EXE_trustyai-operator"))
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(&cp.kubeconfig)
+            .args(["--namespace", namespace])
+            .args([
+                "--local-webhook-address",
+                &format!("127.0.0.1:{webhook_port}"),
+            ])
+            .args(["--ops-address", &format!("127.0.0.1:{ops_port}")])
+            .args(extra)
+            .env("RUST_LOG", "info,trustyai=debug")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log"))
+            .stderr(file)
+            .spawn()
+            .expect("the operator binary starts");
+        Operator {
+            child,
+            webhook_port,
+            ops_port,
+            log,
+            namespace: namespace.to_string(),
+        }
+    }
+
+    /// Waits until `/readyz` answers 200.
+    pub fn wait_ready(&mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "the operator exited ({status}) before it was ready:\n{}",
+                    self.logs()
+                );
+            }
+            if let Some((200, _)) = http_get(self.ops_port, "/readyz") {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        panic!(
+            "the operator was not ready within {timeout:?}:\n{}",
+            self.logs()
+        );
+    }
+
+    pub fn logs(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(60)..].join("\n")
+    }
+
+    /// SIGTERM, then waits up to 30 s for the exit status.
+    pub fn stop(&mut self) -> ExitStatus {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        panic!(
+            "the operator did not stop within 30s of SIGTERM:\n{}",
+            self.logs()
+        );
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        if self.is_running() {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(self.child.id().to_string())
+                .status();
+            for _ in 0..100 {
+                if !self.is_running() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}

@@ -1,0 +1,341 @@
+#![allow(clippy::expect_used)] // a test fails loudly on unexpected data
+//! The HTTPS server and the operator's own TLS, through the real API server: the API server
+//! calls conversion and admission using only the caBundle the operator injected; a cleared
+//! bundle comes back; certificates rotate under load without a failed request; two replicas
+//! starting together share one CA.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use rustls::pki_types::pem::PemObject;
+use serde_json::json;
+use support::operator::Operator;
+use support::{CLUSTER_WIDE, ControlPlane};
+
+const SECRET: &str = "trustyai-operator-webhook-tls";
+const VWC: &str = "trustyai-operator-validating";
+const MWC: &str = "trustyai-operator-mutating";
+
+fn tas_api(client: &Client, ns: &str, version: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("trustyai.opendatahub.io", version, "TrustyAIService");
+    Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource::from_gvk_with_plural(&gvk, "trustyaiservices"),
+    )
+}
+
+fn tas(version: &str, name: &str, spec: serde_json::Value) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": format!("trustyai.opendatahub.io/{version}"), "kind": "TrustyAIService",
+        "metadata": {"name": name}, "spec": spec
+    }))
+    .expect("object")
+}
+
+fn minimal_spec() -> serde_json::Value {
+    json!({"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}})
+}
+
+async fn secret_field(client: &Client, ns: &str, key: &str) -> Option<Vec<u8>> {
+    let secret = Api::<Secret>::namespaced(client.clone(), ns)
+        .get_opt(SECRET)
+        .await
+        .ok()??;
+    secret.data?.get(key).map(|b| b.0.clone())
+}
+
+/// The caBundles of the CRD's conversion webhook and of our two webhook registrations.
+async fn published_bundles(client: &Client) -> Vec<Option<Vec<u8>>> {
+    let crd = Api::<CustomResourceDefinition>::all(client.clone())
+        .get(trustyai_crds::contract::CRD_NAME)
+        .await
+        .ok();
+    let crd_bundle = crd
+        .and_then(|c| c.spec.conversion)
+        .and_then(|c| c.webhook)
+        .and_then(|w| w.client_config)
+        .and_then(|c| c.ca_bundle)
+        .map(|b| b.0);
+    let vwc = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .get_opt(VWC)
+        .await
+        .ok()
+        .flatten();
+    let vwc_bundle = vwc
+        .and_then(|v| v.webhooks)
+        .and_then(|w| w.first().and_then(|w| w.client_config.ca_bundle.clone()))
+        .map(|b| b.0);
+    let mwc =
+        Api::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>::all(
+            client.clone(),
+        )
+        .get_opt(MWC)
+        .await
+        .ok()
+        .flatten();
+    let mwc_bundle = mwc
+        .and_then(|v| v.webhooks)
+        .and_then(|w| w.first().and_then(|w| w.client_config.ca_bundle.clone()))
+        .map(|b| b.0);
+    vec![crd_bundle, vwc_bundle, mwc_bundle]
+}
+
+/// Waits until all three objects carry exactly the CA bundle the operator keeps in its Secret.
+async fn wait_for_published_bundle(client: &Client, ns: &str, operator: &Operator) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if let Some(ca) = secret_field(client, ns, "ca.crt").await
+            && published_bundles(client)
+                .await
+                .iter()
+                .all(|b| b.as_deref() == Some(ca.as_slice()))
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!(
+        "the CA bundle was not published within 60s:\n{}",
+        operator.logs()
+    );
+}
+
+#[tokio::test]
+async fn api_server_reaches_the_webhooks_with_the_injected_bundle() {
+    let _lock = CLUSTER_WIDE.lock().await;
+    let cp = ControlPlane::shared();
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "tls").await;
+    let mut operator = Operator::start(cp, &ns, &["--create-webhook-configurations"]);
+    operator.wait_ready(Duration::from_secs(60));
+    wait_for_published_bundle(&client, &ns, &operator).await;
+
+    // v1alpha1 in, v1 stored: the API server must call /convert; and /mutate defaults the spec.
+    let v1alpha1 = tas_api(&client, &ns, "v1alpha1");
+    v1alpha1
+        .create(
+            &PostParams::default(),
+            &tas("v1alpha1", "through-alpha", minimal_spec()),
+        )
+        .await
+        .expect("created through v1alpha1");
+    let stored = tas_api(&client, &ns, "v1")
+        .get("through-alpha")
+        .await
+        .expect("read as v1");
+    assert_eq!(
+        stored.data["spec"]["replicas"], 1,
+        "defaulted by /mutate: {:?}",
+        stored.data
+    );
+    assert_eq!(stored.data["spec"]["storage"]["retention"], "Retain");
+
+    // /validate: a rule CEL does not carry (allowed image prefixes).
+    let mut spec = minimal_spec();
+    spec["image"] = json!("docker.io/someone/trustyai:1");
+    let err = tas_api(&client, &ns, "v1")
+        .create(&PostParams::default(), &tas("v1", "bad-image", spec))
+        .await
+        .expect_err("denied");
+    let text = err.to_string();
+    assert!(
+        text.contains("spec.image") && text.contains("quay.io/trustyai/"),
+        "{text}"
+    );
+
+    assert!(
+        operator.stop().success(),
+        "clean exit on SIGTERM:\n{}",
+        operator.logs()
+    );
+}
+
+#[tokio::test]
+async fn a_cleared_ca_bundle_is_restored() {
+    let _lock = CLUSTER_WIDE.lock().await;
+    let cp = ControlPlane::shared();
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "cleared").await;
+    let mut operator = Operator::start(cp, &ns, &["--create-webhook-configurations"]);
+    operator.wait_ready(Duration::from_secs(60));
+    wait_for_published_bundle(&client, &ns, &operator).await;
+
+    let vwcs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let clear: json_patch::Patch = serde_json::from_value(
+        json!([{"op": "remove", "path": "/webhooks/0/clientConfig/caBundle"}]),
+    )
+    .expect("patch");
+    vwcs.patch(VWC, &PatchParams::default(), &Patch::<()>::Json(clear))
+        .await
+        .expect("cleared");
+    let cleared_at = Instant::now();
+    wait_for_published_bundle(&client, &ns, &operator).await;
+    eprintln!(
+        "caBundle restored {:?} after it was cleared",
+        cleared_at.elapsed()
+    );
+    assert!(
+        cleared_at.elapsed() < Duration::from_secs(30),
+        "restored, but only after {:?}",
+        cleared_at.elapsed()
+    );
+
+    tas_api(&client, &ns, "v1")
+        .create(
+            &PostParams::default(),
+            &tas("v1", "after-restore", minimal_spec()),
+        )
+        .await
+        .expect("admission works again");
+    assert!(operator.stop().success());
+}
+
+#[tokio::test]
+async fn certificates_rotate_under_load_without_a_failed_request() {
+    let _lock = CLUSTER_WIDE.lock().await;
+    let cp = ControlPlane::shared();
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "rotate").await;
+    let mut operator = Operator::start(
+        cp,
+        &ns,
+        &[
+            "--create-webhook-configurations",
+            "--serving-cert-lifetime",
+            "30s",
+            "--ca-lifetime",
+            "75s",
+            "--ca-overlap",
+            "5s",
+        ],
+    );
+    operator.wait_ready(Duration::from_secs(60));
+    wait_for_published_bundle(&client, &ns, &operator).await;
+
+    let (v1, v1alpha1) = (
+        tas_api(&client, &ns, "v1"),
+        tas_api(&client, &ns, "v1alpha1"),
+    );
+    let (mut serving, mut cas) = (BTreeSet::new(), BTreeSet::new());
+    let (mut requests, mut failures) = (0u32, Vec::new());
+    let started = Instant::now();
+    let mut i = 0;
+    while started.elapsed() < Duration::from_secs(110) {
+        i += 1;
+        let name = format!("load-{i}");
+        let results = [
+            v1alpha1
+                .create(
+                    &PostParams::default(),
+                    &tas("v1alpha1", &name, minimal_spec()),
+                )
+                .await
+                .map(|_| ()),
+            v1alpha1.get(&name).await.map(|_| ()),
+            v1.patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": 2}})),
+            )
+            .await
+            .map(|_| ()),
+            v1alpha1.list(&ListParams::default()).await.map(|_| ()),
+        ];
+        for r in results {
+            requests += 1;
+            if let Err(e) = r {
+                failures.push(format!("{:?}: {e}", started.elapsed()));
+            }
+        }
+        if let Some(cert) = secret_field(&client, &ns, "tls.crt").await {
+            serving.insert(cert);
+        }
+        if let Some(ca) = secret_field(&client, &ns, "ca.crt").await {
+            cas.insert(ca);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!(
+        "{requests} requests, {} serving certificates, {} CA bundles seen",
+        serving.len(),
+        cas.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {requests} requests failed:\n{}\n{}",
+        failures.len(),
+        failures.join("\n"),
+        operator.logs()
+    );
+    assert!(
+        serving.len() >= 3,
+        "expected several serving-certificate renewals, saw {}:\n{}",
+        serving.len(),
+        operator.logs()
+    );
+    assert!(
+        cas.len() >= 2,
+        "expected a CA rotation, saw {} bundles:\n{}",
+        cas.len(),
+        operator.logs()
+    );
+    assert!(operator.stop().success());
+}
+
+#[tokio::test]
+async fn two_replicas_starting_together_share_one_ca() {
+    let _lock = CLUSTER_WIDE.lock().await;
+    let cp = ControlPlane::shared();
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "two").await;
+    let (port_a, port_b) = (
+        support::operator::free_port(),
+        support::operator::free_port(),
+    );
+    let url = format!("https://127.0.0.1:{port_a}");
+    let flags = ["--webhook-url", url.as_str(), "--no-crd-maintenance"];
+    let (mut a, mut b) = std::thread::scope(|s| {
+        let a = s.spawn(|| Operator::start_on(cp, &ns, port_a, &flags));
+        let b = s.spawn(|| Operator::start_on(cp, &ns, port_b, &flags));
+        (a.join().expect("start a"), b.join().expect("start b"))
+    });
+    a.wait_ready(Duration::from_secs(60));
+    b.wait_ready(Duration::from_secs(60));
+
+    let ca = secret_field(&client, &ns, "ca.crt").await.expect("ca.crt");
+    let cas: Vec<_> = rustls::pki_types::CertificateDer::pem_slice_iter(&ca)
+        .collect::<Result<_, _>>()
+        .expect("PEM");
+    assert_eq!(cas.len(), 1, "one CA in the Secret");
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cas[0].clone()).expect("CA");
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    for port in [port_a, port_b] {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+        connector.connect(name, tcp).await.unwrap_or_else(|e| {
+            panic!("replica on port {port} does not chain to the shared CA: {e}")
+        });
+    }
+    assert!(a.stop().success());
+    assert!(b.stop().success());
+}
