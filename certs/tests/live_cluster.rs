@@ -1,9 +1,6 @@
-//! Checks of the Kubernetes-facing functions against a real kube-apiserver. Ignored by default
-//! (they need a cluster); run them with a kubeconfig for a disposable cluster:
-//!
-//! ```text
-//! KUBECONFIG=/path/to/kubeconfig cargo test -p trustyai-certs --test live_cluster -- --ignored --test-threads=1
-//! ```
+//! Checks of the Kubernetes-facing functions against a real kube-apiserver: the local control
+//! plane of `trustyai-local-cluster` (built by `make control-plane`; missing binaries fail the
+//! tests loudly).
 //!
 //! They create a fresh namespace per test, a test CRD `certtests.certs.trustyai.test`,
 //! and webhook configurations named `trustyai-certs-test`.
@@ -36,11 +33,11 @@ const CRD: &str = "certtests.certs.trustyai.test";
 const WEBHOOKS: &str = "trustyai-certs-test";
 
 async fn client() -> Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    Client::try_default()
-        .await
-        .expect("a cluster from KUBECONFIG")
+    trustyai_local_cluster::ControlPlane::shared().client().await
 }
+
+/// The tests that install the shared test CRD and webhook configurations run one at a time.
+static SHARED_TARGETS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A fresh namespace `<base>-<unique>` (never reused: a cluster without the namespace
 /// controller never finishes deleting one).
@@ -73,7 +70,6 @@ fn text(secret: &Secret, key: &str) -> String {
 }
 
 #[tokio::test]
-#[ignore = "needs a cluster (KUBECONFIG)"]
 async fn ensure_creates_once_and_then_reuses() {
     let client = client().await;
     let ns = namespace(&client, "certs-ensure").await;
@@ -96,7 +92,6 @@ async fn ensure_creates_once_and_then_reuses() {
 }
 
 #[tokio::test]
-#[ignore = "needs a cluster (KUBECONFIG)"]
 async fn replicas_starting_together_agree_on_one_ca() {
     let client = client().await;
     let ns = namespace(&client, "certs-race").await;
@@ -118,7 +113,6 @@ async fn replicas_starting_together_agree_on_one_ca() {
 }
 
 #[tokio::test]
-#[ignore = "needs a cluster (KUBECONFIG)"]
 async fn garbage_is_repaired_keeping_the_ca_with_a_warning() {
     let client = client().await;
     let ns = namespace(&client, "certs-garbage").await;
@@ -147,7 +141,6 @@ async fn garbage_is_repaired_keeping_the_ca_with_a_warning() {
 }
 
 #[tokio::test]
-#[ignore = "needs a cluster (KUBECONFIG)"]
 async fn the_maintainer_serves_only_valid_material_and_recreates_a_deleted_secret() {
     let client = client().await;
     let ns = namespace(&client, "certs-maintain").await;
@@ -309,10 +302,10 @@ fn targets(endpoint: WebhookEndpoint) -> PublishTargets {
 }
 
 #[tokio::test]
-#[ignore = "needs a cluster (KUBECONFIG)"]
 async fn the_bundle_is_applied_to_exactly_the_owned_fields_and_can_switch_to_a_url() {
     let client = client().await;
     let ns = namespace(&client, "certs-publish").await;
+    let _shared = SHARED_TARGETS.lock().await;
     install_targets(&client).await;
     let material = ensure_secret(&client, &ns, SECRET, &names(&ns), &Lifetimes::default())
         .await
@@ -420,10 +413,10 @@ async fn the_bundle_is_applied_to_exactly_the_owned_fields_and_can_switch_to_a_u
 }
 
 #[tokio::test]
-#[ignore = "needs a cluster (KUBECONFIG)"]
 async fn the_publisher_loop_restores_a_cleared_bundle_within_seconds() {
     let client = client().await;
     let ns = namespace(&client, "certs-loop").await;
+    let _shared = SHARED_TARGETS.lock().await;
     install_targets(&client).await;
     let material = ensure_secret(&client, &ns, SECRET, &names(&ns), &Lifetimes::default())
         .await
@@ -474,7 +467,6 @@ async fn the_publisher_loop_restores_a_cleared_bundle_within_seconds() {
 }
 
 #[tokio::test]
-#[ignore = "needs a cluster (KUBECONFIG); takes about a minute"]
 async fn the_maintainer_walks_a_ca_rotation_with_overlap() {
     let client = client().await;
     let ns = namespace(&client, "certs-rotate").await;
