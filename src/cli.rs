@@ -26,6 +26,62 @@ pub enum Command {
     Crd,
     /// Print the operator's version.
     Version,
+    /// Default and validate TrustyAIService manifests offline, with the webhooks' rules
+    /// (exit 0: all valid, 1: some invalid, 2: input unreadable).
+    Validate(ValidateArgs),
+    /// Rewrite TrustyAIService manifests to another API version, with the conversion webhook's
+    /// functions; other documents pass through untouched (exit codes as for validate).
+    Convert(ConvertArgs),
+    /// Re-write every stored TrustyAIService as v1 and drop other versions from the CRD's
+    /// status.storedVersions: the step before a release stops serving v1alpha1.
+    MigrateStorage(MigrateStorageArgs),
+}
+
+/// Options of `validate`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Manifest file (YAML or JSON, several documents allowed); `-` reads stdin.
+    #[arg(short = 'f', long = "filename")]
+    pub file: PathBuf,
+
+    /// The stored objects, for UPDATE semantics (matched by namespace and name); without it,
+    /// CREATE semantics apply.
+    #[arg(long)]
+    pub old: Option<PathBuf>,
+
+    /// Also print each document as the mutating webhook would default it.
+    #[arg(long)]
+    pub show_defaults: bool,
+
+    /// Image prefixes spec.image may use (comma-separated), as for `run`.
+    #[arg(
+        long,
+        env = "ALLOWED_IMAGE_PREFIXES",
+        value_delimiter = ',',
+        default_value = "quay.io/trustyai/"
+    )]
+    pub allowed_image_prefixes: Vec<String>,
+}
+
+/// Options of `convert`.
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// Target version: v1 or v1alpha1.
+    #[arg(long)]
+    pub to: String,
+
+    /// Manifest file (YAML or JSON, several documents allowed); `-` reads stdin.
+    #[arg(short = 'f', long = "filename")]
+    pub file: PathBuf,
+}
+
+/// Options of `migrate-storage`.
+#[derive(Debug, Args)]
+pub struct MigrateStorageArgs {
+    /// Path of a kubeconfig file; without it `KUBECONFIG`, `~/.kube/config` or the in-cluster
+    /// config is used.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
 }
 
 /// Logging options, shared by every subcommand.

@@ -30,6 +30,18 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Validate(args) => trustyai_operator::offline::validate::run(&args),
+        Command::Convert(args) => trustyai_operator::offline::convert::run(&args),
+        Command::MigrateStorage(args) => match tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt.block_on(trustyai_operator::storage_migration::run_cli(&args)),
+            Err(e) => {
+                eprintln!("error: cannot start the async runtime: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Version => {
             println!("trustyai-operator {VERSION}");
             ExitCode::SUCCESS

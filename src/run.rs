@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use kube::Client;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -26,10 +25,8 @@ use crate::{crd_maintenance, shutdown};
 /// Why the operator stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("no Kubernetes client configuration: {0}")]
-    Config(String),
-    #[error("creating the Kubernetes client: {0}")]
-    Client(#[source] kube::Error),
+    #[error(transparent)]
+    Client(#[from] crate::kube_client::ClientError),
     #[error("binding {what} on {address}: {source}")]
     Bind {
         what: &'static str,
@@ -50,7 +47,7 @@ type TaskResult = (&'static str, Result<(), String>);
 
 /// Runs the operator until a shutdown signal (exit 0) or a task failure (error).
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
-    let client = client(&args).await?;
+    let client = crate::kube_client::client(args.kubeconfig.as_deref()).await?;
     let stop = CancellationToken::new();
     shutdown::cancel_on_signal(stop.clone());
 
@@ -349,20 +346,4 @@ async fn bind(what: &'static str, address: std::net::SocketAddr) -> Result<TcpLi
             address,
             source,
         })
-}
-
-async fn client(args: &RunArgs) -> Result<Client, RunError> {
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path)
-                .map_err(|e| RunError::Config(format!("{}: {e}", path.display())))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| RunError::Config(e.to_string()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| RunError::Config(e.to_string()))?,
-    };
-    Client::try_from(config).map_err(RunError::Client)
 }

@@ -1,0 +1,5 @@
+//! The offline commands (`validate`, `convert`): the webhooks' pure functions applied to
+//! manifest files, for CI pipelines and GitOps repositories.
+
+pub mod convert;
+pub mod validate;
