@@ -52,6 +52,10 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     shutdown::cancel_on_signal(stop.clone());
 
     let readiness = Readiness::new([Readiness::TLS]);
+    if args.cert_mode.publishes_ca_bundle(args.inject_ca_bundle) {
+        // Until the first publication the API server cannot verify this server's certificate.
+        readiness.register(Readiness::CA_BUNDLE);
+    }
     let mut tasks: JoinSet<TaskResult> = JoinSet::new();
 
     // The ops server outlives the HTTPS drain, so probes see "draining" rather than a refusal.
@@ -147,11 +151,21 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     }
     if args.cert_mode.publishes_ca_bundle(args.inject_ca_bundle) {
         let targets = publish_targets(&args);
-        let (client, rx, stop) = (client.clone(), material_rx.clone(), stop.clone());
+        let (published_tx, mut published_rx) = watch::channel(false);
+        let (client, rx, stop, ready) = (client.clone(), material_rx.clone(), stop.clone(), readiness.clone());
         tasks.spawn(async move {
+            let mark_ready = async move {
+                while published_rx.changed().await.is_ok() {
+                    if *published_rx.borrow() {
+                        ready.set(Readiness::CA_BUNDLE, true);
+                    }
+                }
+                std::future::pending::<()>().await
+            };
             tokio::select! {
                 _ = stop.cancelled() => ("caBundle publisher", Ok(())),
-                _ = trustyai_certs::run_publisher(client, targets, rx, None) => ("caBundle publisher", Err("stopped unexpectedly".into())),
+                _ = trustyai_certs::run_publisher(client, targets, rx, Some(published_tx)) => ("caBundle publisher", Err("stopped unexpectedly".into())),
+                _ = mark_ready => ("caBundle publisher", Err("readiness tracking stopped".into())),
             }
         });
     }
@@ -261,6 +275,12 @@ async fn start_certificates(
             )
             .await
             .map_err(|e| RunError::Certificates(e.to_string()))?;
+            let recorder = event_recorder(client);
+            if !ensured.warnings.is_empty() {
+                use kube::Resource;
+                let regarding = ensured.secret.object_ref(&());
+                trustyai_certs::publish_warnings(&recorder, &regarding, &ensured.warnings).await;
+            }
             let (tx, rx) = watch::channel(ensured.material);
             let (client, ns, name, names, stop) = (
                 client.clone(),
@@ -272,7 +292,7 @@ async fn start_certificates(
             tasks.spawn(async move {
                 tokio::select! {
                     _ = stop.cancelled() => ("certificate maintenance", Ok(())),
-                    result = trustyai_certs::maintain_secret(client, ns, name, names, lifetimes, tx, None) => {
+                    result = trustyai_certs::maintain_secret(client, ns, name, names, lifetimes, tx, Some(recorder)) => {
                         ("certificate maintenance", result.map_err(|e| e.to_string()).and(Err("stopped unexpectedly".into())))
                     }
                 }
@@ -298,6 +318,15 @@ async fn start_certificates(
             Ok(rx)
         }
     }
+}
+
+/// Events about the operator's own objects (its certificate Secret), as `trustyai-operator`.
+fn event_recorder(client: &Client) -> kube::runtime::events::Recorder {
+    let reporter = kube::runtime::events::Reporter {
+        controller: "trustyai-operator".into(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
+    kube::runtime::events::Recorder::new(client.clone(), reporter)
 }
 
 fn registration_endpoint(args: &RunArgs) -> crate::webhook_configurations::Endpoint {
