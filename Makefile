@@ -18,9 +18,10 @@ lint:
 control-plane:
 	tests/control-plane/build.sh
 
-## Regenerates the committed CRD.
+## Regenerates the committed CRD and the chart's copy of it.
 crd:
 	cargo run -q -- crd > crds/trustyaiservices.yaml
+	cp crds/trustyaiservices.yaml charts/trustyai-operator/files/trustyaiservices.yaml
 
 ## The operator on an embedded local control plane, with a sample TrustyAIService applied.
 ## `make run ARGS="--kubeconfig ~/.kube/config"` runs it against that cluster instead.
