@@ -15,3 +15,5 @@ pub mod run;
 pub mod shutdown;
 pub mod storage_migration;
 pub mod webhook_configurations;
+pub mod leader;
+pub mod metrics;

@@ -1,0 +1,261 @@
+//! Leader election on a `coordination.k8s.io/v1` Lease in the operator namespace. Only the
+//! holder reconciles (and migrates storage); every replica serves the webhooks all the time.
+//!
+//! The rules that keep two reconcilers from ever overlapping:
+//! - another replica takes the lease only after it has seen the lease unchanged for a whole
+//!   `lease_duration`, measured on its own clock from when it saw the last change (clocks of
+//!   different nodes are never compared);
+//! - the holder stops leading (and its reconciles are stopped) when it has not renewed for
+//!   `renew_deadline`, which is shorter than `lease_duration`; so it has stopped before anyone
+//!   may take over;
+//! - on shutdown the holder releases the lease (empty holder), so a standby takes over at once
+//!   instead of waiting for it to expire.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{Api, ObjectMeta, PostParams};
+use kube::Client;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+/// Timing and identity of one elector.
+#[derive(Debug, Clone)]
+pub struct LeaderConfig {
+    /// Lease name, in `namespace`.
+    pub lease_name: String,
+    /// The operator namespace.
+    pub namespace: String,
+    /// This replica's identity (the pod name, plus a random suffix).
+    pub identity: String,
+    /// How long a lease is valid after its last renewal (default 15 s).
+    pub lease_duration: Duration,
+    /// The holder gives up leading when it could not renew for this long (default 10 s).
+    pub renew_deadline: Duration,
+    /// Time between attempts to acquire or renew (default 2 s).
+    pub retry_period: Duration,
+}
+
+/// Errors that end the election loop.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaderError {
+    #[error("invalid leader-election timing: {0}")]
+    Timing(String),
+}
+
+impl LeaderConfig {
+    /// Checks `retry_period < renew_deadline < lease_duration`.
+    pub fn validate(&self) -> Result<(), LeaderError> {
+        if !(self.retry_period < self.renew_deadline && self.renew_deadline < self.lease_duration) {
+            return Err(LeaderError::Timing(format!(
+                "need retry period ({:?}) < renew deadline ({:?}) < lease duration ({:?})",
+                self.retry_period, self.renew_deadline, self.lease_duration
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What the lease looks like to this replica.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Observed {
+    holder: Option<String>,
+    /// The lease's resourceVersion: any renewal changes it.
+    version: String,
+}
+
+/// The decision on one look at the lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Nobody may take it yet (held by another, seen changing within `lease_duration`).
+    Wait,
+    /// Take it (free, released, or not renewed for `lease_duration`).
+    Acquire,
+    /// We hold it: renew.
+    Renew,
+}
+
+fn decide(observed: &Observed, me: &str, unchanged_for: Duration, lease_duration: Duration) -> Step {
+    match observed.holder.as_deref() {
+        Some(holder) if holder == me => Step::Renew,
+        None | Some("") => Step::Acquire,
+        Some(_) if unchanged_for >= lease_duration => Step::Acquire,
+        Some(_) => Step::Wait,
+    }
+}
+
+fn now() -> MicroTime {
+    MicroTime(k8s_openapi::jiff::Timestamp::now())
+}
+
+/// Runs the election until `stop` is cancelled, publishing `true` while this replica leads and
+/// `false` otherwise, and releases the lease on the way out if it holds it.
+pub async fn run(client: Client, config: LeaderConfig, leading: watch::Sender<bool>, stop: CancellationToken) -> Result<(), LeaderError> {
+    config.validate()?;
+    let api: Api<Lease> = Api::namespaced(client, &config.namespace);
+    let span = tracing::info_span!("leader_election", lease = %config.lease_name, identity = %config.identity);
+    elect(api, config, leading, stop).instrument(span).await;
+    Ok(())
+}
+
+async fn elect(api: Api<Lease>, config: LeaderConfig, leading: watch::Sender<bool>, stop: CancellationToken) {
+    let mut last_seen: Option<(Observed, Instant)> = None;
+    let mut last_renewed: Option<Instant> = None;
+    loop {
+        let was_leading = *leading.borrow();
+        if was_leading && last_renewed.is_some_and(|t| t.elapsed() >= config.renew_deadline) {
+            tracing::warn!(deadline = ?config.renew_deadline, "could not renew the lease in time; no longer leading");
+            leading.send_replace(false);
+            last_renewed = None;
+        }
+        // Bounded, so a hanging API server cannot keep us "leading" past the renew deadline.
+        let outcome = tokio::time::timeout(config.retry_period, attempt(&api, &config, &mut last_seen)).await;
+        match outcome.unwrap_or_else(|_| Err(kube::Error::Service("lease request timed out".into()))) {
+            Ok(true) => {
+                last_renewed = Some(Instant::now());
+                if !was_leading {
+                    tracing::info!("became the leader");
+                    leading.send_replace(true);
+                }
+            }
+            Ok(false) => {
+                if *leading.borrow() {
+                    tracing::warn!("the lease is held by another replica; no longer leading");
+                    leading.send_replace(false);
+                    last_renewed = None;
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "lease attempt failed; retrying"),
+        }
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tokio::time::sleep(config.retry_period) => {}
+        }
+    }
+    if *leading.borrow() {
+        leading.send_replace(false);
+        release(&api, &config).await;
+    }
+}
+
+/// One look at the lease: acquire or renew it if allowed. `Ok(true)` while we hold it.
+async fn attempt(api: &Api<Lease>, config: &LeaderConfig, last_seen: &mut Option<(Observed, Instant)>) -> Result<bool, kube::Error> {
+    let Some(mut lease) = api.get_opt(&config.lease_name).await? else {
+        let lease = Lease {
+            metadata: ObjectMeta { name: Some(config.lease_name.clone()), ..Default::default() },
+            spec: Some(held_spec(config, None)),
+        };
+        return match api.create(&PostParams::default(), &lease).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+            Err(e) => Err(e),
+        };
+    };
+    let observed = Observed {
+        holder: lease.spec.as_ref().and_then(|s| s.holder_identity.clone()),
+        version: lease.metadata.resource_version.clone().unwrap_or_default(),
+    };
+    let since = match last_seen {
+        Some((seen, at)) if *seen == observed => *at,
+        _ => Instant::now(),
+    };
+    *last_seen = Some((observed.clone(), since));
+    match decide(&observed, &config.identity, since.elapsed(), config.lease_duration) {
+        Step::Wait => Ok(false),
+        step => {
+            let transitions = lease.spec.as_ref().and_then(|s| s.lease_transitions).unwrap_or(0);
+            let previous = lease.spec.take();
+            let mut spec = held_spec(config, previous.as_ref());
+            if step == Step::Acquire {
+                spec.lease_transitions = Some(transitions + 1);
+                spec.acquire_time = Some(now());
+            }
+            lease.spec = Some(spec);
+            // Replace carries the resourceVersion we read: a concurrent writer makes this a
+            // conflict instead of two holders.
+            match api.replace(&config.lease_name, &PostParams::default(), &lease).await {
+                Ok(_) => Ok(true),
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+                Err(e) => Err(e),
+            }
+        }
+    }
+}
+
+fn held_spec(config: &LeaderConfig, previous: Option<&LeaseSpec>) -> LeaseSpec {
+    let seconds = i32::try_from(config.lease_duration.as_secs()).unwrap_or(i32::MAX);
+    LeaseSpec {
+        holder_identity: Some(config.identity.clone()),
+        lease_duration_seconds: Some(seconds),
+        acquire_time: previous.and_then(|p| p.acquire_time.clone()).or_else(|| Some(now())),
+        renew_time: Some(now()),
+        lease_transitions: previous.and_then(|p| p.lease_transitions).or(Some(0)),
+        ..LeaseSpec::default()
+    }
+}
+
+/// Gives the lease up (empty holder) so a standby takes over without waiting for expiry.
+async fn release(api: &Api<Lease>, config: &LeaderConfig) {
+    let result = async {
+        let mut lease = api.get(&config.lease_name).await?;
+        if lease.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) != Some(config.identity.as_str()) {
+            return Ok(());
+        }
+        if let Some(spec) = lease.spec.as_mut() {
+            spec.holder_identity = None;
+            spec.lease_duration_seconds = Some(1);
+            spec.renew_time = Some(now());
+        }
+        api.replace(&config.lease_name, &PostParams::default(), &lease).await.map(|_| ())
+    }
+    .await;
+    match result {
+        Ok(()) => tracing::info!("released the lease"),
+        Err(e) => tracing::warn!(error = %e, "could not release the lease; a standby takes over when it expires"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn observed(holder: Option<&str>) -> Observed {
+        Observed { holder: holder.map(String::from), version: "1".into() }
+    }
+
+    const LEASE: Duration = Duration::from_secs(15);
+
+    #[test]
+    fn a_free_or_released_lease_is_taken() {
+        assert_eq!(decide(&observed(None), "me", Duration::ZERO, LEASE), Step::Acquire);
+        assert_eq!(decide(&observed(Some("")), "me", Duration::ZERO, LEASE), Step::Acquire);
+    }
+
+    #[test]
+    fn our_lease_is_renewed() {
+        assert_eq!(decide(&observed(Some("me")), "me", Duration::from_secs(100), LEASE), Step::Renew);
+    }
+
+    #[test]
+    fn another_holder_is_waited_for_until_unchanged_for_a_whole_lease() {
+        assert_eq!(decide(&observed(Some("other")), "me", Duration::from_secs(14), LEASE), Step::Wait);
+        assert_eq!(decide(&observed(Some("other")), "me", LEASE, LEASE), Step::Acquire);
+    }
+
+    #[test]
+    fn timing_must_leave_room_between_giving_up_and_takeover() {
+        let ok = LeaderConfig {
+            lease_name: "l".into(),
+            namespace: "n".into(),
+            identity: "i".into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        };
+        assert!(ok.validate().is_ok());
+        let bad = LeaderConfig { renew_deadline: Duration::from_secs(15), ..ok };
+        assert!(bad.validate().is_err());
+    }
+}
