@@ -17,3 +17,4 @@ pub mod storage_migration;
 pub mod webhook_configurations;
 pub mod leader;
 pub mod metrics;
+pub mod secret_cache;

@@ -1,8 +1,772 @@
-//! `trustyai-operator validate` (being written).
+//! `trustyai-operator validate`: the admission webhooks' defaulting and validation applied to
+//! manifest files, so that CI pipelines and GitOps repositories learn what `kubectl apply` would
+//! refuse before anything reaches a cluster.
+//!
+//! Each TrustyAIService (v1, or v1alpha1 converted to v1 first, as the API server does for the
+//! webhooks) is defaulted and validated with CREATE semantics, or with UPDATE semantics when
+//! `--old` holds a stored object of the same namespace and name. Documents of other kinds are
+//! skipped with a note: GitOps folders mix kinds, and they are not this tool's to judge.
+//! `kind: List` documents (what `kubectl get -o yaml` writes) are expanded into their items.
+//!
+//! Two things the webhooks see that a file cannot hold are left out: whether the database
+//! credentials Secret exists (no cluster is asked), and the merge `kubectl apply` makes with the
+//! stored object (the document replaces the `--old` object, as with `kubectl replace`).
+//!
+//! Output: diagnostics (one line per violation, warnings, skipped documents, a summary) go to
+//! stderr; `--show-defaults` prints the defaulted objects as a YAML stream on stdout, so that it
+//! can be piped. Exit status: 0 when every TrustyAIService is valid, 1 when any is not, 2 when
+//! the input cannot be read.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io::{Read, Write};
+use std::path::Path;
 use std::process::ExitCode;
 
-/// Runs `validate`.
-pub fn run(_args: &crate::cli::ValidateArgs) -> ExitCode {
-    eprintln!("error: validate is being written");
-    ExitCode::from(2)
+use serde_json::Value;
+use trustyai_crds::contract::{DEPRECATED_VERSION, GROUP, KIND, STORAGE_VERSION};
+use trustyai_crds::defaults::{Operation, defaulted};
+use trustyai_crds::manifests::{ManifestError, TextFormat, parse_documents, render_documents};
+use trustyai_crds::validation::{FieldError, Rule, ValidationContext, Verdict, validate};
+
+use crate::cli::ValidateArgs;
+
+/// Exit status when every TrustyAIService is valid.
+pub const EXIT_VALID: u8 = 0;
+/// Exit status when some TrustyAIService is invalid.
+pub const EXIT_INVALID: u8 = 1;
+/// Exit status when the input cannot be read or parsed.
+pub const EXIT_UNREADABLE: u8 = 2;
+
+/// Why the input could not be read (exit status 2).
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("cannot read {input}: {source}")]
+    Read {
+        /// The file, or `stdin`.
+        input: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{input}: {source}")]
+    Parse {
+        /// The file, or `stdin`.
+        input: String,
+        #[source]
+        source: ManifestError,
+    },
+    #[error("-f and --old cannot both read stdin")]
+    BothStdin,
+    #[error("--old {location}: {problem}")]
+    Old {
+        /// Where in the `--old` input.
+        location: Location,
+        /// What is wrong with that stored object.
+        problem: String,
+    },
+    #[error("cannot write the output: {0}")]
+    Write(#[source] std::io::Error),
+    #[error("cannot render the defaulted objects: {0}")]
+    Render(#[source] ManifestError),
+}
+
+/// Settings the webhooks take from the operator's configuration.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Prefixes `spec.image` may start with (`--allowed-image-prefixes`, as for `run`).
+    pub allowed_image_prefixes: Vec<String>,
+}
+
+/// Where a document is in its input: the 1-based document of the YAML stream and, for a
+/// `kind: List`, the 1-based item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Location {
+    /// Position in the stream, counting only non-empty documents.
+    pub document: usize,
+    /// Position in the document's `items`, when it is a list.
+    pub item: Option<usize>,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "document {}", self.document)?;
+        if let Some(item) = self.item {
+            write!(f, " item {item}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What was decided about one document.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Not a TrustyAIService: left alone.
+    Skipped {
+        /// Why, for the note.
+        reason: String,
+    },
+    /// A TrustyAIService that could not be checked at all (an unknown version, an ambiguous
+    /// `--old` match); counts as invalid.
+    Unusable {
+        /// What is wrong, in the field-error style.
+        problems: Vec<String>,
+    },
+    /// Defaulted and validated.
+    Checked {
+        /// CREATE, or UPDATE against the matched `--old` object.
+        operation: Operation,
+        /// Where the stored object came from, on UPDATE.
+        old: Option<Location>,
+        /// Errors and warnings, exactly as the webhooks would answer.
+        verdict: Verdict,
+        /// The object in v1 with the defaults the mutating webhook adds.
+        defaulted: Value,
+    },
+}
+
+/// One document of the input and its outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocumentReport {
+    /// Where the document is.
+    pub location: Location,
+    /// How it is named in messages: `namespace/name`, or with its kind when it was skipped.
+    pub label: String,
+    /// The decision.
+    pub outcome: Outcome,
+}
+
+/// The result of validating a whole input.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Report {
+    /// Every document, in input order.
+    pub documents: Vec<DocumentReport>,
+}
+
+impl Report {
+    /// No TrustyAIService is invalid or unusable.
+    pub fn is_valid(&self) -> bool {
+        self.documents.iter().all(|doc| match &doc.outcome {
+            Outcome::Skipped { .. } => true,
+            Outcome::Unusable { .. } => false,
+            Outcome::Checked { verdict, .. } => verdict.is_allowed(),
+        })
+    }
+
+    /// The exit status: [`EXIT_VALID`] or [`EXIT_INVALID`].
+    pub fn exit_code(&self) -> u8 {
+        if self.is_valid() {
+            EXIT_VALID
+        } else {
+            EXIT_INVALID
+        }
+    }
+
+    /// The diagnostic lines: per document its violations (one line each, prefixed with the
+    /// document), warnings, or a note; then a summary.
+    pub fn diagnostics(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        let (mut valid, mut invalid, mut skipped) = (0usize, 0usize, 0usize);
+        for doc in &self.documents {
+            let head = format!("{} ({})", doc.location, doc.label);
+            match &doc.outcome {
+                Outcome::Skipped { reason } => {
+                    skipped += 1;
+                    lines.push(format!("{head}: skipped: {reason}"));
+                }
+                Outcome::Unusable { problems } => {
+                    invalid += 1;
+                    lines.extend(problems.iter().map(|p| format!("{head}: {p}")));
+                }
+                Outcome::Checked {
+                    operation,
+                    old,
+                    verdict,
+                    ..
+                } => {
+                    if verdict.is_allowed() {
+                        valid += 1;
+                        let how = match (operation, old) {
+                            (Operation::Update, Some(old)) => {
+                                format!(" as an update of --old {old}")
+                            }
+                            _ => String::new(),
+                        };
+                        lines.push(format!("{head}: valid{how}"));
+                    } else {
+                        invalid += 1;
+                    }
+                    lines.extend(verdict.errors.iter().map(|e| format!("{head}: {e}")));
+                    lines.extend(
+                        verdict
+                            .warnings
+                            .iter()
+                            .map(|w| format!("{head}: warning: {w}")),
+                    );
+                }
+            }
+        }
+        let checked = valid + invalid;
+        let mut summary = format!(
+            "{checked} {KIND}{} checked: {valid} valid, {invalid} invalid",
+            plural(checked)
+        );
+        if skipped > 0 {
+            summary.push_str(&format!(
+                "; {skipped} other document{} skipped",
+                plural(skipped)
+            ));
+        }
+        lines.push(summary);
+        lines
+    }
+
+    /// The defaulted objects of the checked TrustyAIServices, in input order.
+    pub fn defaulted_objects(&self) -> Vec<Value> {
+        self.documents
+            .iter()
+            .filter_map(|doc| match &doc.outcome {
+                Outcome::Checked { defaulted, .. } => Some(defaulted.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// [`Report::defaulted_objects`] as a YAML stream.
+    pub fn defaulted_yaml(&self) -> Result<String, ManifestError> {
+        render_documents(&self.defaulted_objects(), TextFormat::Yaml)
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// Validates every TrustyAIService in `new` (YAML or JSON text, several documents allowed), with
+/// UPDATE semantics for those that `old` holds a stored object of (matched by namespace and
+/// name).
+pub fn validate_text(
+    new: &str,
+    old: Option<&str>,
+    options: &Options,
+) -> Result<Report, InputError> {
+    validate_inputs(("-f", new), old.map(|text| ("--old", text)), options)
+}
+
+/// As [`validate_text`], naming the inputs in parse errors.
+fn validate_inputs(
+    (new_name, new): (&str, &str),
+    old: Option<(&str, &str)>,
+    options: &Options,
+) -> Result<Report, InputError> {
+    let documents = expand(parse(new_name, new)?);
+    let stored = match old {
+        Some((old_name, text)) => StoredObjects::index(expand(parse(old_name, text)?))?,
+        None => StoredObjects::default(),
+    };
+    let ctx = ValidationContext {
+        allowed_image_prefixes: options.allowed_image_prefixes.clone(),
+        // No cluster to ask: the missing-Secret warning is the webhook's alone.
+        secret_exists: None,
+    };
+    let documents = documents
+        .into_iter()
+        .map(|(location, document)| check(location, &document, &stored, &ctx))
+        .collect();
+    Ok(Report { documents })
+}
+
+fn parse(input: &str, text: &str) -> Result<Vec<Value>, InputError> {
+    parse_documents(text).map_err(|source| InputError::Parse {
+        input: input.to_owned(),
+        source,
+    })
+}
+
+/// The documents with their locations, `List`s expanded into their items.
+fn expand(documents: Vec<Value>) -> Vec<(Location, Value)> {
+    let mut out = Vec::new();
+    for (i, document) in documents.into_iter().enumerate() {
+        let at = |item| Location {
+            document: i + 1,
+            item,
+        };
+        let Some(items) = list_items(&document) else {
+            out.push((at(None), document));
+            continue;
+        };
+        // A typed list read from the API (`TrustyAIServiceList`) may omit its items' kind and
+        // apiVersion; they are the list's.
+        let item_kind = str_at(&document, "kind")
+            .and_then(|k| k.strip_suffix("List"))
+            .filter(|k| !k.is_empty())
+            .map(str::to_owned);
+        let api_version = str_at(&document, "apiVersion").map(str::to_owned);
+        for (j, mut item) in items.into_iter().enumerate() {
+            if let (Some(kind), Some(map)) = (&item_kind, item.as_object_mut()) {
+                map.entry("kind")
+                    .or_insert_with(|| Value::from(kind.clone()));
+                if let Some(api_version) = &api_version {
+                    map.entry("apiVersion")
+                        .or_insert_with(|| Value::from(api_version.clone()));
+                }
+            }
+            out.push((at(Some(j + 1)), item));
+        }
+    }
+    out
+}
+
+/// The items of a `kind: List` (or `<Kind>List`) document.
+fn list_items(document: &Value) -> Option<Vec<Value>> {
+    let kind = str_at(document, "kind")?;
+    if !kind.ends_with("List") {
+        return None;
+    }
+    document.get("items")?.as_array().cloned()
+}
+
+fn str_at<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
+    value.get(key).and_then(Value::as_str)
+}
+
+fn meta_str<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
+    value
+        .get("metadata")
+        .and_then(|m| m.get(key))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// `namespace/name`, `name`, `generateName*` or `unnamed`.
+fn object_label(object: &Value) -> String {
+    match (meta_str(object, "namespace"), meta_str(object, "name")) {
+        (Some(ns), Some(name)) => format!("{ns}/{name}"),
+        (None, Some(name)) => name.to_owned(),
+        (_, None) => match meta_str(object, "generateName") {
+            Some(prefix) => format!("{prefix}*"),
+            None => "unnamed".to_owned(),
+        },
+    }
+}
+
+/// How a document relates to our resource.
+enum Kind<'a> {
+    /// `trustyai.opendatahub.io/v1` or `/v1alpha1` `TrustyAIService`.
+    Ours,
+    /// `TrustyAIService` of our group in a version that does not exist.
+    UnknownVersion(&'a str),
+    /// Anything else.
+    Other,
+}
+
+fn kind_of(document: &Value) -> Kind<'_> {
+    let (Some(KIND), Some(api_version)) =
+        (str_at(document, "kind"), str_at(document, "apiVersion"))
+    else {
+        return Kind::Other;
+    };
+    match api_version.split_once('/') {
+        Some((GROUP, STORAGE_VERSION | DEPRECATED_VERSION)) => Kind::Ours,
+        Some((GROUP, _)) => Kind::UnknownVersion(api_version),
+        _ => Kind::Other,
+    }
+}
+
+fn v1_api_version() -> String {
+    format!("{GROUP}/{STORAGE_VERSION}")
+}
+
+/// The object in v1, as the API server hands it to the webhooks (`matchPolicy: Equivalent`).
+fn to_v1(document: &Value) -> Result<Value, String> {
+    trustyai_crds::conversion::convert_object(document, &v1_api_version())
+        .map_err(|e| e.to_string())
+}
+
+fn unsupported_version(api_version: &str) -> String {
+    let supported = [v1_api_version(), format!("{GROUP}/{DEPRECATED_VERSION}")];
+    let supported: Vec<&str> = supported.iter().map(String::as_str).collect();
+    FieldError::not_supported(Rule::Structure, "apiVersion", api_version, &supported).to_string()
+}
+
+fn check(
+    location: Location,
+    document: &Value,
+    stored: &StoredObjects,
+    ctx: &ValidationContext<'_>,
+) -> DocumentReport {
+    let report = |label: String, outcome| DocumentReport {
+        location,
+        label,
+        outcome,
+    };
+    match kind_of(document) {
+        Kind::Other => {
+            let what = match (str_at(document, "apiVersion"), str_at(document, "kind")) {
+                (Some(api_version), Some(kind)) => format!("{api_version} {kind}"),
+                _ => "no apiVersion and kind".to_owned(),
+            };
+            let label = if document.is_object() {
+                format!("{what} {}", object_label(document))
+            } else {
+                "not an object".to_owned()
+            };
+            tracing::debug!(%location, %label, "skipped");
+            return report(
+                label,
+                Outcome::Skipped {
+                    reason: format!("not a {GROUP} {KIND}"),
+                },
+            );
+        }
+        Kind::UnknownVersion(api_version) => {
+            return report(
+                object_label(document),
+                Outcome::Unusable {
+                    problems: vec![unsupported_version(api_version)],
+                },
+            );
+        }
+        Kind::Ours => {}
+    }
+    let label = object_label(document);
+    let new = match to_v1(document) {
+        Ok(new) => new,
+        Err(e) => {
+            return report(
+                label,
+                Outcome::Unusable {
+                    problems: vec![format!("cannot convert to v1: {e}")],
+                },
+            );
+        }
+    };
+    let old = match stored.find(&new) {
+        Ok(old) => old,
+        Err(problem) => {
+            return report(
+                label,
+                Outcome::Unusable {
+                    problems: vec![problem],
+                },
+            );
+        }
+    };
+    let operation = if old.is_some() {
+        Operation::Update
+    } else {
+        Operation::Create
+    };
+    // The mutating webhook runs first; the validating webhook sees its result.
+    let defaulted = defaulted(&new, operation);
+    let verdict = validate(&defaulted, old.map(|o| &o.object), ctx);
+    tracing::debug!(%location, %label, ?operation, errors = verdict.errors.len(), "checked");
+    report(
+        label,
+        Outcome::Checked {
+            operation,
+            old: old.map(|o| o.location),
+            verdict,
+            defaulted,
+        },
+    )
+}
+
+/// A TrustyAIService from `--old`, in v1.
+struct Stored {
+    location: Location,
+    namespace: Option<String>,
+    object: Value,
+}
+
+/// The `--old` TrustyAIServices by name.
+#[derive(Default)]
+struct StoredObjects {
+    by_name: HashMap<String, Vec<Stored>>,
+}
+
+impl StoredObjects {
+    /// Indexes the TrustyAIServices among `documents`; other kinds are ignored. A stored object
+    /// must have a name, be convertible, and appear once.
+    fn index(documents: Vec<(Location, Value)>) -> Result<Self, InputError> {
+        let mut index = Self::default();
+        for (location, document) in documents {
+            let problem = |problem: String| InputError::Old { location, problem };
+            match kind_of(&document) {
+                Kind::Other => continue,
+                Kind::UnknownVersion(api_version) => {
+                    return Err(problem(unsupported_version(api_version)));
+                }
+                Kind::Ours => {}
+            }
+            let object =
+                to_v1(&document).map_err(|e| problem(format!("cannot convert to v1: {e}")))?;
+            let Some(name) = meta_str(&object, "name").map(str::to_owned) else {
+                return Err(problem(
+                    "metadata.name: Required value: a stored object has a name".into(),
+                ));
+            };
+            let namespace = meta_str(&object, "namespace").map(str::to_owned);
+            let entries = index.by_name.entry(name).or_default();
+            if let Some(first) = entries.iter().find(|s| s.namespace == namespace) {
+                return Err(problem(format!(
+                    "{} appears twice (also in {})",
+                    object_label(&object),
+                    first.location
+                )));
+            }
+            entries.push(Stored {
+                location,
+                namespace,
+                object,
+            });
+        }
+        Ok(index)
+    }
+
+    /// The stored object `new` updates: same name, and the same namespace or (when either side
+    /// leaves it out, as manifests often do) the only one of that name. `None` means CREATE.
+    fn find(&self, new: &Value) -> Result<Option<&Stored>, String> {
+        let Some(name) = meta_str(new, "name") else {
+            // generateName: always a new object.
+            return Ok(None);
+        };
+        let Some(candidates) = self.by_name.get(name) else {
+            return Ok(None);
+        };
+        let namespace = meta_str(new, "namespace");
+        if let Some(exact) = candidates
+            .iter()
+            .find(|s| s.namespace.as_deref() == namespace)
+        {
+            return Ok(Some(exact));
+        }
+        let loose: Vec<&Stored> = candidates
+            .iter()
+            .filter(|s| namespace.is_none() || s.namespace.is_none())
+            .collect();
+        match loose.as_slice() {
+            [] => Ok(None),
+            [one] => Ok(Some(one)),
+            many => {
+                let places: Vec<String> = many
+                    .iter()
+                    .map(|s| {
+                        format!(
+                            "{} in {}",
+                            s.namespace.as_deref().unwrap_or("no namespace"),
+                            s.location
+                        )
+                    })
+                    .collect();
+                Err(format!(
+                    "metadata.namespace: Required value: --old holds several objects named {name:?} ({}); set the namespace to choose one",
+                    places.join(", ")
+                ))
+            }
+        }
+    }
+}
+
+/// Reads a file, or stdin for `-`.
+fn read_input(path: &Path) -> Result<(String, String), InputError> {
+    if path == Path::new("-") {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|source| InputError::Read {
+                input: "stdin".into(),
+                source,
+            })?;
+        return Ok(("stdin".into(), text));
+    }
+    let name = path.display().to_string();
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok((name, text)),
+        Err(source) => Err(InputError::Read {
+            input: name,
+            source,
+        }),
+    }
+}
+
+/// Reads the inputs, validates and renders, or says why the input is unreadable.
+fn execute(args: &ValidateArgs) -> Result<(Report, Option<String>), InputError> {
+    let stdin = Path::new("-");
+    if args.file == stdin && args.old.as_deref() == Some(stdin) {
+        return Err(InputError::BothStdin);
+    }
+    let (new_name, new) = read_input(&args.file)?;
+    let old = args.old.as_deref().map(read_input).transpose()?;
+    let options = Options {
+        allowed_image_prefixes: args.allowed_image_prefixes.clone(),
+    };
+    let report = validate_inputs(
+        (&new_name, &new),
+        old.as_ref()
+            .map(|(name, text)| (name.as_str(), text.as_str())),
+        &options,
+    )?;
+    let yaml = if args.show_defaults {
+        Some(report.defaulted_yaml().map_err(InputError::Render)?)
+    } else {
+        None
+    };
+    Ok((report, yaml))
+}
+
+/// Runs `validate`: diagnostics on stderr, `--show-defaults` YAML on stdout.
+pub fn run(args: &ValidateArgs) -> ExitCode {
+    let (report, yaml) = match execute(args) {
+        Ok(done) => done,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_UNREADABLE);
+        }
+    };
+    let mut stderr = std::io::stderr().lock();
+    for line in report.diagnostics() {
+        // stderr failing leaves no channel to complain on; the exit status still tells.
+        let _ = writeln!(stderr, "{line}");
+    }
+    if let Some(yaml) = yaml {
+        let mut stdout = std::io::stdout().lock();
+        let written = stdout
+            .write_all(yaml.as_bytes())
+            .and_then(|()| stdout.flush());
+        if let Err(e) = written {
+            let _ = writeln!(stderr, "error: {}", InputError::Write(e));
+            return ExitCode::from(EXIT_UNREADABLE);
+        }
+    }
+    ExitCode::from(report.exit_code())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> Options {
+        Options {
+            allowed_image_prefixes: vec!["quay.io/trustyai/".into()],
+        }
+    }
+
+    fn lines(report: &Report) -> String {
+        report.diagnostics().join("\n")
+    }
+
+    const VALID: &str = "apiVersion: trustyai.opendatahub.io/v1\nkind: TrustyAIService\nmetadata: {name: tas, namespace: ns}\nspec: {storage: {format: PVC}, metrics: {schedule: 5s}}\n";
+
+    #[test]
+    fn a_valid_object_is_defaulted_and_passes() {
+        let report = validate_text(VALID, None, &options()).expect("readable");
+        assert!(report.is_valid(), "{}", lines(&report));
+        assert_eq!(report.exit_code(), EXIT_VALID);
+        let defaulted = report.defaulted_objects();
+        assert_eq!(defaulted[0]["spec"]["storage"]["size"], "1Gi");
+        assert_eq!(
+            report.diagnostics(),
+            [
+                "document 1 (ns/tas): valid",
+                "1 TrustyAIService checked: 1 valid, 0 invalid"
+            ]
+        );
+    }
+
+    #[test]
+    fn every_violation_gets_a_line_naming_document_and_field() {
+        let text = format!(
+            "{VALID}---\napiVersion: trustyai.opendatahub.io/v1\nkind: TrustyAIService\nmetadata: {{name: bad}}\nspec: {{image: docker.io/x/y:1, storage: {{format: PVC}}, data: {{format: JSON}}, metrics: {{schedule: 500ms}}}}\n"
+        );
+        let report = validate_text(&text, None, &options()).expect("readable");
+        assert_eq!(report.exit_code(), EXIT_INVALID);
+        let shown = lines(&report);
+        for field in ["spec.image", "spec.data.format", "spec.metrics.schedule"] {
+            assert!(
+                shown.contains(&format!("document 2 (bad): {field}: ")),
+                "{field}: {shown}"
+            );
+        }
+        assert!(
+            shown.contains("2 TrustyAIServices checked: 1 valid, 1 invalid"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn other_kinds_are_skipped_and_lists_expanded() {
+        let text = r#"{"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "ns"}},
+            {"apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService", "metadata": {"name": "tas"},
+             "spec": {"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}}}]}"#;
+        let report = validate_text(text, None, &options()).expect("readable");
+        assert!(report.is_valid());
+        let shown = lines(&report);
+        assert!(
+            shown.contains("document 1 item 1 (v1 ConfigMap ns/cm): skipped"),
+            "{shown}"
+        );
+        assert!(shown.contains("document 1 item 2 (tas): valid"), "{shown}");
+    }
+
+    #[test]
+    fn typed_list_items_inherit_kind_and_version() {
+        let text = "apiVersion: trustyai.opendatahub.io/v1alpha1\nkind: TrustyAIServiceList\nitems:\n- metadata: {name: a}\n  spec: {storage: {format: PVC}, metrics: {schedule: 5s}}\n";
+        let report = validate_text(text, None, &options()).expect("readable");
+        assert!(matches!(
+            report.documents[0].outcome,
+            Outcome::Checked { .. }
+        ));
+    }
+
+    #[test]
+    fn an_unknown_version_of_our_kind_is_invalid() {
+        let text = VALID.replace("/v1\n", "/v2\n");
+        let report = validate_text(&text, None, &options()).expect("readable");
+        assert_eq!(report.exit_code(), EXIT_INVALID);
+        assert!(
+            lines(&report)
+                .contains(r#"apiVersion: Unsupported value: "trustyai.opendatahub.io/v2""#)
+        );
+    }
+
+    #[test]
+    fn old_objects_match_by_namespace_and_name() {
+        let old = VALID.replace("format: PVC}", "format: PVC, size: 2Gi}");
+        let new = VALID.replace("format: PVC}", "format: PVC, size: 1Gi}");
+        let report = validate_text(&new, Some(&old), &options()).expect("readable");
+        let shown = lines(&report);
+        assert!(shown.contains("spec.storage.size"), "{shown}");
+        let Outcome::Checked { operation, .. } = &report.documents[0].outcome else {
+            panic!("{shown}");
+        };
+        assert_eq!(*operation, Operation::Update);
+        // Another namespace is another object: CREATE, and a 1Gi PVC is fine.
+        let elsewhere = new.replace("namespace: ns", "namespace: other");
+        let report = validate_text(&elsewhere, Some(&old), &options()).expect("readable");
+        assert!(report.is_valid(), "{}", lines(&report));
+        // No namespace in the manifest: the only stored object of that name.
+        let bare = new.replace(", namespace: ns", "");
+        let report = validate_text(&bare, Some(&old), &options()).expect("readable");
+        assert!(!report.is_valid());
+    }
+
+    #[test]
+    fn ambiguous_and_duplicate_old_objects() {
+        let a = VALID.to_owned();
+        let b = VALID.replace("namespace: ns", "namespace: other");
+        let bare = VALID.replace(", namespace: ns", "");
+        let report =
+            validate_text(&bare, Some(&format!("{a}---\n{b}")), &options()).expect("readable");
+        assert!(lines(&report).contains("metadata.namespace: Required value"));
+        let err = validate_text(VALID, Some(&format!("{a}---\n{a}")), &options())
+            .expect_err("a duplicate stored object");
+        assert!(err.to_string().contains("appears twice"), "{err}");
+    }
+
+    #[test]
+    fn unparseable_input_is_an_input_error() {
+        let err = validate_text("a: [\n", None, &options()).expect_err("broken YAML");
+        assert!(matches!(err, InputError::Parse { .. }), "{err}");
+    }
 }

@@ -1,0 +1,813 @@
+#![allow(clippy::expect_used)] // a test fails loudly on unexpected data
+//! Admission through the real API server, with the operator binary serving the webhooks: what a
+//! CR author sees at `kubectl apply` time.
+//!
+//! - refusals name every violated field at once, for rules only the webhook knows (CEL in the
+//!   CRD catches others first, before the webhook is asked);
+//! - defaults are stored; v1alpha1 objects are converted, defaulted and validated;
+//! - `--dry-run=server` gives the same answer and stores nothing;
+//! - updates follow the immutability rules;
+//! - objects stored before the webhooks existed stay updatable and deletable (ratcheting);
+//! - warnings reach the client, including the missing-Secret warning from the operator's cache.
+//!
+//! One operator serves many checks; the tests hold `CLUSTER_WIDE` while it runs, because the
+//! webhook registrations are cluster-wide.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind, Status};
+use serde_json::{Value, json};
+use support::operator::Operator;
+use support::{CLUSTER_WIDE, ControlPlane};
+
+const CERT_SECRET: &str = "trustyai-operator-webhook-tls";
+const VWC: &str = "trustyai-operator-validating";
+const MWC: &str = "trustyai-operator-mutating";
+const VALIDATING_WEBHOOK: &str = "validate.trustyaiservices.trustyai.opendatahub.io";
+/// A finalizer only these tests manage, so no controller ever removes it for them.
+const TEST_FINALIZER: &str = "tests.trustyai.opendatahub.io/hold";
+
+// --- helpers ------------------------------------------------------------------------------
+
+fn tas_api(client: &Client, ns: &str, version: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("trustyai.opendatahub.io", version, "TrustyAIService");
+    Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource::from_gvk_with_plural(&gvk, "trustyaiservices"),
+    )
+}
+
+fn manifest(version: &str, name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": format!("trustyai.opendatahub.io/{version}"), "kind": "TrustyAIService",
+        "metadata": {"name": name}, "spec": spec
+    })
+}
+
+fn tas(version: &str, name: &str, spec: Value) -> DynamicObject {
+    serde_json::from_value(manifest(version, name, spec)).expect("object")
+}
+
+fn pvc_spec() -> Value {
+    json!({"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}})
+}
+
+fn db_spec() -> Value {
+    json!({"storage": {"format": "DATABASE"}, "metrics": {"schedule": "5s"}})
+}
+
+/// Violations of three rules that only the webhook checks: the schema and CEL accept them.
+fn webhook_only_violations() -> Value {
+    json!({
+        "image": "docker.io/someone/trustyai:1",
+        "storage": {"format": "PVC"},
+        "data": {"format": "JSON"},
+        "metrics": {"schedule": "500ms"}
+    })
+}
+
+/// The API server's refusal, or a panic naming what happened instead.
+fn refusal<T: std::fmt::Debug>(result: Result<T, kube::Error>, what: &str) -> Status {
+    match result {
+        Err(kube::Error::Api(status)) => *status,
+        Err(other) => panic!("{what}: expected a refusal from the API server, got {other}"),
+        Ok(object) => panic!("{what}: expected a refusal, but it was admitted: {object:?}"),
+    }
+}
+
+/// Asserts that `status` is a 422 Invalid whose message carries every one of `expected`.
+fn assert_invalid(status: &Status, expected: &[&str], what: &str) {
+    assert_eq!(status.code, 422, "{what}: {status:?}");
+    assert_eq!(status.reason, "Invalid", "{what}: {status:?}");
+    for text in expected {
+        assert!(
+            status.message.contains(text),
+            "{what}: {text:?} missing in {:?}",
+            status.message
+        );
+    }
+}
+
+fn cause_fields(status: &Status) -> Vec<String> {
+    status
+        .details
+        .as_ref()
+        .map(|d| d.causes.iter().map(|c| c.field.clone()).collect())
+        .unwrap_or_default()
+}
+
+fn merge(value: Value) -> Patch<Value> {
+    Patch::Merge(value)
+}
+
+fn json_patch(value: Value) -> Patch<Value> {
+    Patch::Json(serde_json::from_value(value).expect("a JSON patch"))
+}
+
+/// The caBundles of the CRD's conversion webhook and of both webhook registrations.
+async fn published_bundles(client: &Client) -> Vec<Option<Vec<u8>>> {
+    let crd = Api::<CustomResourceDefinition>::all(client.clone())
+        .get(trustyai_crds::contract::CRD_NAME)
+        .await
+        .ok();
+    let crd_bundle = crd
+        .and_then(|c| c.spec.conversion)
+        .and_then(|c| c.webhook)
+        .and_then(|w| w.client_config)
+        .and_then(|c| c.ca_bundle)
+        .map(|b| b.0);
+    let vwc = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .get_opt(VWC)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|v| v.webhooks)
+        .and_then(|w| w.first().and_then(|w| w.client_config.ca_bundle.clone()))
+        .map(|b| b.0);
+    let mwc = Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .get_opt(MWC)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|v| v.webhooks)
+        .and_then(|w| w.first().and_then(|w| w.client_config.ca_bundle.clone()))
+        .map(|b| b.0);
+    vec![crd_bundle, vwc, mwc]
+}
+
+/// Starts the operator with its webhook registrations and waits until the API server calls
+/// them: the CA bundle is published everywhere, and a dry-run create of an object only the
+/// webhook refuses is refused by it.
+async fn start_operator(cp: &ControlPlane, client: &Client, ns: &str) -> Operator {
+    let started = Instant::now();
+    let mut operator = Operator::start(cp, ns, &["--create-webhook-configurations"]);
+    operator.wait_ready(Duration::from_secs(60));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    loop {
+        let ca = secrets
+            .get_opt(CERT_SECRET)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|s| s.data)
+            .and_then(|d| d.get("ca.crt").map(|b| b.0.clone()));
+        if let Some(ca) = ca
+            && published_bundles(client)
+                .await
+                .iter()
+                .all(|b| b.as_deref() == Some(ca.as_slice()))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the CA bundle was not published within 60s:\n{}",
+            operator.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let probe = tas("v1", "probe", webhook_only_violations());
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let api = tas_api(client, ns, "v1");
+    loop {
+        match api.create(&dry_run, &probe).await {
+            Err(kube::Error::Api(status)) if status.message.contains(VALIDATING_WEBHOOK) => break,
+            other => assert!(
+                Instant::now() < deadline,
+                "the API server did not call the validating webhook within 60s (last: {other:?}):\n{}",
+                operator.logs()
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    eprintln!("operator serving admission after {:?}", started.elapsed());
+    operator
+}
+
+/// Removes the webhook registrations (an earlier test's operator may have left them, pointing
+/// at a port nobody listens on any more).
+async fn unregister_webhooks(client: &Client) {
+    let dp = DeleteParams::default();
+    for result in [
+        Api::<ValidatingWebhookConfiguration>::all(client.clone())
+            .delete(VWC, &dp)
+            .await
+            .map(|_| ()),
+        Api::<MutatingWebhookConfiguration>::all(client.clone())
+            .delete(MWC, &dp)
+            .await
+            .map(|_| ()),
+    ] {
+        match result {
+            Ok(()) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(e) => panic!("removing a webhook registration: {e}"),
+        }
+    }
+}
+
+/// Runs `kubectl <args> -n <ns> -f -` with `object` as YAML on stdin.
+fn kubectl_with(
+    cp: &ControlPlane,
+    ns: &str,
+    args: &[&str],
+    object: &Value,
+) -> (bool, String, String) {
+    let yaml = serde_yaml::to_string(object).expect("YAML");
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["-n", ns, "-f", "-"]);
+    cp.kubectl(&all, Some(&yaml))
+}
+
+/// Polls a server-side dry-run create until its stderr satisfies `done`, for answers that
+/// depend on the operator's Secret cache catching up with the cluster.
+async fn dry_run_until(
+    cp: &ControlPlane,
+    ns: &str,
+    object: &Value,
+    what: &str,
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let started = Instant::now();
+    loop {
+        let (ok, _, stderr) = kubectl_with(cp, ns, &["create", "--dry-run=server"], object);
+        assert!(ok, "{what}: the dry run failed: {stderr}");
+        if done(&stderr) {
+            eprintln!("{what}: after {:?}", started.elapsed());
+            return stderr;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{what}: not within 30s; last stderr: {stderr}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+// --- tests --------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn admission_through_the_api_server() {
+    let _lock = CLUSTER_WIDE.lock().await;
+    let started = Instant::now();
+    let cp = ControlPlane::shared();
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "admission").await;
+    let mut operator = start_operator(cp, &client, &ns).await;
+
+    refusals_name_every_field(&client, &ns).await;
+    defaults_are_stored(&client, &ns).await;
+    v1alpha1_is_converted_defaulted_and_validated(&client, &ns).await;
+    dry_run_answers_the_same_and_stores_nothing(&client, &ns).await;
+    updates_follow_the_immutability_rules(&client, &ns).await;
+    warnings_reach_kubectl(cp, &client, &ns).await;
+    kubectl_apply_prints_the_field_errors(cp, &ns);
+
+    assert!(
+        operator.stop().success(),
+        "clean exit on SIGTERM:\n{}",
+        operator.logs()
+    );
+    eprintln!("admission checks took {:?}", started.elapsed());
+}
+
+async fn refusals_name_every_field(client: &Client, ns: &str) {
+    let api = tas_api(client, ns, "v1");
+    let status = refusal(
+        api.create(
+            &PostParams::default(),
+            &tas("v1", "bad", webhook_only_violations()),
+        )
+        .await,
+        "three webhook-only violations",
+    );
+    assert_invalid(
+        &status,
+        &[
+            &format!("admission webhook \"{VALIDATING_WEBHOOK}\" denied the request"),
+            r#"TrustyAIService.trustyai.opendatahub.io "bad" is invalid"#,
+            r#"spec.image: Invalid value: "docker.io/someone/trustyai:1": must start with one of the allowed image prefixes: "quay.io/trustyai/""#,
+            r#"spec.metrics.schedule: Invalid value: "500ms": must be at least one second in total"#,
+            r#"spec.data.format: Unsupported value: "JSON": supported values: "CSV""#,
+        ],
+        "all violations at once",
+    );
+    let mut fields = cause_fields(&status);
+    fields.sort();
+    assert_eq!(
+        fields,
+        ["spec.data.format", "spec.image", "spec.metrics.schedule"],
+        "one cause per field: {status:?}"
+    );
+    assert!(api.get_opt("bad").await.expect("get").is_none());
+}
+
+async fn defaults_are_stored(client: &Client, ns: &str) {
+    let api = tas_api(client, ns, "v1");
+    api.create(
+        &PostParams::default(),
+        &tas("v1", "defaults-pvc", pvc_spec()),
+    )
+    .await
+    .expect("a minimal PVC object is admitted");
+    let stored = api.get("defaults-pvc").await.expect("stored");
+    assert_eq!(
+        stored.data["spec"],
+        json!({
+            "replicas": 1,
+            "storage": {"format": "PVC", "folder": "/inputs", "size": "1Gi", "retention": "Retain"},
+            "data": {"filename": "data.csv", "format": "CSV"},
+            "metrics": {"schedule": "5s", "batchSize": 5000}
+        }),
+        "every PVC default is stored"
+    );
+
+    api.create(&PostParams::default(), &tas("v1", "defaults-db", db_spec()))
+        .await
+        .expect("a minimal DATABASE object is admitted");
+    let stored = api.get("defaults-db").await.expect("stored");
+    assert_eq!(
+        stored.data["spec"],
+        json!({
+            "replicas": 1,
+            "storage": {"format": "DATABASE", "databaseConfigurations": "defaults-db-db-credentials"},
+            "metrics": {"schedule": "5s", "batchSize": 5000}
+        }),
+        "DATABASE gets the credentials Secret name and no volume defaults"
+    );
+}
+
+async fn v1alpha1_is_converted_defaulted_and_validated(client: &Client, ns: &str) {
+    let alpha = tas_api(client, ns, "v1alpha1");
+    alpha
+        .create(
+            &PostParams::default(),
+            &tas("v1alpha1", "alpha", pvc_spec()),
+        )
+        .await
+        .expect("created through v1alpha1");
+    let as_v1 = tas_api(client, ns, "v1").get("alpha").await.expect("v1");
+    assert_eq!(as_v1.data["spec"]["replicas"], 1, "{:?}", as_v1.data);
+    assert_eq!(as_v1.data["spec"]["storage"]["size"], "1Gi");
+    assert_eq!(
+        as_v1.data["spec"]["storage"]["retention"], "Retain",
+        "the v1-only default is there when read through v1"
+    );
+    let as_alpha = alpha.get("alpha").await.expect("v1alpha1");
+    assert_eq!(as_alpha.data["spec"]["metrics"]["batchSize"], 5000);
+    assert!(
+        as_alpha.data["spec"]["storage"].get("retention").is_none(),
+        "v1alpha1 has no retention: {:?}",
+        as_alpha.data
+    );
+
+    let mut bad = webhook_only_violations();
+    bad.as_object_mut().map(|spec| spec.remove("image"));
+    let status = refusal(
+        alpha
+            .create(&PostParams::default(), &tas("v1alpha1", "alpha-bad", bad))
+            .await,
+        "an invalid v1alpha1 object",
+    );
+    assert_invalid(
+        &status,
+        &[
+            VALIDATING_WEBHOOK,
+            "spec.metrics.schedule: Invalid value",
+            "spec.data.format: Unsupported value",
+        ],
+        "v1alpha1 refusal",
+    );
+    assert!(alpha.get_opt("alpha-bad").await.expect("get").is_none());
+}
+
+async fn dry_run_answers_the_same_and_stores_nothing(client: &Client, ns: &str) {
+    let api = tas_api(client, ns, "v1");
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let real = refusal(
+        api.create(
+            &PostParams::default(),
+            &tas("v1", "bad", webhook_only_violations()),
+        )
+        .await,
+        "real create",
+    );
+    let dry = refusal(
+        api.create(&dry_run, &tas("v1", "bad", webhook_only_violations()))
+            .await,
+        "dry-run create",
+    );
+    assert_eq!(dry.message, real.message, "the same errors");
+    assert_eq!(cause_fields(&dry), cause_fields(&real));
+
+    let answered = api
+        .create(&dry_run, &tas("v1", "dry", pvc_spec()))
+        .await
+        .expect("a valid dry run is admitted");
+    assert_eq!(
+        answered.data["spec"]["storage"]["folder"], "/inputs",
+        "the dry-run answer shows the defaults"
+    );
+    assert!(
+        api.get_opt("dry").await.expect("get").is_none(),
+        "a dry run stores nothing"
+    );
+}
+
+async fn updates_follow_the_immutability_rules(client: &Client, ns: &str) {
+    let api = tas_api(client, ns, "v1");
+    let pp = PatchParams::default();
+    let create = |name: &'static str, spec: Value| {
+        let api = api.clone();
+        async move {
+            api.create(&PostParams::default(), &tas("v1", name, spec))
+                .await
+                .unwrap_or_else(|e| panic!("creating {name}: {e}"));
+        }
+    };
+
+    // DATABASE → PVC: the CRD's CEL rule answers before the webhook is asked.
+    create("db-to-pvc", db_spec()).await;
+    let status = refusal(
+        api.patch(
+            "db-to-pvc",
+            &pp,
+            &merge(json!({"spec": {"storage": {"format": "PVC"}}})),
+        )
+        .await,
+        "DATABASE → PVC",
+    );
+    assert_invalid(
+        &status,
+        &["spec.storage", "from DATABASE back to PVC"],
+        "DATABASE → PVC",
+    );
+
+    // PVC → DATABASE without the PVC fields that make it a migration: only the webhook knows.
+    create("pvc-to-db", pvc_spec()).await;
+    let status = refusal(
+        api.patch(
+            "pvc-to-db",
+            &pp,
+            &merge(json!({"spec": {"storage": {"format": "DATABASE", "folder": null}}})),
+        )
+        .await,
+        "PVC → DATABASE without migration",
+    );
+    assert_invalid(
+        &status,
+        &[
+            VALIDATING_WEBHOOK,
+            r#"spec.storage.format: Invalid value: "DATABASE": may change from PVC to DATABASE only as a migration"#,
+        ],
+        "PVC → DATABASE without migration",
+    );
+    // With folder and data.filename kept (they were defaulted), it is a migration.
+    let migrated = api
+        .patch(
+            "pvc-to-db",
+            &pp,
+            &merge(json!({"spec": {"storage": {"format": "DATABASE"}}})),
+        )
+        .await
+        .expect("PVC → DATABASE as a migration is allowed");
+    assert_eq!(
+        migrated.data["spec"]["storage"]["databaseConfigurations"],
+        "pvc-to-db-db-credentials"
+    );
+    assert_eq!(migrated.data["spec"]["storage"]["folder"], "/inputs");
+
+    // The size grows but never shrinks (CEL and the webhook both say so).
+    let mut sized = pvc_spec();
+    sized["storage"]["size"] = json!("2Gi");
+    create("shrink", sized).await;
+    let status = refusal(
+        api.patch(
+            "shrink",
+            &pp,
+            &merge(json!({"spec": {"storage": {"size": "1Gi"}}})),
+        )
+        .await,
+        "shrinking",
+    );
+    assert_invalid(&status, &["spec.storage", "shrink"], "shrinking");
+    api.patch(
+        "shrink",
+        &pp,
+        &merge(json!({"spec": {"storage": {"size": "3Gi"}}})),
+    )
+    .await
+    .expect("growing is allowed");
+
+    // The PersistentVolume may not change or go once set.
+    let mut bound = pvc_spec();
+    bound["storage"]["pv"] = json!("pv-a");
+    create("bound", bound).await;
+    for (change, what) in [
+        (json!("pv-b"), "changing the pv"),
+        (Value::Null, "removing the pv"),
+    ] {
+        let status = refusal(
+            api.patch(
+                "bound",
+                &pp,
+                &merge(json!({"spec": {"storage": {"pv": change}}})),
+            )
+            .await,
+            what,
+        );
+        assert_invalid(&status, &["spec.storage", "pv"], what);
+    }
+
+    // The mount path may not move while the volume holds the data: only the webhook knows.
+    create("folder", pvc_spec()).await;
+    let status = refusal(
+        api.patch(
+            "folder",
+            &pp,
+            &merge(json!({"spec": {"storage": {"folder": "/data"}}})),
+        )
+        .await,
+        "moving the folder",
+    );
+    assert_invalid(
+        &status,
+        &[
+            VALIDATING_WEBHOOK,
+            r#"spec.storage.folder: Invalid value: "/data": may not change while the PersistentVolumeClaim is in use"#,
+        ],
+        "moving the folder",
+    );
+}
+
+async fn warnings_reach_kubectl(cp: &ControlPlane, client: &Client, ns: &str) {
+    // kube-rs only logs warnings; kubectl shows them as "Warning: ..." on stderr.
+    let mut busy = pvc_spec();
+    busy["replicas"] = json!(3);
+    let (ok, _, stderr) = kubectl_with(cp, ns, &["apply"], &manifest("v1", "busy", busy));
+    assert!(ok, "a warning does not refuse: {stderr}");
+    assert!(
+        stderr.contains("Warning: spec.replicas: 3 replicas share one ReadWriteOnce volume"),
+        "{stderr}"
+    );
+
+    // The credentials Secret does not exist: the operator's Secret cache says so (it may need
+    // a moment after start for its first list).
+    let mut named = db_spec();
+    named["storage"]["databaseConfigurations"] = json!("absent-creds");
+    let object = manifest("v1", "db-warn", named);
+    let missing =
+        "Warning: spec.storage.databaseConfigurations: Secret \"absent-creds\" does not exist yet";
+    dry_run_until(cp, ns, &object, "the missing-Secret warning", |e| {
+        e.contains(missing)
+    })
+    .await;
+    let (ok, _, stderr) = kubectl_with(cp, ns, &["apply"], &object);
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains(missing), "{stderr}");
+    // Without databaseConfigurations, the defaulted name is checked.
+    let (ok, _, stderr) = kubectl_with(cp, ns, &["apply"], &manifest("v1", "db-plain", db_spec()));
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("Secret \"db-plain-db-credentials\" does not exist yet"),
+        "{stderr}"
+    );
+
+    // Once the Secret exists, the cache follows the watch and the warning goes away.
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "absent-creds"},
+        "stringData": {"databaseKind": "mysql"}
+    }))
+    .expect("secret");
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("the Secret is created");
+    let mut other = db_spec();
+    other["storage"]["databaseConfigurations"] = json!("absent-creds");
+    dry_run_until(
+        cp,
+        ns,
+        &manifest("v1", "db-after", other),
+        "no warning once the Secret exists",
+        |e| !e.contains("does not exist yet"),
+    )
+    .await;
+}
+
+fn kubectl_apply_prints_the_field_errors(cp: &ControlPlane, ns: &str) {
+    let (ok, stdout, stderr) = kubectl_with(
+        cp,
+        ns,
+        &["apply"],
+        &manifest("v1", "applied-bad", webhook_only_violations()),
+    );
+    assert!(!ok, "refused: {stdout}");
+    // kubectl renders the causes of a 422 one per line.
+    for text in [
+        r#"The TrustyAIService "applied-bad" is invalid"#,
+        r#"* spec.image: Invalid value: "docker.io/someone/trustyai:1": must start with one of the allowed image prefixes: "quay.io/trustyai/""#,
+        r#"* spec.metrics.schedule: Invalid value: "500ms": must be at least one second in total"#,
+        r#"* spec.data.format: Unsupported value: "JSON": supported values: "CSV""#,
+    ] {
+        assert!(stderr.contains(text), "{text:?} missing in {stderr}");
+    }
+}
+
+#[tokio::test]
+async fn legacy_objects_ratchet() {
+    let _lock = CLUSTER_WIDE.lock().await;
+    let started = Instant::now();
+    let cp = ControlPlane::shared();
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "legacy").await;
+
+    // An object stored before the webhooks existed (the Go operator validated nothing): the
+    // schema and CEL accept it, but today's webhook rules do not.
+    unregister_webhooks(&client).await;
+    trustyai_operator::crd_maintenance::apply_crd(&client)
+        .await
+        .expect("CRD applied");
+    let legacy_spec = json!({
+        "image": "docker.io/legacy/trustyai:1",
+        "storage": {"format": "PVC"},
+        "metrics": {"schedule": "500ms"}
+    });
+    let api = tas_api(&client, &ns, "v1");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // The API server drops removed registrations after a moment; until then it still calls the
+    // webhook it knew, whose operator is gone.
+    while let Err(e) = api
+        .create(
+            &PostParams::default(),
+            &tas("v1", "legacy", legacy_spec.clone()),
+        )
+        .await
+    {
+        assert!(
+            e.to_string().contains("failed calling webhook") && Instant::now() < deadline,
+            "storing the legacy object while no webhook is registered: {e}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let stored = api.get("legacy").await.expect("stored");
+    assert!(
+        stored.data["spec"].get("replicas").is_none(),
+        "no mutating webhook was involved: {:?}",
+        stored.data
+    );
+
+    let mut operator = start_operator(cp, &client, &ns).await;
+    let pp = PatchParams::default();
+
+    // The same spec is refused for a new object today.
+    let status = refusal(
+        api.create(
+            &PostParams {
+                dry_run: true,
+                ..PostParams::default()
+            },
+            &tas("v1", "legacy-copy", legacy_spec),
+        )
+        .await,
+        "a new object with the legacy spec",
+    );
+    assert_invalid(
+        &status,
+        &["spec.image", "spec.metrics.schedule"],
+        "legacy spec on create",
+    );
+
+    // Metadata-only changes are allowed.
+    let labelled = api
+        .patch(
+            "legacy",
+            &pp,
+            &merge(json!({"metadata": {"labels": {"team": "a"}}})),
+        )
+        .await
+        .expect("adding a label");
+    assert_eq!(
+        labelled
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("team"))
+            .map(String::as_str),
+        Some("a")
+    );
+    assert_eq!(
+        labelled.data["spec"]["replicas"], 1,
+        "the update was defaulted by the mutating webhook and still admitted"
+    );
+    api.patch(
+        "legacy",
+        &pp,
+        &merge(json!({"metadata": {"finalizers": [TEST_FINALIZER]}})),
+    )
+    .await
+    .expect("adding a finalizer");
+    let released = api
+        .patch(
+            "legacy",
+            &pp,
+            &json_patch(json!([{"op": "remove", "path": "/metadata/finalizers"}])),
+        )
+        .await
+        .expect("removing a finalizer");
+    assert!(released.metadata.finalizers.unwrap_or_default().is_empty());
+
+    // A change elsewhere in the spec is held only to its own field's rules.
+    api.patch("legacy", &pp, &merge(json!({"spec": {"replicas": 2}})))
+        .await
+        .expect("changing replicas while the untouched image stays invalid");
+
+    // Changing an invalid field to another invalid value is refused, naming only that field.
+    let status = refusal(
+        api.patch(
+            "legacy",
+            &pp,
+            &merge(json!({"spec": {"metrics": {"schedule": "200ms"}}})),
+        )
+        .await,
+        "another invalid schedule",
+    );
+    assert_invalid(
+        &status,
+        &[
+            VALIDATING_WEBHOOK,
+            r#"spec.metrics.schedule: Invalid value: "200ms""#,
+        ],
+        "another invalid schedule",
+    );
+    assert!(
+        !status.message.contains("spec.image"),
+        "the untouched image is ratcheted: {}",
+        status.message
+    );
+    let status = refusal(
+        api.patch(
+            "legacy",
+            &pp,
+            &merge(json!({"spec": {"image": "docker.io/other/trustyai:2"}})),
+        )
+        .await,
+        "another disallowed image",
+    );
+    assert_invalid(
+        &status,
+        &[r#"spec.image: Invalid value: "docker.io/other/trustyai:2""#],
+        "another disallowed image",
+    );
+
+    // Deletion with a finalizer completes: removing the finalizer of an invalid object that is
+    // being deleted succeeds.
+    api.patch(
+        "legacy",
+        &pp,
+        &merge(json!({"metadata": {"finalizers": [TEST_FINALIZER]}})),
+    )
+    .await
+    .expect("adding the finalizer again");
+    api.delete("legacy", &DeleteParams::default())
+        .await
+        .expect("deletion accepted");
+    let terminating = api.get("legacy").await.expect("held by the finalizer");
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    api.patch(
+        "legacy",
+        &pp,
+        &json_patch(json!([{"op": "remove", "path": "/metadata/finalizers"}])),
+    )
+    .await
+    .expect("removing the finalizer of a terminating invalid object");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while api.get_opt("legacy").await.expect("get").is_some() {
+        assert!(Instant::now() < deadline, "the object was not deleted");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    assert!(
+        operator.stop().success(),
+        "clean exit on SIGTERM:\n{}",
+        operator.logs()
+    );
+    eprintln!("ratcheting checks took {:?}", started.elapsed());
+}
