@@ -1,0 +1,182 @@
+#![allow(clippy::expect_used)] // a test fails loudly on unexpected data
+//! `trustyai-operator convert` as a user runs it: the binary, files under
+//! `tests/fixtures/convert/`, stdin, exit codes and messages. No cluster needed.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+use trustyai_crds::manifests::parse_documents;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/convert")
+        .join(name)
+}
+
+fn read(name: &str) -> String {
+    std::fs::read_to_string(fixture(name)).expect("fixture")
+}
+
+/// Runs `convert` with `args`, feeding `stdin` when given.
+fn convert(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_trustyai-operator"))
+        .arg("convert")
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(text.as_bytes()).expect("stdin");
+    }
+    child.wait_with_output().expect("the binary ends")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).expect("UTF-8")
+}
+
+fn succeeded(output: &Output) -> String {
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stderr: {}",
+        text(&output.stderr)
+    );
+    text(&output.stdout)
+}
+
+#[test]
+fn multi_document_yaml_to_v1_converts_only_the_v1alpha1_service() {
+    let input = fixture("mixed.yaml");
+    let out = succeeded(&convert(
+        &["--to", "v1", "-f", input.to_str().expect("path")],
+        None,
+    ));
+    assert_eq!(out, read("mixed.to-v1.yaml"));
+
+    // Document by document: the v1alpha1 service is v1 now with the same body; the v1 service
+    // and the ConfigMap are byte for byte what the file had (comments included).
+    let (before, after) = (read("mixed.yaml"), out);
+    let in_docs: Vec<&str> = before.split("---\n").collect();
+    let out_docs: Vec<&str> = after.split("---\n").collect();
+    assert_eq!(out_docs.len(), 3);
+    assert_eq!(
+        out_docs[0],
+        in_docs[0].replace(
+            "apiVersion: trustyai.opendatahub.io/v1alpha1",
+            "apiVersion: trustyai.opendatahub.io/v1"
+        )
+    );
+    assert_eq!(out_docs[1], in_docs[1]);
+    assert_eq!(out_docs[2], in_docs[2]);
+}
+
+#[test]
+fn to_v1alpha1_and_back_through_stdin_loses_nothing() {
+    let input = fixture("mixed.yaml");
+    let alpha = succeeded(&convert(
+        &["--to", "v1alpha1", "-f", input.to_str().expect("path")],
+        None,
+    ));
+    assert_eq!(alpha, read("mixed.to-v1alpha1.yaml"));
+    let docs = parse_documents(&alpha).expect("parses");
+    assert!(
+        docs[..2]
+            .iter()
+            .all(|d| d["apiVersion"] == "trustyai.opendatahub.io/v1alpha1")
+    );
+    // v1alpha1 has no spec.image or retention: kept in the annotation.
+    assert!(docs[1]["spec"].get("image").is_none());
+    assert!(
+        docs[1]["metadata"]["annotations"]
+            .get("trustyai.opendatahub.io/conversion-preserved")
+            .is_some()
+    );
+
+    let back = succeeded(&convert(&["--to", "v1", "-f", "-"], Some(&alpha)));
+    let original = parse_documents(&read("mixed.yaml")).expect("parses");
+    let mut expected = original.clone();
+    expected[0]["apiVersion"] = "trustyai.opendatahub.io/v1".into();
+    assert_eq!(parse_documents(&back).expect("parses"), expected);
+}
+
+#[test]
+fn json_in_gives_json_out_and_the_full_api_version_is_accepted() {
+    let input = fixture("tas-v1alpha1.json");
+    let out = succeeded(&convert(
+        &[
+            "--to",
+            "trustyai.opendatahub.io/v1",
+            "-f",
+            input.to_str().expect("path"),
+        ],
+        None,
+    ));
+    let value: Value = serde_json::from_str(&out).expect("the output is JSON");
+    let mut expected: Value = serde_json::from_str(&read("tas-v1alpha1.json")).expect("JSON");
+    expected["apiVersion"] = "trustyai.opendatahub.io/v1".into();
+    assert_eq!(value, expected);
+    let keys: Vec<&String> = value.as_object().expect("object").keys().collect();
+    assert_eq!(
+        keys,
+        ["apiVersion", "kind", "metadata", "spec"],
+        "key order"
+    );
+}
+
+#[test]
+fn unparsable_input_exits_2_with_nothing_on_stdout() {
+    let input = fixture("garbage.yaml");
+    let output = convert(&["--to", "v1", "-f", input.to_str().expect("path")], None);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty());
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("document 2: not valid YAML or JSON"),
+        "{stderr}"
+    );
+
+    let missing = fixture("does-not-exist.yaml");
+    let output = convert(&["--to", "v1", "-f", missing.to_str().expect("path")], None);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("cannot read"));
+}
+
+#[test]
+fn an_unknown_target_version_is_refused() {
+    let input = fixture("mixed.yaml");
+    let output = convert(&["--to", "v2", "-f", input.to_str().expect("path")], None);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty());
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("unknown target version \"v2\"") && stderr.contains("v1alpha1"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_unconvertible_service_exits_1_naming_its_document() {
+    let input = fixture("unconvertible.yaml");
+    let output = convert(&["--to", "v1", "-f", input.to_str().expect("path")], None);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        output.stdout.is_empty(),
+        "all or nothing: {}",
+        text(&output.stdout)
+    );
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("document 2 (team-c/from-the-future)")
+            && stderr.contains("trustyai.opendatahub.io/v2"),
+        "{stderr}"
+    );
+}
