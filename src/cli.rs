@@ -215,6 +215,25 @@ pub struct RunArgs {
     /// How long in-flight webhook requests may take to finish on shutdown.
     #[arg(long, default_value = "10s", value_parser = humantime_duration)]
     pub drain_timeout: Duration,
+
+    /// ClusterRole (token and subject access reviews) each TrustyAIService's kube-rbac-proxy
+    /// ServiceAccount is bound to; a Helm release may name it differently.
+    #[arg(long, default_value = "trustyai-service-operator-proxy-role")]
+    pub proxy_cluster_role: String,
+
+    /// Secret in the operator namespace holding the CA of the operands' serving certificates
+    /// (issued where no OpenShift service-ca operator does it).
+    #[arg(long, default_value = "trustyai-operator-operand-ca")]
+    pub operand_ca_secret: String,
+
+    /// Lifetime of the operands' serving certificates (renewed when a third of it is left).
+    #[arg(long, default_value = "90d", value_parser = humantime_duration)]
+    pub operand_cert_lifetime: Duration,
+
+    /// How long a failing cleanup (unwiring, ClusterRoleBinding removal) may hold up the
+    /// deletion of a TrustyAIService before its finalizer is removed anyway.
+    #[arg(long, default_value = "5m", value_parser = humantime_duration)]
+    pub cleanup_timeout: Duration,
 }
 
 /// Parses `10s`, `500ms`, `2m`.

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use kube::api::{Api, ObjectMeta, PostParams};
 use kube::Client;
+use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -77,7 +77,12 @@ enum Step {
     Renew,
 }
 
-fn decide(observed: &Observed, me: &str, unchanged_for: Duration, lease_duration: Duration) -> Step {
+fn decide(
+    observed: &Observed,
+    me: &str,
+    unchanged_for: Duration,
+    lease_duration: Duration,
+) -> Step {
     match observed.holder.as_deref() {
         Some(holder) if holder == me => Step::Renew,
         None | Some("") => Step::Acquire,
@@ -92,7 +97,12 @@ fn now() -> MicroTime {
 
 /// Runs the election until `stop` is cancelled, publishing `true` while this replica leads and
 /// `false` otherwise, and releases the lease on the way out if it holds it.
-pub async fn run(client: Client, config: LeaderConfig, leading: watch::Sender<bool>, stop: CancellationToken) -> Result<(), LeaderError> {
+pub async fn run(
+    client: Client,
+    config: LeaderConfig,
+    leading: watch::Sender<bool>,
+    stop: CancellationToken,
+) -> Result<(), LeaderError> {
     config.validate()?;
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
     let span = tracing::info_span!("leader_election", lease = %config.lease_name, identity = %config.identity);
@@ -100,7 +110,12 @@ pub async fn run(client: Client, config: LeaderConfig, leading: watch::Sender<bo
     Ok(())
 }
 
-async fn elect(api: Api<Lease>, config: LeaderConfig, leading: watch::Sender<bool>, stop: CancellationToken) {
+async fn elect(
+    api: Api<Lease>,
+    config: LeaderConfig,
+    leading: watch::Sender<bool>,
+    stop: CancellationToken,
+) {
     let mut last_seen: Option<(Observed, Instant)> = None;
     let mut last_renewed: Option<Instant> = None;
     loop {
@@ -111,8 +126,11 @@ async fn elect(api: Api<Lease>, config: LeaderConfig, leading: watch::Sender<boo
             last_renewed = None;
         }
         // Bounded, so a hanging API server cannot keep us "leading" past the renew deadline.
-        let outcome = tokio::time::timeout(config.retry_period, attempt(&api, &config, &mut last_seen)).await;
-        match outcome.unwrap_or_else(|_| Err(kube::Error::Service("lease request timed out".into()))) {
+        let outcome =
+            tokio::time::timeout(config.retry_period, attempt(&api, &config, &mut last_seen)).await;
+        match outcome
+            .unwrap_or_else(|_| Err(kube::Error::Service("lease request timed out".into())))
+        {
             Ok(true) => {
                 last_renewed = Some(Instant::now());
                 if !was_leading {
@@ -141,10 +159,17 @@ async fn elect(api: Api<Lease>, config: LeaderConfig, leading: watch::Sender<boo
 }
 
 /// One look at the lease: acquire or renew it if allowed. `Ok(true)` while we hold it.
-async fn attempt(api: &Api<Lease>, config: &LeaderConfig, last_seen: &mut Option<(Observed, Instant)>) -> Result<bool, kube::Error> {
+async fn attempt(
+    api: &Api<Lease>,
+    config: &LeaderConfig,
+    last_seen: &mut Option<(Observed, Instant)>,
+) -> Result<bool, kube::Error> {
     let Some(mut lease) = api.get_opt(&config.lease_name).await? else {
         let lease = Lease {
-            metadata: ObjectMeta { name: Some(config.lease_name.clone()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(config.lease_name.clone()),
+                ..Default::default()
+            },
             spec: Some(held_spec(config, None)),
         };
         return match api.create(&PostParams::default(), &lease).await {
@@ -162,10 +187,19 @@ async fn attempt(api: &Api<Lease>, config: &LeaderConfig, last_seen: &mut Option
         _ => Instant::now(),
     };
     *last_seen = Some((observed.clone(), since));
-    match decide(&observed, &config.identity, since.elapsed(), config.lease_duration) {
+    match decide(
+        &observed,
+        &config.identity,
+        since.elapsed(),
+        config.lease_duration,
+    ) {
         Step::Wait => Ok(false),
         step => {
-            let transitions = lease.spec.as_ref().and_then(|s| s.lease_transitions).unwrap_or(0);
+            let transitions = lease
+                .spec
+                .as_ref()
+                .and_then(|s| s.lease_transitions)
+                .unwrap_or(0);
             let previous = lease.spec.take();
             let mut spec = held_spec(config, previous.as_ref());
             if step == Step::Acquire {
@@ -175,7 +209,10 @@ async fn attempt(api: &Api<Lease>, config: &LeaderConfig, last_seen: &mut Option
             lease.spec = Some(spec);
             // Replace carries the resourceVersion we read: a concurrent writer makes this a
             // conflict instead of two holders.
-            match api.replace(&config.lease_name, &PostParams::default(), &lease).await {
+            match api
+                .replace(&config.lease_name, &PostParams::default(), &lease)
+                .await
+            {
                 Ok(_) => Ok(true),
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
                 Err(e) => Err(e),
@@ -189,7 +226,9 @@ fn held_spec(config: &LeaderConfig, previous: Option<&LeaseSpec>) -> LeaseSpec {
     LeaseSpec {
         holder_identity: Some(config.identity.clone()),
         lease_duration_seconds: Some(seconds),
-        acquire_time: previous.and_then(|p| p.acquire_time.clone()).or_else(|| Some(now())),
+        acquire_time: previous
+            .and_then(|p| p.acquire_time.clone())
+            .or_else(|| Some(now())),
         renew_time: Some(now()),
         lease_transitions: previous.and_then(|p| p.lease_transitions).or(Some(0)),
         ..LeaseSpec::default()
@@ -200,7 +239,12 @@ fn held_spec(config: &LeaderConfig, previous: Option<&LeaseSpec>) -> LeaseSpec {
 async fn release(api: &Api<Lease>, config: &LeaderConfig) {
     let result = async {
         let mut lease = api.get(&config.lease_name).await?;
-        if lease.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) != Some(config.identity.as_str()) {
+        if lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.as_deref())
+            != Some(config.identity.as_str())
+        {
             return Ok(());
         }
         if let Some(spec) = lease.spec.as_mut() {
@@ -208,12 +252,16 @@ async fn release(api: &Api<Lease>, config: &LeaderConfig) {
             spec.lease_duration_seconds = Some(1);
             spec.renew_time = Some(now());
         }
-        api.replace(&config.lease_name, &PostParams::default(), &lease).await.map(|_| ())
+        api.replace(&config.lease_name, &PostParams::default(), &lease)
+            .await
+            .map(|_| ())
     }
     .await;
     match result {
         Ok(()) => tracing::info!("released the lease"),
-        Err(e) => tracing::warn!(error = %e, "could not release the lease; a standby takes over when it expires"),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not release the lease; a standby takes over when it expires")
+        }
     }
 }
 
@@ -222,26 +270,49 @@ mod tests {
     use super::*;
 
     fn observed(holder: Option<&str>) -> Observed {
-        Observed { holder: holder.map(String::from), version: "1".into() }
+        Observed {
+            holder: holder.map(String::from),
+            version: "1".into(),
+        }
     }
 
     const LEASE: Duration = Duration::from_secs(15);
 
     #[test]
     fn a_free_or_released_lease_is_taken() {
-        assert_eq!(decide(&observed(None), "me", Duration::ZERO, LEASE), Step::Acquire);
-        assert_eq!(decide(&observed(Some("")), "me", Duration::ZERO, LEASE), Step::Acquire);
+        assert_eq!(
+            decide(&observed(None), "me", Duration::ZERO, LEASE),
+            Step::Acquire
+        );
+        assert_eq!(
+            decide(&observed(Some("")), "me", Duration::ZERO, LEASE),
+            Step::Acquire
+        );
     }
 
     #[test]
     fn our_lease_is_renewed() {
-        assert_eq!(decide(&observed(Some("me")), "me", Duration::from_secs(100), LEASE), Step::Renew);
+        assert_eq!(
+            decide(&observed(Some("me")), "me", Duration::from_secs(100), LEASE),
+            Step::Renew
+        );
     }
 
     #[test]
     fn another_holder_is_waited_for_until_unchanged_for_a_whole_lease() {
-        assert_eq!(decide(&observed(Some("other")), "me", Duration::from_secs(14), LEASE), Step::Wait);
-        assert_eq!(decide(&observed(Some("other")), "me", LEASE, LEASE), Step::Acquire);
+        assert_eq!(
+            decide(
+                &observed(Some("other")),
+                "me",
+                Duration::from_secs(14),
+                LEASE
+            ),
+            Step::Wait
+        );
+        assert_eq!(
+            decide(&observed(Some("other")), "me", LEASE, LEASE),
+            Step::Acquire
+        );
     }
 
     #[test]
@@ -255,7 +326,10 @@ mod tests {
             retry_period: Duration::from_secs(2),
         };
         assert!(ok.validate().is_ok());
-        let bad = LeaderConfig { renew_deadline: Duration::from_secs(15), ..ok };
+        let bad = LeaderConfig {
+            renew_deadline: Duration::from_secs(15),
+            ..ok
+        };
         assert!(bad.validate().is_err());
     }
 }

@@ -94,21 +94,63 @@ impl Metrics {
             leader: Gauge::default(),
             registry: Registry::default(),
         };
-        registry.register("reconciles", "Reconciles of TrustyAIServices, by result", m.reconciles.clone());
-        registry.register("reconcile_duration_seconds", "Time one reconcile took", m.reconcile_duration.clone());
-        registry.register("reconcile_errors", "Failed reconciles, by error category", m.reconcile_errors.clone());
-        registry.register("trustyaiservices", "TrustyAIServices the operator manages", m.managed.clone());
-        registry.register("webhook_requests", "Webhook requests, by endpoint and outcome", m.webhook_requests.clone());
-        registry.register("webhook_request_duration_seconds", "Time a webhook request took, by endpoint", m.webhook_duration.clone());
-        registry.register("admission_denials", "Violations in denied admission requests, by rule", m.denials.clone());
-        registry.register("converted_objects", "Objects converted by the conversion webhook, by target version", m.converted.clone());
+        registry.register(
+            "reconciles",
+            "Reconciles of TrustyAIServices, by result",
+            m.reconciles.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time one reconcile took",
+            m.reconcile_duration.clone(),
+        );
+        registry.register(
+            "reconcile_errors",
+            "Failed reconciles, by error category",
+            m.reconcile_errors.clone(),
+        );
+        registry.register(
+            "trustyaiservices",
+            "TrustyAIServices the operator manages",
+            m.managed.clone(),
+        );
+        registry.register(
+            "webhook_requests",
+            "Webhook requests, by endpoint and outcome",
+            m.webhook_requests.clone(),
+        );
+        registry.register(
+            "webhook_request_duration_seconds",
+            "Time a webhook request took, by endpoint",
+            m.webhook_duration.clone(),
+        );
+        registry.register(
+            "admission_denials",
+            "Violations in denied admission requests, by rule",
+            m.denials.clone(),
+        );
+        registry.register(
+            "converted_objects",
+            "Objects converted by the conversion webhook, by target version",
+            m.converted.clone(),
+        );
         registry.register(
             "serving_certificate_expiry_timestamp_seconds",
             "When the webhook serving certificate expires (Unix time)",
             m.certificate_expiry.clone(),
         );
-        registry.register("leader", "1 while this replica holds the leader lease and reconciles", m.leader.clone());
-        registry.register("build", "Build information", Info::new(BuildLabels { version: crate::VERSION }));
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader lease and reconciles",
+            m.leader.clone(),
+        );
+        registry.register(
+            "build",
+            "Build information",
+            Info::new(BuildLabels {
+                version: crate::VERSION,
+            }),
+        );
         Self { registry, ..m }
     }
 
@@ -124,10 +166,16 @@ impl Metrics {
     /// One reconcile finished; `error_category` is a bounded category, `None` on success.
     pub fn reconciled(&self, duration: Duration, error_category: Option<&'static str>) {
         self.reconcile_duration.observe(duration.as_secs_f64());
-        let result = if error_category.is_some() { "error" } else { "success" };
+        let result = if error_category.is_some() {
+            "error"
+        } else {
+            "success"
+        };
         self.reconciles.get_or_create(&ResultLabel { result }).inc();
         if let Some(category) = error_category {
-            self.reconcile_errors.get_or_create(&CategoryLabel { category }).inc();
+            self.reconcile_errors
+                .get_or_create(&CategoryLabel { category })
+                .inc();
         }
     }
 
@@ -150,9 +198,16 @@ impl Metrics {
 impl WebhookObserver for Metrics {
     fn request(&self, endpoint: Endpoint, outcome: Outcome, latency: Duration) {
         self.webhook_requests
-            .get_or_create(&RequestLabels { endpoint: endpoint.as_str(), outcome: outcome.as_str() })
+            .get_or_create(&RequestLabels {
+                endpoint: endpoint.as_str(),
+                outcome: outcome.as_str(),
+            })
             .inc();
-        self.webhook_duration.get_or_create(&EndpointLabel { endpoint: endpoint.as_str() }).observe(latency.as_secs_f64());
+        self.webhook_duration
+            .get_or_create(&EndpointLabel {
+                endpoint: endpoint.as_str(),
+            })
+            .observe(latency.as_secs_f64());
     }
 
     fn denial(&self, rule: &'static str) {
@@ -166,7 +221,9 @@ impl WebhookObserver for Metrics {
             Some("v1alpha1") => "v1alpha1",
             _ => "other",
         };
-        self.converted.get_or_create(&VersionLabel { to_version }).inc_by(objects as u64);
+        self.converted
+            .get_or_create(&VersionLabel { to_version })
+            .inc_by(objects as u64);
     }
 }
 
@@ -177,7 +234,11 @@ mod tests {
     #[test]
     fn renders_prometheus_text_with_bounded_labels() {
         let m = Metrics::new();
-        m.request(Endpoint::Validate, Outcome::Denied, Duration::from_millis(3));
+        m.request(
+            Endpoint::Validate,
+            Outcome::Denied,
+            Duration::from_millis(3),
+        );
         m.denial("storage_size");
         m.conversion("trustyai.opendatahub.io/v1alpha1", 100);
         m.reconciled(Duration::from_millis(20), Some("kube_api"));
@@ -197,7 +258,13 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing {line:?} in:\n{text}");
         }
-        assert!(text.contains("trustyai_operator_build_info{version="), "{text}");
-        assert!(text.contains("# TYPE trustyai_operator_webhook_request_duration_seconds histogram"), "{text}");
+        assert!(
+            text.contains("trustyai_operator_build_info{version="),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE trustyai_operator_webhook_request_duration_seconds histogram"),
+            "{text}"
+        );
     }
 }

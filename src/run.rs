@@ -61,7 +61,11 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     // The ops server outlives the HTTPS drain, so probes see "draining" rather than a refusal.
     let ops_stop = CancellationToken::new();
     let ops_listener = bind("the ops server", args.ops_address).await?;
-    let ops_state = OpsState::new(readiness.clone(), String::new);
+    let metrics = Arc::new(crate::metrics::Metrics::new());
+    let ops_state = {
+        let metrics = metrics.clone();
+        OpsState::new(readiness.clone(), move || metrics.render())
+    };
     {
         let ops_stop = ops_stop.clone();
         tasks.spawn(async move {
@@ -77,13 +81,14 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let names = ServiceNames::new(&args.service_name, &args.namespace).with_local(local);
     let material_rx = start_certificates(&client, &args, &names, &stop, &mut tasks).await?;
     let serving = Arc::new(ServingCertificate::new());
-    load_material(&serving, &material_rx.borrow(), &readiness);
+    load_material(&serving, &material_rx.borrow(), &readiness, &metrics);
     {
-        let (serving, readiness, mut rx, stop) = (
+        let (serving, readiness, mut rx, stop, metrics) = (
             serving.clone(),
             readiness.clone(),
             material_rx.clone(),
             stop.clone(),
+            metrics.clone(),
         );
         tasks.spawn(async move {
             loop {
@@ -95,7 +100,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
                             return ("certificate loader", Err("the certificate source stopped".into()));
                         }
                         let material = rx.borrow_and_update().clone();
-                        load_material(&serving, &material, &readiness);
+                        load_material(&serving, &material, &readiness, &metrics);
                     }
                 }
             }
@@ -108,9 +113,22 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let settings = Arc::new(ArcSwap::from_pointee(AdmissionSettings {
         allowed_image_prefixes: args.allowed_image_prefixes.clone(),
     }));
+    // Secret names for the missing-credentials warning; until its first list completes the
+    // webhook simply does not warn, so nothing waits for it.
+    let (secret_cache, secret_reflector) = crate::secret_cache::SecretCache::start(client.clone());
+    {
+        let stop = stop.clone();
+        tasks.spawn(async move {
+            tokio::select! {
+                _ = stop.cancelled() => ("secret cache", Ok(())),
+                result = secret_reflector => ("secret cache", result.map_err(|e| e.to_string())),
+            }
+        });
+    }
     let state = WebhookState {
         settings,
-        ..WebhookState::new(AdmissionSettings::default())
+        secrets: Some(Arc::new(secret_cache)),
+        observer: metrics.clone(),
     };
     let router = trustyai_webhooks::webhook_router(state);
     let options = HttpsOptions {
@@ -134,6 +152,20 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
 
     if !args.no_crd_maintenance {
         crd_maintenance::apply_crd(&client).await?;
+        // Storage-version migration, once, in the background: it needs /convert reachable, so
+        // it retries (with backoff) until the caBundle is published, and gives up with a log
+        // rather than stopping the process. Only with CRD maintenance: who manages the CRD
+        // themselves runs `migrate-storage`. TODO(issue 9): run it on the leader only once
+        // leader election (src/leader.rs) is wired in here; until then each replica runs it
+        // (safe: it is idempotent and its writes are conditional).
+        let (client, stop) = (client.clone(), stop.clone());
+        tasks.spawn(async move {
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                _ = crate::storage_migration::migrate_at_start(client) => stop.cancelled().await,
+            }
+            ("storage migration", Ok(()))
+        });
     }
     if args.create_webhook_configurations {
         crate::webhook_configurations::apply(
@@ -152,7 +184,12 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     if args.cert_mode.publishes_ca_bundle(args.inject_ca_bundle) {
         let targets = publish_targets(&args);
         let (published_tx, mut published_rx) = watch::channel(false);
-        let (client, rx, stop, ready) = (client.clone(), material_rx.clone(), stop.clone(), readiness.clone());
+        let (client, rx, stop, ready) = (
+            client.clone(),
+            material_rx.clone(),
+            stop.clone(),
+            readiness.clone(),
+        );
         tasks.spawn(async move {
             let mark_ready = async move {
                 while published_rx.changed().await.is_ok() {
@@ -167,6 +204,24 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
                 _ = trustyai_certs::run_publisher(client, targets, rx, Some(published_tx)) => ("caBundle publisher", Err("stopped unexpectedly".into())),
                 _ = mark_ready => ("caBundle publisher", Err("readiness tracking stopped".into())),
             }
+        });
+    }
+
+    // The reconcile loop, after CRD maintenance and the webhook registrations (its writes go
+    // through the webhooks). TODO(leader election): start it only while this replica holds the
+    // lease; until then run a single replica.
+    {
+        let mut config = crate::controller::ControllerConfig::new(&args.namespace).with_image_env();
+        config.proxy_cluster_role = args.proxy_cluster_role.clone();
+        config.allowed_image_prefixes = args.allowed_image_prefixes.clone();
+        config.operand_ca_secret = args.operand_ca_secret.clone();
+        config.operand_cert_lifetime = args.operand_cert_lifetime;
+        config.cleanup_timeout = args.cleanup_timeout;
+        config.metrics = Some(metrics.clone());
+        let (client, stop) = (client.clone(), stop.clone());
+        tasks.spawn(async move {
+            let result = crate::controller::run_controller(client, config, stop).await;
+            ("controller", result.map_err(|e| e.to_string()))
         });
     }
 
@@ -227,13 +282,19 @@ async fn supervise(
     }
 }
 
-fn load_material(serving: &ServingCertificate, material: &TlsMaterial, readiness: &Readiness) {
+fn load_material(
+    serving: &ServingCertificate,
+    material: &TlsMaterial,
+    readiness: &Readiness,
+    metrics: &crate::metrics::Metrics,
+) {
     match serving.set_from_pem(
         material.cert_chain_pem().as_bytes(),
         material.key_pem().as_bytes(),
     ) {
         Ok(()) => {
             readiness.set(Readiness::TLS, true);
+            metrics.set_certificate_expiry(material.not_after_unix_seconds());
             tracing::info!(
                 not_after = material.not_after_unix_seconds(),
                 "serving certificate loaded"

@@ -40,11 +40,19 @@ async fn start(cp: &ControlPlane, ns: &str, identity: &str) -> Elector {
     let task = tokio::spawn(async move {
         run(client, cfg, tx, token).await.expect("valid timing");
     });
-    Elector { leading: rx, stop, task }
+    Elector {
+        leading: rx,
+        stop,
+        task,
+    }
 }
 
 /// Samples both electors every 5 ms and records whether they ever led at once.
-fn watch_overlap(a: watch::Receiver<bool>, b: watch::Receiver<bool>, done: CancellationToken) -> Arc<AtomicBool> {
+fn watch_overlap(
+    a: watch::Receiver<bool>,
+    b: watch::Receiver<bool>,
+    done: CancellationToken,
+) -> Arc<AtomicBool> {
     let overlapped = Arc::new(AtomicBool::new(false));
     let flag = overlapped.clone();
     tokio::spawn(async move {
@@ -82,13 +90,19 @@ async fn one_leader_at_a_time_and_a_released_lease_is_taken_at_once() {
 
     // b waits while a renews.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert!(*a.leading.borrow() && !*b.leading.borrow(), "a keeps leading while it renews");
+    assert!(
+        *a.leading.borrow() && !*b.leading.borrow(),
+        "a keeps leading while it renews"
+    );
 
     // a stops and releases: b takes over well before the lease would have expired.
     a.stop.cancel();
     a.task.await.expect("a stopped");
     let took = wait_leading(&b, Duration::from_secs(10)).await;
-    assert!(took < Duration::from_secs(3), "takeover after a release took {took:?}");
+    assert!(
+        took < Duration::from_secs(3),
+        "takeover after a release took {took:?}"
+    );
     done.cancel();
     assert!(!overlapped.load(Ordering::SeqCst), "two leaders at once");
     b.stop.cancel();
@@ -109,7 +123,10 @@ async fn a_crashed_leader_is_replaced_after_its_lease_expires_never_before() {
     let crashed_at = Instant::now();
     let took = wait_leading(&b, Duration::from_secs(15)).await;
     let since_crash = crashed_at.elapsed();
-    assert!(since_crash >= Duration::from_secs(2), "b took an unexpired lease after {since_crash:?} ({took:?})");
+    assert!(
+        since_crash >= Duration::from_secs(2),
+        "b took an unexpired lease after {since_crash:?} ({took:?})"
+    );
     b.stop.cancel();
     b.task.await.expect("b stopped");
 }

@@ -1193,6 +1193,21 @@ fn schedule_millis(schedule: &str) -> u128 {
         .fold(0u128, u128::saturating_add)
 }
 
+/// Whether `spec.image` may be used as written: a well-formed image reference of at most 1024
+/// characters under one of `allowed_prefixes` (blank entries ignored; none left means no custom
+/// image is allowed). The admission webhook's rule, for the controller, which must not run an
+/// image the webhook would have refused (objects written while the webhook was down, or
+/// before the allowed prefixes changed).
+pub fn image_allowed(image: &str, allowed_prefixes: &[String]) -> bool {
+    image.len() <= IMAGE_MAX
+        && IMAGE_REFERENCE.is_match(image)
+        && allowed_prefixes
+            .iter()
+            .map(|p| p.trim())
+            .filter(|p| !p.is_empty())
+            .any(|p| has_image_prefix(image, p))
+}
+
 /// `image` starts with `prefix` at a reference boundary: the prefix ends in `/`, `:` or `@`,
 /// or the image continues with one of them (or ends), so `quay.io` allows `quay.io/x` but not
 /// `quay.io.evil.com/x`.
@@ -1372,6 +1387,16 @@ mod tests {
             schedule_millis("99999999999999999999999999999999999999999h"),
             u128::MAX
         );
+    }
+
+    #[test]
+    fn image_allowed_needs_a_reference_under_a_prefix() {
+        let prefixes = vec!["quay.io/trustyai/".to_owned(), " ".to_owned()];
+        assert!(image_allowed("quay.io/trustyai/svc:v1", &prefixes));
+        assert!(!image_allowed("docker.io/evil/svc:v1", &prefixes));
+        assert!(!image_allowed("quay.io/trustyai/SVC:v1", &prefixes));
+        assert!(!image_allowed("quay.io/trustyai/svc:v1", &[]));
+        assert!(!image_allowed("quay.io/trustyai/svc:v1", &[" ".to_owned()]));
     }
 
     #[test]

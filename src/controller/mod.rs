@@ -1,7 +1,7 @@
 //! The reconcile loop of TrustyAIServices.
 //!
-//! Everything here is pure (no Kubernetes client, no I/O, no clock, no process environment):
-//! the caller reads the cluster, passes what it saw in, and writes what comes out. That keeps
+//! The rules are pure (no Kubernetes client, no I/O, no clock, no process environment): the
+//! caller reads the cluster, passes what it saw in, and writes what comes out. That keeps
 //! every rule unit-testable and every rendered object deterministic, so re-rendering after an
 //! operator restart or upgrade changes nothing unless the spec or an image changed.
 //!
@@ -10,11 +10,40 @@
 //!   Deployments (objects owned by others) to a TrustyAIService, and undo it.
 //! - [`db_secret`]: the database credentials Secret check.
 //! - [`status`]: the status computed from observations.
+//! - [`finalizer`], [`pvc_plan`], [`backoff`], [`triggers`]: the pure decisions of the loop
+//!   (finalizer list, PVC apply body, retry delays, what triggers a reconcile).
+//!
+//! The I/O side:
+//!
+//! - [`runner`]: [`run_controller`], the `kube` controller and its watches.
+//! - [`reconciler`]: one reconcile (finalizer, children, wiring, status) or cleanup.
+//! - [`children`]: server-side apply of every child ([`apply`]), with events ([`events`]).
+//! - [`integration`]: wiring InferenceServices and ModelMesh Deployments, and undoing it.
+//! - [`operand_tls`]: the operands' serving certificates where no service-ca issues them.
+//! - [`discovery`]: which optional APIs (Route, ServiceMonitor, InferenceService, Istio) exist.
+//! - [`context`]: configuration and shared state.
 
+pub mod apply;
+pub mod backoff;
+pub mod children;
+pub mod context;
 pub mod db_secret;
+pub mod discovery;
+pub mod error;
+pub mod events;
+pub mod finalizer;
+pub mod integration;
+pub mod operand_tls;
+pub mod pvc_plan;
+pub mod reconciler;
 pub mod resources;
+pub mod runner;
 pub mod status;
+pub mod triggers;
 pub mod wiring;
+
+pub use context::ControllerConfig;
+pub use runner::{ControllerError, run_controller};
 
 #[cfg(test)]
 mod test_support;

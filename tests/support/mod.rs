@@ -2,6 +2,7 @@
 #![allow(dead_code)] // each test binary uses a different part of the support code
 
 pub mod operator;
+pub mod proxy;
 
 pub use trustyai_local_cluster::ControlPlane;
 

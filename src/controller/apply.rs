@@ -1,0 +1,151 @@
+//! Server-side apply of rendered objects, under the field manager `trustyai-operator` with
+//! `force` (the operator is the authority on the fields it renders).
+//!
+//! The rendering is deterministic, so applying an unchanged object is a no-op on the API server
+//! (no write, no new resourceVersion). Comparing the resourceVersion before and after the apply
+//! tells whether the object was created, changed or left alone, which decides the `Normal`
+//! events.
+
+use std::fmt::Debug;
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::error::ReconcileError;
+
+/// The field manager of everything this operator writes to its own objects.
+pub const FIELD_MANAGER: &str = "trustyai-operator";
+
+/// What an apply did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The object did not exist.
+    Created,
+    /// It existed and the apply changed it.
+    Changed,
+    /// It was already as rendered.
+    Unchanged,
+}
+
+impl Outcome {
+    /// From the resourceVersions before (`None`: absent) and after the apply.
+    pub fn from_versions(before: Option<&str>, after: Option<&str>) -> Self {
+        match before {
+            None => Self::Created,
+            Some(before) if Some(before) == after => Self::Unchanged,
+            Some(_) => Self::Changed,
+        }
+    }
+
+    /// The event reason for `kind`: `<Kind>Created`/`<Kind>Updated`; `None` when unchanged.
+    pub fn reason(self, kind: &str) -> Option<String> {
+        match self {
+            Self::Created => Some(format!("{kind}Created")),
+            Self::Changed => Some(format!("{kind}Updated")),
+            Self::Unchanged => None,
+        }
+    }
+}
+
+/// An applied object and what the apply did.
+#[derive(Debug, Clone)]
+pub struct Applied<K> {
+    /// The object as the API server returned it.
+    pub object: K,
+    /// What changed.
+    pub outcome: Outcome,
+}
+
+/// The patch parameters of every apply.
+pub fn params() -> PatchParams {
+    PatchParams::apply(FIELD_MANAGER).force()
+}
+
+/// The patch parameters of JSON and merge patches (wiring, finalizers, status), so they too
+/// are attributed to [`FIELD_MANAGER`].
+pub fn update_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    }
+}
+
+/// Applies `object` through `api`, reading its metadata first to tell what changed.
+pub async fn apply<K>(
+    api: &Api<K>,
+    kind: &'static str,
+    object: &K,
+) -> Result<Applied<K>, ReconcileError>
+where
+    K: Resource + Clone + Debug + Serialize + DeserializeOwned,
+{
+    let name = object.name_any();
+    let before = api
+        .get_metadata_opt(&name)
+        .await
+        .map_err(ReconcileError::kube("reading", kind, &name))?;
+    apply_after(
+        api,
+        kind,
+        object,
+        before.and_then(|m| m.metadata.resource_version),
+    )
+    .await
+}
+
+/// Applies `object` whose live resourceVersion (`None`: absent) the caller already read.
+pub async fn apply_after<K>(
+    api: &Api<K>,
+    kind: &'static str,
+    object: &K,
+    live_resource_version: Option<String>,
+) -> Result<Applied<K>, ReconcileError>
+where
+    K: Resource + Clone + Debug + Serialize + DeserializeOwned,
+{
+    let name = object.name_any();
+    let applied = api
+        .patch(&name, &params(), &Patch::Apply(object))
+        .await
+        .map_err(ReconcileError::kube("applying", kind, &name))?;
+    let outcome = Outcome::from_versions(
+        live_resource_version.as_deref(),
+        applied.meta().resource_version.as_deref(),
+    );
+    if outcome != Outcome::Unchanged {
+        tracing::info!(kind, name, ?outcome, "applied");
+    }
+    Ok(Applied {
+        object: applied,
+        outcome,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcome_from_resource_versions() {
+        assert_eq!(Outcome::from_versions(None, Some("1")), Outcome::Created);
+        assert_eq!(
+            Outcome::from_versions(Some("1"), Some("1")),
+            Outcome::Unchanged
+        );
+        assert_eq!(
+            Outcome::from_versions(Some("1"), Some("2")),
+            Outcome::Changed
+        );
+        assert_eq!(
+            Outcome::Created.reason("Service").as_deref(),
+            Some("ServiceCreated")
+        );
+        assert_eq!(
+            Outcome::Changed.reason("Deployment").as_deref(),
+            Some("DeploymentUpdated")
+        );
+        assert_eq!(Outcome::Unchanged.reason("Service"), None);
+    }
+}

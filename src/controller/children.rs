@@ -1,0 +1,395 @@
+//! Applies the objects a TrustyAIService owns (or that are made for it), in dependency order:
+//! identity and configuration first, then the Services and their certificates, the storage,
+//! the Deployment, and last the optional monitoring and Route objects.
+//!
+//! Every object is rendered by the pure builders of [`super::resources`] and server-side
+//! applied; a `Normal` event reports each one created or changed.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{
+    ConfigMap, PersistentVolumeClaim, Secret, Service, ServiceAccount,
+};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{Api, DeleteParams, DynamicObject};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use trustyai_certs::ServiceNames;
+use trustyai_certs::time::OffsetDateTime;
+use trustyai_crds::TrustyAIService;
+use trustyai_crds::contract::custom_ca_bundle;
+
+use super::apply::{self, Applied, Outcome};
+use super::context::Context;
+use super::discovery::OptionalApis;
+use super::error::{ReconcileError, is_not_found};
+use super::operand_tls::{self, Decision};
+use super::pvc_plan;
+use super::resources::deployment::{self, DeploymentInputs};
+use super::resources::images::Images;
+use super::resources::{
+    Instance, cluster_role_binding, config_map, pvc, route, service_account, service_monitor,
+    services,
+};
+
+/// What the children's application leaves for the status and the requeue.
+#[derive(Debug, Default)]
+pub struct ChildrenApplied {
+    /// When an operand certificate must be renewed next.
+    pub renew_at: Option<OffsetDateTime>,
+}
+
+/// The inputs of the Deployment that come from other objects of the namespace.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    /// The resolved images.
+    pub images: &'a Images,
+    /// The custom CA bundle ConfigMap exists.
+    pub custom_ca_bundle: bool,
+    /// The `<cr>-db-ca` Secret exists.
+    pub db_ca_exists: bool,
+    /// The optional APIs.
+    pub apis: OptionalApis,
+}
+
+/// Applies every child of `instance`.
+pub async fn apply_all(
+    ctx: &Context,
+    instance: &Instance<'_>,
+    inputs: Inputs<'_>,
+) -> Result<ChildrenApplied, ReconcileError> {
+    let service = instance.service();
+    let client = &ctx.client;
+    let ns = instance.namespace();
+    let mut out = ChildrenApplied::default();
+
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    apply_one(
+        ctx,
+        service,
+        &accounts,
+        "ServiceAccount",
+        &service_account::service_account(instance),
+    )
+    .await?;
+    apply_binding(ctx, instance).await?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    apply_one(
+        ctx,
+        service,
+        &config_maps,
+        "ConfigMap",
+        &config_map::kube_rbac_proxy_config(instance),
+    )
+    .await?;
+    let svcs: Api<Service> = Api::namespaced(client.clone(), ns);
+    apply_one(
+        ctx,
+        service,
+        &svcs,
+        "Service",
+        &services::tls_service(instance),
+    )
+    .await?;
+    apply_one(
+        ctx,
+        service,
+        &svcs,
+        "Service",
+        &services::internal_service(instance),
+    )
+    .await?;
+    if !inputs.apis.service_ca() {
+        out.renew_at = apply_serving_secrets(ctx, instance).await?;
+    }
+    apply_pvc(ctx, instance).await?;
+    apply_deployment(ctx, instance, inputs).await?;
+    if inputs.apis.service_monitors {
+        let api = Api::<DynamicObject>::namespaced_with(
+            client.clone(),
+            ns,
+            &service_monitor::api_resource(),
+        );
+        apply_one(
+            ctx,
+            service,
+            &api,
+            "ServiceMonitor",
+            &service_monitor::local(instance),
+        )
+        .await?;
+        let central = Api::<DynamicObject>::namespaced_with(
+            client.clone(),
+            &ctx.config.operator_namespace,
+            &service_monitor::api_resource(),
+        );
+        // Shared by every TrustyAIService and owned by none: no event on the instance.
+        apply::apply(
+            &central,
+            "ServiceMonitor",
+            &service_monitor::central(&ctx.config.operator_namespace),
+        )
+        .await?;
+    }
+    if inputs.apis.routes {
+        let api = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &route::api_resource());
+        apply_one(ctx, service, &api, "Route", &route::route(instance)).await?;
+    }
+    Ok(out)
+}
+
+/// Applies `object` and reports a change as a `Normal` event.
+pub async fn apply_one<K>(
+    ctx: &Context,
+    service: &TrustyAIService,
+    api: &Api<K>,
+    kind: &'static str,
+    object: &K,
+) -> Result<Applied<K>, ReconcileError>
+where
+    K: Resource + Clone + std::fmt::Debug + Serialize + DeserializeOwned,
+{
+    let applied = apply::apply(api, kind, object).await?;
+    announce(ctx, service, kind, &object.name_any(), applied.outcome).await;
+    Ok(applied)
+}
+
+/// A `Normal` event for a created or changed child.
+pub async fn announce(
+    ctx: &Context,
+    service: &TrustyAIService,
+    kind: &'static str,
+    name: &str,
+    outcome: Outcome,
+) {
+    if let Some(reason) = outcome.reason(kind) {
+        let verb = if outcome == Outcome::Created {
+            "created"
+        } else {
+            "updated"
+        };
+        ctx.events
+            .normal(service, &reason, "Apply", format!("{kind} {name} {verb}"))
+            .await;
+    }
+}
+
+/// The ClusterRoleBinding. Its roleRef is immutable: a binding to another ClusterRole (the
+/// proxy role flag changed) is deleted first.
+async fn apply_binding(ctx: &Context, instance: &Instance<'_>) -> Result<(), ReconcileError> {
+    let desired =
+        cluster_role_binding::cluster_role_binding(instance, &ctx.config.proxy_cluster_role);
+    let name = desired.name_any();
+    let api: Api<ClusterRoleBinding> = Api::all(ctx.client.clone());
+    let live = api.get_opt(&name).await.map_err(ReconcileError::kube(
+        "reading",
+        "ClusterRoleBinding",
+        &name,
+    ))?;
+    let live_rv = match live {
+        Some(live) if live.role_ref != desired.role_ref => {
+            delete_ignoring_absent(&api, "ClusterRoleBinding", &name).await?;
+            None
+        }
+        live => live.and_then(|l| l.metadata.resource_version),
+    };
+    let applied = apply::apply_after(&api, "ClusterRoleBinding", &desired, live_rv).await?;
+    announce(
+        ctx,
+        instance.service(),
+        "ClusterRoleBinding",
+        &name,
+        applied.outcome,
+    )
+    .await;
+    Ok(())
+}
+
+/// `<cr>-tls` and `<cr>-internal`, issued from the operand CA where needed. Returns when the
+/// next one is due.
+async fn apply_serving_secrets(
+    ctx: &Context,
+    instance: &Instance<'_>,
+) -> Result<Option<OffsetDateTime>, ReconcileError> {
+    let ca = ctx.operand_ca.get(&ctx.client).await?;
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), instance.namespace());
+    let lifetimes = *ctx.operand_ca.lifetimes();
+    let mut next: Option<OffsetDateTime> = None;
+    for (secret_name, service_name) in operand_tls::serving_secrets(instance.name()) {
+        let live = api
+            .get_opt(&secret_name)
+            .await
+            .map_err(ReconcileError::kube("reading", "Secret", &secret_name))?;
+        let now = OffsetDateTime::now_utc();
+        let names = ServiceNames::new(&service_name, instance.namespace());
+        let renew_at = match operand_tls::decide(live.as_ref(), &ca, &names, now) {
+            Decision::Foreign => continue,
+            Decision::Keep { renew_at } => renew_at,
+            Decision::Issue(reason) => {
+                tracing::info!(secret = %secret_name, %reason, "issuing an operand certificate");
+                let secret =
+                    operand_tls::issue(instance, &ca, &lifetimes, &secret_name, &service_name, now)
+                        .await?;
+                let live_rv = live.and_then(|l| l.metadata.resource_version);
+                apply::apply_after(&api, "Secret", &secret, live_rv).await?;
+                ctx.events
+                    .normal(
+                        instance.service(),
+                        "CertificateIssued",
+                        "Apply",
+                        format!("Serving certificate Secret {secret_name} issued ({reason})"),
+                    )
+                    .await;
+                now + lifetimes.serving * 2 / 3
+            }
+        };
+        next = Some(next.map_or(renew_at, |n| n.min(renew_at)));
+    }
+    Ok(next)
+}
+
+/// The PVC, in PVC and migration modes: created when absent, grown when the spec asks for
+/// more, never shrunk or re-created; with `retention: Retain`, an owner reference to this
+/// TrustyAIService (the Go operator's) is removed.
+async fn apply_pvc(ctx: &Context, instance: &Instance<'_>) -> Result<(), ReconcileError> {
+    let Some(desired) = pvc::pvc(instance)? else {
+        return Ok(());
+    };
+    let name = desired.name_any();
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), instance.namespace());
+    let live = api.get_opt(&name).await.map_err(ReconcileError::kube(
+        "reading",
+        "PersistentVolumeClaim",
+        &name,
+    ))?;
+    if let Some(live) = &live
+        && !instance.spec().storage.deletes_pvc_with_service()
+        && let Some(patch) = pvc_plan::drop_owner_patch(live, instance.uid())
+    {
+        let patch = patch
+            .to_kube_patch::<()>()
+            .map_err(|source| ReconcileError::Encode {
+                what: "the PVC owner patch",
+                source,
+            })?;
+        api.patch(&name, &apply::update_params(), &patch)
+            .await
+            .map_err(ReconcileError::kube(
+                "patching",
+                "PersistentVolumeClaim",
+                &name,
+            ))?;
+        tracing::info!(pvc = %name, "removed the owner reference of a retained PVC");
+    }
+    let live_rv = live
+        .as_ref()
+        .and_then(|l| l.metadata.resource_version.clone());
+    let body = pvc_plan::apply_body(desired, live.as_ref());
+    let applied = apply::apply_after(&api, "PersistentVolumeClaim", &body, live_rv).await?;
+    // The Go operator's reason is `PVCCreated`.
+    announce(ctx, instance.service(), "PVC", &name, applied.outcome).await;
+    Ok(())
+}
+
+/// The Deployment; one made by the Go operator (its selector holds the version label, which is
+/// immutable) is deleted and created again.
+async fn apply_deployment(
+    ctx: &Context,
+    instance: &Instance<'_>,
+    inputs: Inputs<'_>,
+) -> Result<(), ReconcileError> {
+    let desired = deployment::deployment(
+        instance,
+        &DeploymentInputs {
+            images: inputs.images,
+            custom_ca_bundle: inputs.custom_ca_bundle,
+            db_ca_exists: inputs.db_ca_exists,
+        },
+    )?;
+    let name = desired.name_any();
+    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), instance.namespace());
+    let live =
+        api.get_opt(&name)
+            .await
+            .map_err(ReconcileError::kube("reading", "Deployment", &name))?;
+    let live_rv = match live {
+        Some(live) if deployment::must_recreate(&live, &desired) => {
+            delete_ignoring_absent(&api, "Deployment", &name).await?;
+            ctx.events
+                .normal(
+                    instance.service(),
+                    "DeploymentRecreated",
+                    "Apply",
+                    format!(
+                        "Deployment {name} re-created: its selector cannot be changed in place"
+                    ),
+                )
+                .await;
+            None
+        }
+        live => live.and_then(|l| l.metadata.resource_version),
+    };
+    let applied = apply::apply_after(&api, "Deployment", &desired, live_rv).await?;
+    announce(
+        ctx,
+        instance.service(),
+        "Deployment",
+        &name,
+        applied.outcome,
+    )
+    .await;
+    Ok(())
+}
+
+/// Deletes `name`; absent is fine.
+pub async fn delete_ignoring_absent<K>(
+    api: &Api<K>,
+    kind: &'static str,
+    name: &str,
+) -> Result<(), ReconcileError>
+where
+    K: Resource + Clone + std::fmt::Debug + DeserializeOwned,
+{
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(ReconcileError::kube("deleting", kind, name)(e)),
+    }
+}
+
+/// Whether the custom CA bundle ConfigMap (`odh-trusted-ca-bundle`, labelled for injection)
+/// exists in `namespace`.
+pub async fn custom_ca_bundle_exists(
+    ctx: &Context,
+    namespace: &str,
+) -> Result<bool, ReconcileError> {
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
+    let found = api
+        .get_metadata_opt(custom_ca_bundle::CONFIG_MAP)
+        .await
+        .map_err(ReconcileError::kube(
+            "reading",
+            "ConfigMap",
+            custom_ca_bundle::CONFIG_MAP,
+        ))?;
+    Ok(found.is_some_and(|cm| {
+        cm.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(custom_ca_bundle::INJECT_LABEL))
+            .is_some_and(|v| v == "true")
+    }))
+}
+
+/// Whether the Secret `name` exists in `namespace` (metadata only: its content is not needed).
+pub async fn secret_exists(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+) -> Result<bool, ReconcileError> {
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    api.get_metadata_opt(name)
+        .await
+        .map(|s| s.is_some())
+        .map_err(ReconcileError::kube("reading", "Secret", name))
+}

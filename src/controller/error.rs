@@ -1,0 +1,120 @@
+//! Why a reconcile failed, with a bounded [`category`](ReconcileError::category) for metrics
+//! labels and event reasons (never the object name or the error text, which are unbounded).
+
+use crate::controller::resources::BuildError;
+
+/// A failed reconcile of one TrustyAIService.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The spec cannot be rendered (an invalid size, an unknown storage format, …). Retrying
+    /// does not help until the spec changes, but the backoff keeps it cheap.
+    #[error("the spec cannot be rendered: {0}")]
+    Build(#[from] BuildError),
+    /// A call to the API server failed.
+    #[error("{action} {kind} {name}: {source}")]
+    Kube {
+        /// What was being done: `applying`, `reading`, `deleting`, `patching`, `listing`.
+        action: &'static str,
+        /// The kind of object.
+        kind: &'static str,
+        /// Its name (or namespace for lists).
+        name: String,
+        /// The client error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// An object could not be turned into a request body.
+    #[error("encoding {what}: {source}")]
+    Encode {
+        /// What was being encoded.
+        what: &'static str,
+        /// The serde error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The operand certificates could not be issued.
+    #[error("operand certificates: {0}")]
+    Certificates(String),
+}
+
+impl ReconcileError {
+    /// A `kube` error while doing `action` on `kind` `name`.
+    pub fn kube(
+        action: &'static str,
+        kind: &'static str,
+        name: impl Into<String>,
+    ) -> impl FnOnce(kube::Error) -> Self {
+        let name = name.into();
+        move |source| Self::Kube {
+            action,
+            kind,
+            name,
+            source: Box::new(source),
+        }
+    }
+
+    /// A short PascalCase label from a fixed set, for metrics and event reasons.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::Build(_) => "InvalidSpec",
+            Self::Kube { .. } if self.is_conflict() => "Conflict",
+            Self::Kube { source, .. } => match source.as_ref() {
+                kube::Error::Api(status) if status.code == 403 => "Forbidden",
+                kube::Error::Api(status) if status.code == 422 => "Rejected",
+                kube::Error::Api(_) => "ApiError",
+                _ => "ApiUnreachable",
+            },
+            Self::Encode { .. } => "EncodingFailed",
+            Self::Certificates(_) => "CertificatesFailed",
+        }
+    }
+
+    /// A write lost an optimistic-concurrency race (HTTP 409 Conflict): someone else changed
+    /// the object in between. Not a failure worth a warning: the next pass reads again.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Self::Kube { source, .. }
+            if matches!(source.as_ref(), kube::Error::Api(status)
+                if status.code == 409 && !status.is_already_exists()))
+    }
+}
+
+/// Whether `error` is the API server's 404 Not Found. By code: a 404 from a path the API
+/// server does not serve (discovery of an absent group) carries no parseable reason, and
+/// `Status::is_not_found` then answers false.
+pub fn is_not_found(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 404)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16, reason: &str) -> kube::Error {
+        kube::Error::Api(Box::new(
+            kube::core::Status::failure("boom", reason).with_code(code),
+        ))
+    }
+
+    #[test]
+    fn categories_are_bounded_and_conflicts_recognised() {
+        let conflict =
+            ReconcileError::kube("applying", "Deployment", "tas")(api_error(409, "Conflict"));
+        assert!(conflict.is_conflict());
+        assert_eq!(conflict.category(), "Conflict");
+        let forbidden = ReconcileError::kube("reading", "Secret", "x")(api_error(403, "Forbidden"));
+        assert!(!forbidden.is_conflict());
+        assert_eq!(forbidden.category(), "Forbidden");
+        let invalid = ReconcileError::kube("applying", "PVC", "x")(api_error(422, "Invalid"));
+        assert_eq!(invalid.category(), "Rejected");
+        assert_eq!(
+            ReconcileError::Build(BuildError::MissingMetadata("uid")).category(),
+            "InvalidSpec"
+        );
+        assert!(is_not_found(&api_error(404, "NotFound")));
+        assert!(is_not_found(&api_error(404, "Failed to parse error data")));
+        let exists =
+            ReconcileError::kube("creating", "Secret", "x")(api_error(409, "AlreadyExists"));
+        assert!(!exists.is_conflict());
+        assert!(!is_not_found(&api_error(409, "Conflict")));
+    }
+}

@@ -1,0 +1,286 @@
+//! Wires a TrustyAIService into the model servers of its namespace, and undoes it: the I/O
+//! around the pure patches of [`super::wiring`].
+//!
+//! The objects patched belong to users (InferenceServices) and to the ModelMesh controller
+//! (its Deployments), so every change is a guarded JSON patch computed from the object just
+//! read. One failing object does not stop the others, nor the rest of the reconcile (the Go
+//! operator let a failing InferenceService block the whole TrustyAIService, W-8): the first
+//! error is returned after everything was tried.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, ListParams};
+use trustyai_crds::TrustyAIService;
+use trustyai_crds::contract::labels;
+
+use super::apply;
+use super::children::apply_one;
+use super::context::Context;
+use super::discovery::{OptionalApis, inference_service_api_resource};
+use super::error::ReconcileError;
+use super::resources::{Instance, istio};
+use super::wiring::kserve::{self, LoggerChange, Plan};
+use super::wiring::{JsonPatch, modelmesh};
+
+/// The label selector of ModelMesh Deployments.
+pub fn modelmesh_selector() -> String {
+    format!(
+        "{}={}",
+        labels::MODELMESH_SERVICE,
+        labels::MODELMESH_SERVICE_VALUE
+    )
+}
+
+/// What wiring saw.
+#[derive(Debug, Default)]
+pub struct Wired {
+    /// Some InferenceService exists in the namespace.
+    pub inference_services_present: bool,
+    /// The first failure, after everything was tried.
+    pub error: Option<ReconcileError>,
+}
+
+impl Wired {
+    fn fail(&mut self, error: ReconcileError) {
+        tracing::warn!(%error, "wiring failed");
+        self.error.get_or_insert(error);
+    }
+}
+
+/// Wires `instance` into the namespace's InferenceServices and ModelMesh Deployments.
+pub async fn wire(
+    ctx: &Context,
+    instance: &Instance<'_>,
+    apis: OptionalApis,
+    serverless_enabled: bool,
+) -> Wired {
+    let mut out = Wired::default();
+    if !apis.inference_services {
+        return out;
+    }
+    let (cr, ns) = (instance.name(), instance.namespace());
+    let service = instance.service();
+    let isvcs: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), ns, &inference_service_api_resource());
+    let list = match isvcs.list(&ListParams::default()).await {
+        Ok(list) => list.items,
+        Err(e) => {
+            out.fail(ReconcileError::kube("listing", "InferenceService", ns)(e));
+            return out;
+        }
+    };
+    out.inference_services_present = !list.is_empty();
+    let (mut modelmesh_wanted, mut istio_wanted) = (false, false);
+    for isvc in &list {
+        let name = isvc.name_any();
+        match kserve::plan(isvc, cr, ns, serverless_enabled) {
+            Plan::ModelMesh => modelmesh_wanted = true,
+            Plan::Skip(reason) => {
+                tracing::debug!(isvc = %name, ?reason, "InferenceService skipped")
+            }
+            Plan::Logger { url } => {
+                istio_wanted |= kserve::uses_istio(isvc);
+                match kserve::set_logger(isvc, cr, ns, &url) {
+                    LoggerChange::Unchanged | LoggerChange::NoPredictor => {}
+                    LoggerChange::Conflict { existing_url } => {
+                        ctx.events
+                            .warning(
+                                service,
+                                "logger",
+                                "InferenceServiceLoggerConflict",
+                                format!(
+                                    "InferenceService {name} already logs to {existing_url}; left unchanged"
+                                ),
+                            )
+                            .await;
+                    }
+                    LoggerChange::Patch(patch) => {
+                        match patch_json(&isvcs, "InferenceService", &name, &patch).await {
+                            Ok(()) => {
+                                ctx.events
+                                    .normal(
+                                        service,
+                                        "InferenceServiceConfigured",
+                                        "Wire",
+                                        format!("KServe InferenceService {name} configured"),
+                                    )
+                                    .await;
+                            }
+                            Err(e) => out.fail(e),
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if modelmesh_wanted {
+        wire_modelmesh(ctx, instance, &mut out).await;
+    }
+    if istio_wanted {
+        if apis.destination_rules {
+            let api = Api::<DynamicObject>::namespaced_with(
+                ctx.client.clone(),
+                ns,
+                &istio::destination_rule_api_resource(),
+            );
+            if let Err(e) = apply_one(
+                ctx,
+                service,
+                &api,
+                "DestinationRule",
+                &istio::destination_rule(instance),
+            )
+            .await
+            {
+                out.fail(e);
+            }
+        }
+        if apis.virtual_services {
+            let api = Api::<DynamicObject>::namespaced_with(
+                ctx.client.clone(),
+                ns,
+                &istio::virtual_service_api_resource(),
+            );
+            if let Err(e) = apply_one(
+                ctx,
+                service,
+                &api,
+                "VirtualService",
+                &istio::virtual_service(instance),
+            )
+            .await
+            {
+                out.fail(e);
+            }
+        }
+    }
+    out
+}
+
+async fn wire_modelmesh(ctx: &Context, instance: &Instance<'_>, out: &mut Wired) {
+    let (cr, ns) = (instance.name(), instance.namespace());
+    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), ns);
+    let deployments = match api
+        .list(&ListParams::default().labels(&modelmesh_selector()))
+        .await
+    {
+        Ok(list) => list.items,
+        Err(e) => {
+            out.fail(ReconcileError::kube("listing", "Deployment", ns)(e));
+            return;
+        }
+    };
+    for deployment in &deployments {
+        let name = deployment.name_any();
+        if !modelmesh::is_ready(deployment) {
+            // Patching mid-rollout restarts ModelMesh twice; its Deployment watch brings us
+            // back when it is ready.
+            tracing::info!(deployment = %name, "ModelMesh Deployment not ready; wiring it later");
+            continue;
+        }
+        let patch = modelmesh::wire(deployment, cr, ns);
+        if patch.is_empty() {
+            continue;
+        }
+        match patch_json(&api, "Deployment", &name, &patch).await {
+            Ok(()) => {
+                ctx.events
+                    .normal(
+                        instance.service(),
+                        "InferenceServiceConfigured",
+                        "Wire",
+                        format!("ModelMesh Deployment {name} configured"),
+                    )
+                    .await;
+            }
+            Err(e) => out.fail(e),
+        }
+    }
+}
+
+/// Removes what [`wire`] added: the KServe loggers pointing at `service` (when the API is
+/// served) and its payload processor, mounts and volume on the ModelMesh Deployments.
+pub async fn unwire(
+    ctx: &Context,
+    service: &TrustyAIService,
+    apis: OptionalApis,
+) -> Result<(), ReconcileError> {
+    let cr = service.name_any();
+    let ns = service.namespace().unwrap_or_default();
+    let mut first: Option<ReconcileError> = None;
+    if apis.inference_services {
+        let isvcs: Api<DynamicObject> =
+            Api::namespaced_with(ctx.client.clone(), &ns, &inference_service_api_resource());
+        match isvcs.list(&ListParams::default()).await {
+            Ok(list) => {
+                for isvc in &list.items {
+                    let patch = kserve::remove_logger(isvc, &cr, &ns);
+                    if let Err(e) =
+                        patch_json(&isvcs, "InferenceService", &isvc.name_any(), &patch).await
+                    {
+                        first.get_or_insert(e);
+                    }
+                }
+            }
+            Err(e) => {
+                first.get_or_insert(ReconcileError::kube("listing", "InferenceService", &ns)(e));
+            }
+        }
+    }
+    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
+    match deployments
+        .list(&ListParams::default().labels(&modelmesh_selector()))
+        .await
+    {
+        Ok(list) => {
+            for deployment in &list.items {
+                let patch = modelmesh::unwire(deployment, &cr, &ns);
+                if let Err(e) =
+                    patch_json(&deployments, "Deployment", &deployment.name_any(), &patch).await
+                {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        Err(e) => {
+            first.get_or_insert(ReconcileError::kube("listing", "Deployment", &ns)(e));
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
+/// Applies a non-empty JSON patch to `name`.
+async fn patch_json<K>(
+    api: &Api<K>,
+    kind: &'static str,
+    name: &str,
+    patch: &JsonPatch,
+) -> Result<(), ReconcileError>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    if patch.is_empty() {
+        return Ok(());
+    }
+    let body = patch
+        .to_kube_patch::<()>()
+        .map_err(|source| ReconcileError::Encode {
+            what: "a JSON patch",
+            source,
+        })?;
+    api.patch(name, &apply::update_params(), &body)
+        .await
+        .map_err(ReconcileError::kube("patching", kind, name))?;
+    tracing::info!(kind, name, "patched");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modelmesh_deployments_are_selected_by_label() {
+        assert_eq!(modelmesh_selector(), "modelmesh-service=modelmesh-serving");
+    }
+}

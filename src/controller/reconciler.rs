@@ -1,0 +1,483 @@
+//! One reconcile of a TrustyAIService: finalizer, children, wiring, status; or, when it is
+//! being deleted, the cleanup.
+//!
+//! A failure while applying the children does not skip the status: the status is written with
+//! the failure in `ProvisioningSucceeded` (so `kubectl get` shows why), a `Warning` event is
+//! emitted once, and the error goes back to the controller for a backoff retry.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, ListParams, Patch};
+use kube::runtime::controller::Action;
+use serde_json::json;
+use tracing::Instrument;
+use trustyai_certs::time::OffsetDateTime;
+use trustyai_crds::TrustyAIService;
+use trustyai_crds::defaults::StorageMode;
+use trustyai_crds::validation::image_allowed;
+
+use super::apply::update_params;
+use super::backoff::{self, CONFLICT_RETRY};
+use super::children::{self, Inputs, delete_ignoring_absent};
+use super::context::Context;
+use super::db_secret::{self, DbSecretError};
+use super::error::ReconcileError;
+use super::finalizer::{self, Step};
+use super::integration;
+use super::resources::images::{self, ImageSources, Images};
+use super::resources::{Instance, cluster_role_binding, labels, names, route};
+use super::status::{self, DeploymentObservation, Observations, PvcObservation, RouteObservation};
+use super::wiring::kserve;
+
+/// Event topics: each has at most one outstanding warning.
+mod topic {
+    pub const PROVISIONING: &str = "provisioning";
+    pub const DATABASE: &str = "database";
+    pub const IMAGE: &str = "image";
+    pub const WIRING: &str = "wiring";
+    pub const CLEANUP: &str = "cleanup";
+}
+
+/// The key of an object's backoff state.
+pub fn backoff_key(service: &TrustyAIService) -> String {
+    format!(
+        "{}/{}",
+        service.namespace().unwrap_or_default(),
+        service.name_any()
+    )
+}
+
+/// Reconciles `service`.
+pub async fn reconcile(
+    service: Arc<TrustyAIService>,
+    ctx: Arc<Context>,
+) -> Result<Action, ReconcileError> {
+    // Not `name`: JSON logs put the span's own name under that key.
+    let span = tracing::info_span!(
+        "reconcile",
+        namespace = %service.namespace().unwrap_or_default(),
+        trustyaiservice = %service.name_any()
+    );
+    let started = std::time::Instant::now();
+    async move {
+        let result = match finalizer::step(&service.metadata) {
+            Step::Ignore => Ok(Action::await_change()),
+            Step::Cleanup { remaining } => cleanup(&service, &ctx, remaining).await,
+            Step::Set(finalizers) => {
+                set_finalizers(&ctx, &service, &finalizers).await?;
+                converge(&service, &ctx).await
+            }
+            Step::Reconcile => converge(&service, &ctx).await,
+        };
+        if result.is_ok() {
+            ctx.backoffs.reset(&backoff_key(&service));
+        }
+        if let Some(metrics) = &ctx.config.metrics {
+            metrics.reconciled(
+                started.elapsed(),
+                result.as_ref().err().map(ReconcileError::category),
+            );
+        }
+        result
+    }
+    .instrument(span)
+    .await
+}
+
+/// After a failed reconcile: a quick quiet retry for conflicts, else exponential backoff.
+pub fn error_policy(
+    service: Arc<TrustyAIService>,
+    error: &ReconcileError,
+    ctx: Arc<Context>,
+) -> Action {
+    let (namespace, name) = (service.namespace().unwrap_or_default(), service.name_any());
+    if error.is_conflict() {
+        tracing::debug!(%namespace, %name, %error, "write conflict; retrying");
+        return Action::requeue(CONFLICT_RETRY);
+    }
+    let mut delay = ctx.backoffs.next_delay(&backoff_key(&service));
+    // A failing cleanup comes back by its deadline at the latest, to give up then.
+    if let Some(left) = finalizer::until_cleanup_expires(
+        service.metadata.deletion_timestamp.as_ref(),
+        &Time(Timestamp::now()),
+        ctx.config.cleanup_timeout,
+    ) {
+        delay = delay.min(left + Duration::from_secs(1));
+    }
+    tracing::warn!(%namespace, %name, category = error.category(), %error, ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+async fn set_finalizers(
+    ctx: &Context,
+    service: &TrustyAIService,
+    finalizers: &[String],
+) -> Result<(), ReconcileError> {
+    let name = service.name_any();
+    let api: Api<TrustyAIService> =
+        Api::namespaced(ctx.client.clone(), &service.namespace().unwrap_or_default());
+    let body = finalizer::patch(service.metadata.resource_version.as_deref(), finalizers);
+    api.patch(&name, &update_params(), &Patch::Merge(&body))
+        .await
+        .map_err(ReconcileError::kube("patching", "TrustyAIService", &name))?;
+    Ok(())
+}
+
+/// Brings the children and the status in line with the spec.
+async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, ReconcileError> {
+    let instance = Instance::new(service, &ctx.config.operator_version)?;
+    let mode = match instance.storage_mode() {
+        Ok(mode) => mode,
+        Err(e) => {
+            // Without a storage mode there is no status to compute; the schema and the webhook
+            // make this unreachable for objects written while they were in place.
+            ctx.events
+                .warning(service, topic::PROVISIONING, "InvalidSpec", e.to_string())
+                .await;
+            return Err(e.into());
+        }
+    };
+    let apis = ctx.apis();
+    let config = ctx.operator_config_data();
+    let images = resolve_images(ctx, service, config.as_ref()).await;
+
+    let db_credentials = if mode.uses_database() {
+        Some(check_database(ctx, &instance).await?)
+    } else {
+        None
+    };
+    let db_ca_exists = mode.uses_database()
+        && children::secret_exists(ctx, instance.namespace(), &names::db_ca(instance.name()))
+            .await?;
+    let custom_ca_bundle = children::custom_ca_bundle_exists(ctx, instance.namespace()).await?;
+
+    let applied = children::apply_all(
+        ctx,
+        &instance,
+        Inputs {
+            images: &images,
+            custom_ca_bundle,
+            db_ca_exists,
+            apis,
+        },
+    )
+    .await;
+    let (renew_at, provisioning_error) = match applied {
+        Ok(applied) => (applied.renew_at, None),
+        Err(e) if e.is_conflict() => return Err(e),
+        Err(e) => (None, Some(e)),
+    };
+    let wired = integration::wire(
+        ctx,
+        &instance,
+        apis,
+        kserve::serverless_enabled(config.as_ref()),
+    )
+    .await;
+
+    let observed = Observations {
+        generation: service.metadata.generation,
+        mode,
+        deployment: observe_deployment(ctx, &instance).await?,
+        pvc: observe_pvc(ctx, &instance, mode).await?,
+        db_credentials,
+        route: observe_route(ctx, &instance, apis.routes).await?,
+        inference_services_present: wired.inference_services_present,
+        image: Some(images.service.image.clone()),
+        provisioning_error: provisioning_error.as_ref().map(ToString::to_string),
+    };
+    write_status(ctx, service, &observed).await?;
+
+    match &provisioning_error {
+        Some(e) => {
+            ctx.events
+                .warning(service, topic::PROVISIONING, e.category(), e.to_string())
+                .await;
+        }
+        None => ctx.events.resolved(service, topic::PROVISIONING),
+    }
+    match &wired.error {
+        Some(e) => {
+            ctx.events
+                .warning(service, topic::WIRING, "WiringFailed", e.to_string())
+                .await;
+        }
+        None => ctx.events.resolved(service, topic::WIRING),
+    }
+    if let Some(e) = provisioning_error.or(wired.error) {
+        return Err(e);
+    }
+    tracing::info!("reconciled");
+    let uid = service.uid().unwrap_or_default();
+    let mut next = backoff::jittered(ctx.config.safety_requeue, &uid);
+    if let Some(renew_at) = renew_at {
+        let until =
+            (renew_at - OffsetDateTime::now_utc()).max(trustyai_certs::time::Duration::ZERO);
+        next = next.min(Duration::try_from(until).unwrap_or(Duration::ZERO));
+    }
+    Ok(Action::requeue(next))
+}
+
+/// The images, and a warning when `spec.image` is not allowed (it is then ignored, as the
+/// webhook would have refused it).
+async fn resolve_images(
+    ctx: &Context,
+    service: &TrustyAIService,
+    config: Option<&std::collections::BTreeMap<String, String>>,
+) -> Images {
+    let spec_image = service
+        .spec
+        .image
+        .as_deref()
+        .map(str::trim)
+        .filter(|i| !i.is_empty());
+    let prefixes = ctx.allowed_image_prefixes(config);
+    let allowed = spec_image.is_some_and(|i| image_allowed(i, &prefixes));
+    match spec_image {
+        Some(image) if !allowed => {
+            ctx.events
+                .warning(
+                    service,
+                    topic::IMAGE,
+                    "ImageNotAllowed",
+                    format!(
+                        "spec.image {image} is not under an allowed prefix ({}); the default image is used",
+                        prefixes.join(", ")
+                    ),
+                )
+                .await;
+        }
+        _ => ctx.events.resolved(service, topic::IMAGE),
+    }
+    images::resolve(&ImageSources {
+        env_service_image: ctx.config.env_service_image.as_deref(),
+        env_kube_rbac_proxy_image: ctx.config.env_kube_rbac_proxy_image.as_deref(),
+        spec_image,
+        spec_image_allowed: allowed,
+        config_map: config,
+    })
+}
+
+/// The database credentials check, with a warning event when it fails.
+async fn check_database(
+    ctx: &Context,
+    instance: &Instance<'_>,
+) -> Result<Result<(), DbSecretError>, ReconcileError> {
+    let name = names::db_credentials(instance.name(), instance.spec());
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), instance.namespace());
+    let secret = api
+        .get_opt(&name)
+        .await
+        .map_err(ReconcileError::kube("reading", "Secret", &name))?;
+    let checked = db_secret::check_secret(&name, instance.namespace(), secret.as_ref());
+    match &checked {
+        Err(e) => {
+            ctx.events
+                .warning(
+                    instance.service(),
+                    topic::DATABASE,
+                    e.reason(),
+                    e.to_string(),
+                )
+                .await;
+        }
+        Ok(()) => ctx.events.resolved(instance.service(), topic::DATABASE),
+    }
+    Ok(checked)
+}
+
+async fn observe_deployment(
+    ctx: &Context,
+    instance: &Instance<'_>,
+) -> Result<Option<DeploymentObservation>, ReconcileError> {
+    let name = names::service(instance.name());
+    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), instance.namespace());
+    let Some(deployment) =
+        api.get_opt(&name)
+            .await
+            .map_err(ReconcileError::kube("reading", "Deployment", &name))?
+    else {
+        return Ok(None);
+    };
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), instance.namespace());
+    let selector = labels::selector_string(&labels::selector(instance.name()));
+    let pods = pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(ReconcileError::kube("listing", "Pod", instance.namespace()))?;
+    Ok(Some(DeploymentObservation::from_deployment(
+        &deployment,
+        &pods.items,
+    )))
+}
+
+async fn observe_pvc(
+    ctx: &Context,
+    instance: &Instance<'_>,
+    mode: StorageMode,
+) -> Result<Option<PvcObservation>, ReconcileError> {
+    if !mode.uses_pvc() {
+        return Ok(None);
+    }
+    let name = names::pvc(instance.name());
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), instance.namespace());
+    let claim = api.get_opt(&name).await.map_err(ReconcileError::kube(
+        "reading",
+        "PersistentVolumeClaim",
+        &name,
+    ))?;
+    Ok(Some(PvcObservation::from_claim(claim.as_ref())))
+}
+
+async fn observe_route(
+    ctx: &Context,
+    instance: &Instance<'_>,
+    served: bool,
+) -> Result<RouteObservation, ReconcileError> {
+    if !served {
+        return Ok(RouteObservation::NotSupported);
+    }
+    let name = names::service(instance.name());
+    let api = Api::<DynamicObject>::namespaced_with(
+        ctx.client.clone(),
+        instance.namespace(),
+        &route::api_resource(),
+    );
+    let found = api
+        .get_opt(&name)
+        .await
+        .map_err(ReconcileError::kube("reading", "Route", &name))?;
+    Ok(RouteObservation::from_route(found.as_ref()))
+}
+
+/// Writes the status computed from `observed` if it differs from the current one.
+async fn write_status(
+    ctx: &Context,
+    service: &TrustyAIService,
+    observed: &Observations,
+) -> Result<(), ReconcileError> {
+    let now = Time(Timestamp::now());
+    let new = status::compute(service.status.as_ref(), observed, &now);
+    if !status::changed(service.status.as_ref(), &new) {
+        return Ok(());
+    }
+    let name = service.name_any();
+    let api: Api<TrustyAIService> =
+        Api::namespaced(ctx.client.clone(), &service.namespace().unwrap_or_default());
+    // A merge patch replaces `conditions` as a whole: `compute` returns the complete list,
+    // keeping conditions of types written by others.
+    let body = json!({ "status": new });
+    api.patch_status(&name, &update_params(), &Patch::Merge(&body))
+        .await
+        .map_err(ReconcileError::kube(
+            "writing the status of",
+            "TrustyAIService",
+            &name,
+        ))?;
+    tracing::info!(phase = ?new.phase, "status written");
+    Ok(())
+}
+
+/// The finalizer's work: undo the wiring, delete the ClusterRoleBinding, report a retained
+/// PVC, then release the object. A failing step is retried with backoff until
+/// `cleanup_timeout` after the deletion request, then given up with a warning.
+async fn cleanup(
+    service: &TrustyAIService,
+    ctx: &Context,
+    remaining: Vec<String>,
+) -> Result<Action, ReconcileError> {
+    match undo(service, ctx).await {
+        Ok(()) => ctx.events.resolved(service, topic::CLEANUP),
+        Err(e) if e.is_conflict() => return Err(e),
+        Err(e) => {
+            let now = Time(Timestamp::now());
+            let expired = finalizer::cleanup_expired(
+                service.metadata.deletion_timestamp.as_ref(),
+                &now,
+                ctx.config.cleanup_timeout,
+            );
+            if !expired {
+                ctx.events
+                    .warning(service, topic::CLEANUP, "CleanupFailed", e.to_string())
+                    .await;
+                return Err(e);
+            }
+            ctx.events
+                .warning(
+                    service,
+                    topic::CLEANUP,
+                    "CleanupAbandoned",
+                    format!(
+                        "cleanup still failing {:?} after the deletion request; deleting anyway: {e}",
+                        ctx.config.cleanup_timeout
+                    ),
+                )
+                .await;
+        }
+    }
+    if !service.spec.storage.deletes_pvc_with_service() && service.spec.uses_pvc() {
+        report_retained_pvc(ctx, service).await;
+    }
+    set_finalizers(ctx, service, &remaining).await?;
+    ctx.events.forget(service);
+    tracing::info!("finalized");
+    Ok(Action::await_change())
+}
+
+async fn undo(service: &TrustyAIService, ctx: &Context) -> Result<(), ReconcileError> {
+    let wiring = integration::unwire(ctx, service, ctx.apis()).await;
+    let binding = delete_bindings(ctx, service).await;
+    wiring.and(binding)
+}
+
+/// Deletes the ClusterRoleBinding(s) made for `service`: by name, and any other carrying its
+/// owner labels.
+async fn delete_bindings(ctx: &Context, service: &TrustyAIService) -> Result<(), ReconcileError> {
+    let (cr, ns) = (service.name_any(), service.namespace().unwrap_or_default());
+    let api: Api<ClusterRoleBinding> = Api::all(ctx.client.clone());
+    delete_ignoring_absent(
+        &api,
+        "ClusterRoleBinding",
+        &names::proxy_cluster_role_binding(&cr, &ns),
+    )
+    .await?;
+    let labelled = api
+        .list_metadata(
+            &ListParams::default().labels(&cluster_role_binding::owned_by_selector(&cr, &ns)),
+        )
+        .await
+        .map_err(ReconcileError::kube("listing", "ClusterRoleBinding", &cr))?;
+    for binding in labelled.items {
+        delete_ignoring_absent(&api, "ClusterRoleBinding", &binding.name_any()).await?;
+    }
+    Ok(())
+}
+
+async fn report_retained_pvc(ctx: &Context, service: &TrustyAIService) {
+    let name = names::pvc(&service.name_any());
+    let api: Api<PersistentVolumeClaim> =
+        Api::namespaced(ctx.client.clone(), &service.namespace().unwrap_or_default());
+    match api.get_metadata_opt(&name).await {
+        Ok(Some(_)) => {
+            ctx.events
+                .normal(
+                    service,
+                    "PVCRetained",
+                    "Delete",
+                    format!(
+                        "PersistentVolumeClaim {name} is retained (storage.retention: Retain); a TrustyAIService of the same name adopts it, or delete it to free the data"
+                    ),
+                )
+                .await;
+        }
+        Ok(None) => {}
+        Err(error) => tracing::warn!(%error, pvc = %name, "could not check the retained PVC"),
+    }
+}

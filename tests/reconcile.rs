@@ -1,0 +1,1280 @@
+#![allow(clippy::expect_used)] // a test fails loudly on unexpected data
+//! The reconcile loop through the real API server: the operator binary (webhooks included)
+//! against the local control plane, where kube-controller-manager runs the Deployments and
+//! the garbage collector, the PV binder binds claims, and kwok makes pods Ready.
+//!
+//! One operator serves the tests of this binary, each in namespaces of its own: it starts
+//! with the first test that needs it and stops when the last one running is done (so it never
+//! outlives the binary). Most tests share it (`Env::shared`); the tests that change something
+//! cluster-wide (the operator ConfigMap, optional API CRDs) or restart the operator take it
+//! exclusively (`Env::exclusive`), which waits for the shared users to finish. That lock plays
+//! the role of `support::CLUSTER_WIDE` here: this binary has its own control plane, and no
+//! other operator runs on it.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{
+    ConfigMap, PersistentVolume, PersistentVolumeClaim, Secret, Service, ServiceAccount,
+};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use support::ControlPlane;
+use support::operator::Operator;
+use tokio::sync::{OnceCell, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use trustyai_crds::TrustyAIService;
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+const DEFAULT_IMAGE: &str = "quay.io/trustyai/trustyai-service:latest";
+const OPERATOR_CONFIG: &str = "trustyai-service-operator-config";
+
+// --- the shared operator -------------------------------------------------------------------
+
+struct Running {
+    users: usize,
+    operator: Option<Operator>,
+}
+
+static RUNNING: Mutex<Running> = Mutex::new(Running {
+    users: 0,
+    operator: None,
+});
+static EXCLUSIVE: RwLock<()> = RwLock::const_new(());
+static OPERATOR_NAMESPACE: OnceCell<String> = OnceCell::const_new();
+
+#[allow(dead_code)] // held for their Drop only
+enum Access {
+    Shared(RwLockReadGuard<'static, ()>),
+    Exclusive(RwLockWriteGuard<'static, ()>),
+}
+
+/// A test's view of the cluster and the operator; dropping it releases the operator.
+struct Env {
+    cp: &'static ControlPlane,
+    client: Client,
+    operator_ns: String,
+    _access: Access,
+}
+
+fn running() -> std::sync::MutexGuard<'static, Running> {
+    RUNNING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn start_operator(cp: &ControlPlane, namespace: &str) -> Operator {
+    let mut operator = Operator::start(
+        cp,
+        namespace,
+        &["--create-webhook-configurations", "--log-format", "json"],
+    );
+    operator.wait_ready(TIMEOUT);
+    operator
+}
+
+impl Env {
+    async fn shared() -> Env {
+        Self::new(Access::Shared(EXCLUSIVE.read().await)).await
+    }
+
+    async fn exclusive() -> Env {
+        Self::new(Access::Exclusive(EXCLUSIVE.write().await)).await
+    }
+
+    async fn new(access: Access) -> Env {
+        let cp = ControlPlane::shared();
+        let client = cp.client().await;
+        let operator_ns = OPERATOR_NAMESPACE
+            .get_or_init(|| cp.namespace(&client, "operator"))
+            .await
+            .clone();
+        {
+            let mut running = running();
+            running.users += 1;
+            if running.operator.is_none() {
+                running.operator = Some(start_operator(cp, &operator_ns));
+            }
+        }
+        Env {
+            cp,
+            client,
+            operator_ns,
+            _access: access,
+        }
+    }
+
+    /// Stops the operator (asserting a clean exit) and starts a new one; returns the new log.
+    fn restart_operator(&self) -> std::path::PathBuf {
+        let mut running = running();
+        if let Some(mut operator) = running.operator.take() {
+            let status = operator.stop();
+            assert!(
+                status.success(),
+                "clean exit on SIGTERM:\n{}",
+                operator.logs()
+            );
+        }
+        let operator = start_operator(self.cp, &self.operator_ns);
+        let log = operator.log.clone();
+        running.operator = Some(operator);
+        log
+    }
+
+    fn operator_logs(&self) -> String {
+        running()
+            .operator
+            .as_ref()
+            .map(Operator::logs)
+            .unwrap_or_default()
+    }
+
+    async fn namespace(&self, prefix: &str) -> String {
+        self.cp.namespace(&self.client, prefix).await
+    }
+
+    /// Polls `check` every 250 ms until it returns `Some`, or fails with the operator's log.
+    async fn wait<T, F, Fut>(&self, what: &str, mut check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Option<T>>,
+    {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if let Some(value) = check().await {
+                return value;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "timed out after {TIMEOUT:?} waiting for {what}\n--- operator log ---\n{}",
+                    self.operator_logs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    fn services(&self, ns: &str) -> Api<TrustyAIService> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    fn api<K>(&self, ns: &str) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    async fn create(&self, ns: &str, name: &str, spec: Value) -> TrustyAIService {
+        let object: TrustyAIService = serde_json::from_value(json!({
+            "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService",
+            "metadata": {"name": name}, "spec": spec
+        }))
+        .expect("a TrustyAIService");
+        self.services(ns)
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap_or_else(|e| panic!("creating {ns}/{name}: {e}"))
+    }
+
+    /// Waits until the condition `type_` of `ns/name` has `status` (and `reason`, if given).
+    async fn wait_condition(
+        &self,
+        ns: &str,
+        name: &str,
+        type_: &str,
+        status: &str,
+        reason: Option<&str>,
+    ) -> TrustyAIService {
+        let api = self.services(ns);
+        self.wait(&format!("{ns}/{name} {type_}={status} {reason:?}"), || {
+            let api = api.clone();
+            async move {
+                let object = api.get_opt(name).await.ok()??;
+                let c = condition(&object, type_)?;
+                (c.status == status && reason.is_none_or(|r| c.reason.as_deref() == Some(r)))
+                    .then_some(object)
+            }
+        })
+        .await
+    }
+
+    async fn wait_ready(&self, ns: &str, name: &str) -> TrustyAIService {
+        self.wait_condition(ns, name, "Ready", "True", None).await
+    }
+
+    /// A PersistentVolume pre-bound to the claim `ns/claim`, so the PV binder binds exactly
+    /// that claim (there is no StorageClass on this cluster).
+    async fn volume_for(&self, ns: &str, claim: &str) {
+        let name = format!("{ns}-{claim}");
+        let pv: PersistentVolume = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": name},
+            "spec": {
+                "capacity": {"storage": "5Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "hostPath": {"path": format!("/tmp/{name}")},
+                "claimRef": {"namespace": ns, "name": claim}
+            }
+        }))
+        .expect("a PV");
+        Api::<PersistentVolume>::all(self.client.clone())
+            .create(&PostParams::default(), &pv)
+            .await
+            .expect("creating the PV");
+    }
+
+    /// Events regarding `name` in `ns` with `reason`.
+    async fn events(&self, ns: &str, name: &str, reason: &str) -> Vec<Event> {
+        self.api::<Event>(ns)
+            .list(&ListParams::default())
+            .await
+            .expect("events")
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                    && e.reason.as_deref() == Some(reason)
+            })
+            .collect()
+    }
+
+    async fn wait_event(&self, ns: &str, name: &str, reason: &str) -> Vec<Event> {
+        self.wait(&format!("event {reason} on {ns}/{name}"), || async {
+            let found = self.events(ns, name, reason).await;
+            (!found.is_empty()).then_some(found)
+        })
+        .await
+    }
+
+    async fn delete_service(&self, ns: &str, name: &str) {
+        self.services(ns)
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("deleting the TrustyAIService");
+        self.wait(&format!("{ns}/{name} gone"), || async {
+            self.services(ns)
+                .get_opt(name)
+                .await
+                .ok()
+                .and_then(|o| o.is_none().then_some(()))
+        })
+        .await;
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        let mut running = running();
+        running.users = running.users.saturating_sub(1);
+        if running.users == 0 {
+            // SIGTERM, then a bounded wait (Operator's Drop).
+            drop(running.operator.take());
+        }
+    }
+}
+
+struct Cond {
+    status: String,
+    reason: Option<String>,
+}
+
+fn condition(object: &TrustyAIService, type_: &str) -> Option<Cond> {
+    object
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| Cond {
+            status: c.status.clone(),
+            reason: c.reason.clone(),
+        })
+}
+
+fn pvc_spec() -> Value {
+    json!({"storage": {"format": "PVC", "size": "1Gi"}, "metrics": {"schedule": "5s"}})
+}
+
+fn env_value(deployment: &Deployment, name: &str) -> Option<String> {
+    service_container(deployment)
+        .env
+        .as_ref()?
+        .iter()
+        .find(|e| e.name == name)
+        .and_then(|e| e.value.clone())
+}
+
+fn service_container(deployment: &Deployment) -> &k8s_openapi::api::core::v1::Container {
+    deployment
+        .spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|p| p.containers.iter().find(|c| c.name == "trustyai-service"))
+        .expect("the trustyai-service container")
+}
+
+fn assert_owned_by(meta: &kube::api::ObjectMeta, owner: &TrustyAIService, what: &str) {
+    let refs = meta.owner_references.as_deref().unwrap_or_default();
+    assert!(
+        refs.iter().any(|r| r.uid == owner.uid().unwrap_or_default()
+            && r.controller == Some(true)
+            && r.kind == "TrustyAIService"
+            && r.api_version == "trustyai.opendatahub.io/v1"),
+        "{what} is owned by the TrustyAIService: {refs:?}"
+    );
+}
+
+fn dynamic_api(
+    client: &Client,
+    ns: &str,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+) -> Api<DynamicObject> {
+    let resource =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+    Api::namespaced_with(client.clone(), ns, &resource)
+}
+
+// --- tests ----------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn pvc_mode_creates_every_child_and_becomes_ready() {
+    let env = Env::shared().await;
+    let ns = env.namespace("pvc").await;
+    env.volume_for(&ns, "tas-pvc").await;
+    env.create(&ns, "tas", pvc_spec()).await;
+    let started = Instant::now();
+    let ready = env.wait_ready(&ns, "tas").await;
+    eprintln!("PVC mode Ready after {:?}", started.elapsed());
+
+    // Status.
+    let status = ready.status.as_ref().expect("status");
+    assert_eq!(status.phase.as_deref(), Some("Ready"));
+    assert_eq!(status.ready.as_deref(), Some("True"));
+    assert_eq!(status.observed_generation, ready.metadata.generation);
+    assert_eq!(status.image.as_deref(), Some(DEFAULT_IMAGE));
+    let route = condition(&ready, "RouteAvailable").expect("RouteAvailable");
+    assert_eq!(
+        (route.status.as_str(), route.reason.as_deref()),
+        ("False", Some("RouteNotSupported"))
+    );
+    let pvc = condition(&ready, "PVCAvailable").expect("PVCAvailable");
+    assert_eq!(
+        (pvc.status.as_str(), pvc.reason.as_deref()),
+        ("True", Some("PVCFound"))
+    );
+    assert!(condition(&ready, "DBAvailable").is_none());
+    assert_eq!(
+        ready.metadata.finalizers,
+        Some(vec!["trustyai.opendatahub.io/finalizer".to_owned()])
+    );
+
+    // Deployment: names, labels, owner, env, images, no version in the selector.
+    let deployment = env
+        .api::<Deployment>(&ns)
+        .get("tas")
+        .await
+        .expect("Deployment tas");
+    assert_owned_by(&deployment.metadata, &ready, "the Deployment");
+    let labels = deployment.labels();
+    assert_eq!(
+        labels.get("app.kubernetes.io/part-of").map(String::as_str),
+        Some("trustyai")
+    );
+    assert_eq!(labels.get("app").map(String::as_str), Some("tas"));
+    assert!(labels.contains_key("app.kubernetes.io/version"));
+    let spec = &deployment.spec;
+    assert_eq!(spec.replicas, Some(1));
+    let selector = spec.selector.match_labels.as_ref().expect("selector");
+    assert_eq!(
+        selector
+            .get("app.kubernetes.io/instance")
+            .map(String::as_str),
+        Some("tas")
+    );
+    assert!(!selector.contains_key("app.kubernetes.io/version"));
+    assert_eq!(
+        env_value(&deployment, "SERVICE_STORAGE_FORMAT").as_deref(),
+        Some("PVC")
+    );
+    assert_eq!(
+        env_value(&deployment, "SERVICE_METRICS_SCHEDULE").as_deref(),
+        Some("5s")
+    );
+    assert_eq!(
+        env_value(&deployment, "STORAGE_DATA_FOLDER").as_deref(),
+        Some("/inputs")
+    );
+    assert_eq!(
+        service_container(&deployment).image.as_deref(),
+        Some(DEFAULT_IMAGE)
+    );
+    let pod = spec.template.spec.as_ref().expect("pod");
+    assert_eq!(pod.service_account_name.as_deref(), Some("tas-proxy"));
+    assert!(pod.volumes.iter().flatten().any(|v| {
+        v.persistent_volume_claim
+            .as_ref()
+            .is_some_and(|c| c.claim_name == "tas-pvc")
+    }));
+
+    // The other children.
+    for name in ["tas", "tas-tls"] {
+        let svc = env.api::<Service>(&ns).get(name).await.expect("Service");
+        assert_owned_by(&svc.metadata, &ready, name);
+    }
+    let sa = env
+        .api::<ServiceAccount>(&ns)
+        .get("tas-proxy")
+        .await
+        .expect("ServiceAccount");
+    assert_owned_by(&sa.metadata, &ready, "the ServiceAccount");
+    let cm = env
+        .api::<ConfigMap>(&ns)
+        .get("tas-kube-rbac-proxy-config")
+        .await
+        .expect("ConfigMap");
+    assert_owned_by(&cm.metadata, &ready, "the ConfigMap");
+    assert!(cm.data.expect("data")["config.yaml"].contains("resourceName: \"tas\""));
+    let claim = env
+        .api::<PersistentVolumeClaim>(&ns)
+        .get("tas-pvc")
+        .await
+        .expect("PVC");
+    assert!(
+        claim.metadata.owner_references.is_none(),
+        "retained: no owner"
+    );
+    assert_eq!(
+        claim
+            .labels()
+            .get("app.kubernetes.io/instance")
+            .map(String::as_str),
+        Some("tas")
+    );
+    let binding = Api::<ClusterRoleBinding>::all(env.client.clone())
+        .get(&format!("tas-{ns}-proxy-rolebinding"))
+        .await
+        .expect("ClusterRoleBinding");
+    assert_eq!(
+        binding.role_ref.name,
+        "trustyai-service-operator-proxy-role"
+    );
+    assert_eq!(
+        binding.subjects.expect("subjects")[0].namespace.as_deref(),
+        Some(ns.as_str())
+    );
+    // No service-ca on this cluster: the operator issues the serving certificates.
+    for name in ["tas-tls", "tas-internal"] {
+        let secret = env
+            .api::<Secret>(&ns)
+            .get(name)
+            .await
+            .expect("serving Secret");
+        assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
+        assert_owned_by(&secret.metadata, &ready, name);
+        let data = secret.data.expect("data");
+        assert!(
+            ["tls.crt", "tls.key", "ca.crt"]
+                .iter()
+                .all(|k| data.contains_key(*k))
+        );
+    }
+    let created = env.wait_event(&ns, "tas", "PVCCreated").await;
+    assert_eq!(created[0].type_.as_deref(), Some("Normal"));
+    env.wait_event(&ns, "tas", "DeploymentCreated").await;
+}
+
+#[tokio::test]
+async fn database_mode_reports_bad_credentials_and_recovers() {
+    let env = Env::shared().await;
+    let ns = env.namespace("db").await;
+    env.create(
+        &ns,
+        "tas",
+        json!({"storage": {"format": "DATABASE", "databaseConfigurations": "db-creds"},
+               "metrics": {"schedule": "5s"}}),
+    )
+    .await;
+
+    let missing = env
+        .wait_condition(
+            &ns,
+            "tas",
+            "DBAvailable",
+            "False",
+            Some("DBCredentialsNotFound"),
+        )
+        .await;
+    assert_eq!(
+        missing.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Not Ready")
+    );
+    let warnings = env.wait_event(&ns, "tas", "DBCredentialsNotFound").await;
+    assert_eq!(warnings[0].type_.as_deref(), Some("Warning"));
+    assert!(
+        warnings[0]
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("db-creds")
+    );
+    // The Deployment is applied regardless, reading the named Secret; no PVC in this mode.
+    let deployment = env
+        .wait(&format!("Deployment {ns}/tas"), || async {
+            env.api::<Deployment>(&ns)
+                .get_opt("tas")
+                .await
+                .ok()
+                .flatten()
+        })
+        .await;
+    let refs: Vec<String> = service_container(&deployment)
+        .env
+        .iter()
+        .flatten()
+        .filter_map(|e| {
+            e.value_from
+                .as_ref()?
+                .secret_key_ref
+                .as_ref()
+                .map(|r| r.name.clone())
+        })
+        .collect();
+    assert!(
+        !refs.is_empty() && refs.iter().all(|r| r == "db-creds"),
+        "{refs:?}"
+    );
+    assert!(
+        env.api::<PersistentVolumeClaim>(&ns)
+            .get_opt("tas-pvc")
+            .await
+            .expect("read")
+            .is_none()
+    );
+
+    // A Secret missing a key: DBCredentialsError and a warning naming the key.
+    let mut data: BTreeMap<String, String> = [
+        ("databaseKind", "mariadb"),
+        ("databaseUsername", "user"),
+        ("databaseService", "db"),
+        ("databasePort", "3306"),
+        ("databaseName", "trustyai"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let secret = |data: &BTreeMap<String, String>| -> Secret {
+        serde_json::from_value(json!({"metadata": {"name": "db-creds"}, "stringData": data}))
+            .expect("a Secret")
+    };
+    env.api::<Secret>(&ns)
+        .create(&PostParams::default(), &secret(&data))
+        .await
+        .expect("creating the Secret");
+    env.wait_condition(
+        &ns,
+        "tas",
+        "DBAvailable",
+        "False",
+        Some("DBCredentialsError"),
+    )
+    .await;
+    let warnings = env.wait_event(&ns, "tas", "DBCredentialsError").await;
+    assert!(
+        warnings[0]
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("databasePassword"),
+        "{:?}",
+        warnings[0].note
+    );
+
+    // The complete Secret: the service becomes ready.
+    data.insert("databasePassword".into(), "secret".into());
+    env.api::<Secret>(&ns)
+        .replace("db-creds", &PostParams::default(), &secret(&data))
+        .await
+        .expect("completing the Secret");
+    let ready = env.wait_ready(&ns, "tas").await;
+    let db = condition(&ready, "DBAvailable").expect("DBAvailable");
+    assert_eq!(
+        (db.status.as_str(), db.reason.as_deref()),
+        ("True", Some("DBAvailable"))
+    );
+    // Warnings are emitted on transitions, not on every reconcile.
+    assert_eq!(
+        env.events(&ns, "tas", "DBCredentialsNotFound").await.len(),
+        1
+    );
+    assert_eq!(env.events(&ns, "tas", "DBCredentialsError").await.len(), 1);
+    for event in env.events(&ns, "tas", "DBCredentialsNotFound").await {
+        assert!(event.series.is_none(), "published once: {:?}", event.series);
+    }
+}
+
+#[tokio::test]
+async fn drift_is_corrected() {
+    let env = Env::shared().await;
+    let ns = env.namespace("drift").await;
+    env.volume_for(&ns, "tas-pvc").await;
+    env.create(&ns, "tas", pvc_spec()).await;
+    env.wait_ready(&ns, "tas").await;
+
+    let services = env.api::<Service>(&ns);
+    let old = services.get("tas").await.expect("Service").uid();
+    services
+        .delete("tas", &DeleteParams::default())
+        .await
+        .expect("deleting the Service");
+    let started = Instant::now();
+    env.wait("the Service to come back", || async {
+        let svc = services.get_opt("tas").await.ok()??;
+        (svc.uid() != old).then_some(())
+    })
+    .await;
+    eprintln!("deleted Service re-created after {:?}", started.elapsed());
+
+    let deployments = env.api::<Deployment>(&ns);
+    deployments
+        .patch(
+            "tas",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .expect("scaling the Deployment");
+    let started = Instant::now();
+    env.wait("replicas back to 1", || async {
+        let d = deployments.get("tas").await.ok()?;
+        (d.spec.replicas == Some(1)).then_some(())
+    })
+    .await;
+    eprintln!("scaled Deployment restored after {:?}", started.elapsed());
+
+    // The kube-rbac-proxy configuration is restored too.
+    let config_maps = env.api::<ConfigMap>(&ns);
+    config_maps
+        .patch(
+            "tas-kube-rbac-proxy-config",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"config.yaml": "tampered"}})),
+        )
+        .await
+        .expect("editing the ConfigMap");
+    env.wait("the ConfigMap restored", || async {
+        let cm = config_maps.get("tas-kube-rbac-proxy-config").await.ok()?;
+        cm.data?
+            .get("config.yaml")?
+            .contains("resourceName")
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn retained_pvc_survives_deletion_and_is_adopted_while_delete_removes_it() {
+    let env = Env::shared().await;
+    let ns = env.namespace("retain").await;
+    env.volume_for(&ns, "kept-pvc").await;
+    env.create(&ns, "kept", pvc_spec()).await;
+    env.wait_ready(&ns, "kept").await;
+    let claims = env.api::<PersistentVolumeClaim>(&ns);
+    let claim_uid = claims.get("kept-pvc").await.expect("PVC").uid();
+    let bindings = Api::<ClusterRoleBinding>::all(env.client.clone());
+    let binding = format!("kept-{ns}-proxy-rolebinding");
+    assert!(bindings.get_opt(&binding).await.expect("read").is_some());
+
+    env.delete_service(&ns, "kept").await;
+    env.wait_event(&ns, "kept", "PVCRetained").await;
+    assert!(
+        bindings.get_opt(&binding).await.expect("read").is_none(),
+        "the binding is deleted"
+    );
+    // The garbage collector removes the owned children; the claim stays.
+    env.wait("the Deployment garbage-collected", || async {
+        env.api::<Deployment>(&ns)
+            .get_opt("kept")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let claim = claims.get("kept-pvc").await.expect("the retained PVC");
+    assert_eq!(claim.uid(), claim_uid);
+    assert!(claim.metadata.deletion_timestamp.is_none());
+
+    env.create(&ns, "kept", pvc_spec()).await;
+    let adopted = env.wait_ready(&ns, "kept").await;
+    assert_eq!(
+        claims.get("kept-pvc").await.expect("PVC").uid(),
+        claim_uid,
+        "adopted, not re-created"
+    );
+    assert!(condition(&adopted, "PVCAvailable").is_some_and(|c| c.status == "True"));
+
+    // retention: Delete: the claim is owned, and goes with the TrustyAIService.
+    env.volume_for(&ns, "gone-pvc").await;
+    let mut spec = pvc_spec();
+    spec["storage"]["retention"] = json!("Delete");
+    env.create(&ns, "gone", spec).await;
+    let gone = env.wait_ready(&ns, "gone").await;
+    let claim = claims.get("gone-pvc").await.expect("PVC");
+    assert_owned_by(&claim.metadata, &gone, "the PVC with retention Delete");
+    env.delete_service(&ns, "gone").await;
+    env.wait("the PVC with retention Delete deleted", || async {
+        claims
+            .get_opt("gone-pvc")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(env.events(&ns, "gone", "PVCRetained").await.is_empty());
+}
+
+#[tokio::test]
+async fn instances_do_not_interfere() {
+    let env = Env::shared().await;
+    let (one, two) = (
+        env.namespace("multi-a").await,
+        env.namespace("multi-b").await,
+    );
+    for (ns, name) in [(&one, "alpha"), (&one, "beta"), (&two, "alpha")] {
+        env.volume_for(ns, &format!("{name}-pvc")).await;
+        env.create(ns, name, pvc_spec()).await;
+    }
+    for (ns, name) in [(&one, "alpha"), (&one, "beta"), (&two, "alpha")] {
+        env.wait_ready(ns, name).await;
+        let d = env
+            .api::<Deployment>(ns)
+            .get(name)
+            .await
+            .expect("Deployment");
+        let selector = d.spec.selector.match_labels.expect("labels");
+        assert_eq!(
+            selector.get("app.kubernetes.io/instance"),
+            Some(&name.to_owned())
+        );
+    }
+    let bindings = Api::<ClusterRoleBinding>::all(env.client.clone());
+    // Let the follow-up reconciles and Deployment status updates settle.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let version = |ns: &str, name: &str| {
+        let api = env.api::<Deployment>(ns);
+        let name = name.to_owned();
+        async move { api.get(&name).await.expect("Deployment").resource_version() }
+    };
+    let beta_before = version(&one, "beta").await;
+    let alpha_two_before = version(&two, "alpha").await;
+
+    env.delete_service(&one, "alpha").await;
+    env.wait("alpha's Deployment in the first namespace gone", || async {
+        env.api::<Deployment>(&one)
+            .get_opt("alpha")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        bindings
+            .get_opt(&format!("alpha-{one}-proxy-rolebinding"))
+            .await
+            .expect("read")
+            .is_none()
+    );
+    assert!(
+        bindings
+            .get_opt(&format!("beta-{one}-proxy-rolebinding"))
+            .await
+            .expect("read")
+            .is_some()
+    );
+    assert!(
+        bindings
+            .get_opt(&format!("alpha-{two}-proxy-rolebinding"))
+            .await
+            .expect("read")
+            .is_some()
+    );
+    env.wait_ready(&one, "beta").await;
+    env.wait_ready(&two, "alpha").await;
+    assert_eq!(
+        version(&one, "beta").await,
+        beta_before,
+        "the neighbour is untouched"
+    );
+    assert_eq!(
+        version(&two, "alpha").await,
+        alpha_two_before,
+        "the namesake elsewhere is untouched"
+    );
+}
+
+#[tokio::test]
+async fn an_image_change_in_the_operator_config_map_rolls_the_deployment() {
+    let env = Env::exclusive().await;
+    let ns = env.namespace("image").await;
+    env.volume_for(&ns, "tas-pvc").await;
+    env.create(&ns, "tas", pvc_spec()).await;
+    env.wait_ready(&ns, "tas").await;
+
+    let config_maps = env.api::<ConfigMap>(&env.operator_ns);
+    let image = "quay.io/trustyai/trustyai-service:rolled";
+    let config: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": OPERATOR_CONFIG},
+        "data": {"trustyaiServiceImage": image}
+    }))
+    .expect("a ConfigMap");
+    config_maps
+        .create(&PostParams::default(), &config)
+        .await
+        .expect("creating the operator ConfigMap");
+    let started = Instant::now();
+    env.wait("the Deployment to roll to the configured image", || async {
+        let d = env.api::<Deployment>(&ns).get("tas").await.ok()?;
+        (service_container(&d).image.as_deref() == Some(image)).then_some(())
+    })
+    .await;
+    eprintln!(
+        "image rolled out {:?} after the ConfigMap change",
+        started.elapsed()
+    );
+    env.wait("status.image to follow", || async {
+        let s = env.services(&ns).get("tas").await.ok()?;
+        (s.status?.image.as_deref() == Some(image)).then_some(())
+    })
+    .await;
+
+    config_maps
+        .delete(OPERATOR_CONFIG, &DeleteParams::default())
+        .await
+        .expect("deleting the operator ConfigMap");
+    env.wait("the default image back", || async {
+        let d = env.api::<Deployment>(&ns).get("tas").await.ok()?;
+        (service_container(&d).image.as_deref() == Some(DEFAULT_IMAGE)).then_some(())
+    })
+    .await;
+}
+
+/// Every child of `tas` in `ns` and the TrustyAIService itself, by kind/name, with its
+/// resourceVersion.
+async fn versions(env: &Env, ns: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut put = |key: &str, rv: Option<String>| {
+        out.insert(key.to_owned(), rv.expect("a resourceVersion"));
+    };
+    put(
+        "TrustyAIService",
+        env.services(ns)
+            .get("tas")
+            .await
+            .expect("tas")
+            .metadata
+            .resource_version,
+    );
+    put(
+        "Deployment",
+        env.api::<Deployment>(ns)
+            .get("tas")
+            .await
+            .expect("d")
+            .metadata
+            .resource_version,
+    );
+    for name in ["tas", "tas-tls"] {
+        put(
+            &format!("Service/{name}"),
+            env.api::<Service>(ns)
+                .get(name)
+                .await
+                .expect("svc")
+                .metadata
+                .resource_version,
+        );
+    }
+    for name in ["tas-tls", "tas-internal"] {
+        put(
+            &format!("Secret/{name}"),
+            env.api::<Secret>(ns)
+                .get(name)
+                .await
+                .expect("secret")
+                .metadata
+                .resource_version,
+        );
+    }
+    put(
+        "ServiceAccount",
+        env.api::<ServiceAccount>(ns)
+            .get("tas-proxy")
+            .await
+            .expect("sa")
+            .metadata
+            .resource_version,
+    );
+    put(
+        "ConfigMap",
+        env.api::<ConfigMap>(ns)
+            .get("tas-kube-rbac-proxy-config")
+            .await
+            .expect("cm")
+            .metadata
+            .resource_version,
+    );
+    put(
+        "PVC",
+        env.api::<PersistentVolumeClaim>(ns)
+            .get("tas-pvc")
+            .await
+            .expect("pvc")
+            .metadata
+            .resource_version,
+    );
+    put(
+        "ClusterRoleBinding",
+        Api::<ClusterRoleBinding>::all(env.client.clone())
+            .get(&format!("tas-{ns}-proxy-rolebinding"))
+            .await
+            .expect("crb")
+            .metadata
+            .resource_version,
+    );
+    out
+}
+
+/// Whether the operator log at `log` shows a completed reconcile of `ns/name`.
+fn reconciled_in_log(log: &std::path::Path, ns: &str, name: &str) -> bool {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .any(|line| {
+            line["message"] == "reconciled"
+                && line["span"]["namespace"] == ns
+                && line["span"]["trustyaiservice"] == name
+        })
+}
+
+#[tokio::test]
+async fn an_operator_restart_changes_no_object() {
+    let env = Env::exclusive().await;
+    let ns = env.namespace("restart").await;
+    env.volume_for(&ns, "tas-pvc").await;
+    env.create(&ns, "tas", pvc_spec()).await;
+    env.wait_ready(&ns, "tas").await;
+    // Let the follow-up reconciles of the creation settle.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = versions(&env, &ns).await;
+
+    let log = env.restart_operator();
+    env.wait(
+        "the new operator to reconcile the TrustyAIService",
+        || async { reconciled_in_log(&log, &ns, "tas").then_some(()) },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = versions(&env, &ns).await;
+    assert_eq!(before, after, "no object was written after the restart");
+}
+
+/// Installs the fixture CRDs, and removes them again when dropped.
+struct OptionalCrds<'a> {
+    cp: &'a ControlPlane,
+}
+
+const FIXTURES: [&str; 3] = [
+    "tests/fixtures/crds/route.yaml",
+    "tests/fixtures/crds/servicemonitor.yaml",
+    "tests/fixtures/crds/inferenceservice.yaml",
+];
+
+impl<'a> OptionalCrds<'a> {
+    fn install(cp: &'a ControlPlane) -> Self {
+        for file in FIXTURES {
+            let (ok, out, err) = cp.kubectl(&["apply", "-f", file], None);
+            assert!(ok, "kubectl apply {file}: {out}{err}");
+        }
+        let (ok, out, err) = cp.kubectl(
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                "crd/routes.route.openshift.io",
+                "crd/servicemonitors.monitoring.coreos.com",
+                "crd/inferenceservices.serving.kserve.io",
+            ],
+            None,
+        );
+        assert!(ok, "CRDs established: {out}{err}");
+        Self { cp }
+    }
+}
+
+impl Drop for OptionalCrds<'_> {
+    fn drop(&mut self) {
+        for file in FIXTURES {
+            let _ = self.cp.kubectl(
+                &["delete", "--ignore-not-found", "--wait=true", "-f", file],
+                None,
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn optional_apis_get_their_objects_and_modelmesh_is_wired_and_unwired() {
+    let env = Env::exclusive().await;
+    let _crds = OptionalCrds::install(env.cp);
+    let ns = env.namespace("optional").await;
+    let client = &env.client;
+
+    // A fake ModelMesh Deployment (kwok makes it ready) and two InferenceServices.
+    let modelmesh: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "modelmesh-serving-mlserver", "labels": {"modelmesh-service": "modelmesh-serving"}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "mm"}},
+            "template": {
+                "metadata": {"labels": {"app": "mm"}},
+                "spec": {"containers": [
+                    {"name": "mm", "image": "example.com/modelmesh:1",
+                     "env": [{"name": "MM_PAYLOAD_PROCESSORS", "value": "http://other/consumer"}]},
+                    {"name": "rest-proxy", "image": "example.com/rest-proxy:1"}
+                ]}
+            }
+        }
+    }))
+    .expect("a Deployment");
+    let deployments = env.api::<Deployment>(&ns);
+    deployments
+        .create(&PostParams::default(), &modelmesh)
+        .await
+        .expect("the ModelMesh Deployment");
+    let isvcs = dynamic_api(
+        client,
+        &ns,
+        "serving.kserve.io",
+        "v1beta1",
+        "InferenceService",
+        "inferenceservices",
+    );
+    for (name, mode) in [("mm-model", "ModelMesh"), ("raw-model", "RawDeployment")] {
+        let isvc: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": name, "annotations": {"serving.kserve.io/deploymentMode": mode}},
+            "spec": {"predictor": {"model": {"modelFormat": {"name": "sklearn"}}}}
+        }))
+        .expect("an InferenceService");
+        isvcs
+            .create(&PostParams::default(), &isvc)
+            .await
+            .expect("creating an InferenceService");
+    }
+
+    env.volume_for(&ns, "tas-pvc").await;
+    let created = env.create(&ns, "tas", pvc_spec()).await;
+    // A Route exists but no router admits it: not ready, for that reason only.
+    let waiting = env
+        .wait_condition(&ns, "tas", "RouteAvailable", "False", Some("RouteNotFound"))
+        .await;
+    assert!(condition(&waiting, "InferenceServicesPresent").is_some_and(|c| c.status == "True"));
+
+    let routes = dynamic_api(client, &ns, "route.openshift.io", "v1", "Route", "routes");
+    let route = routes.get("tas").await.expect("the Route");
+    assert_eq!(route.data["spec"]["to"]["name"], "tas-tls");
+    assert_owned_by(&route.metadata, &created, "the Route");
+    let monitors = dynamic_api(
+        client,
+        &ns,
+        "monitoring.coreos.com",
+        "v1",
+        "ServiceMonitor",
+        "servicemonitors",
+    );
+    let local = monitors.get("tas").await.expect("the local ServiceMonitor");
+    assert_owned_by(&local.metadata, &created, "the local ServiceMonitor");
+    dynamic_api(
+        client,
+        &env.operator_ns,
+        "monitoring.coreos.com",
+        "v1",
+        "ServiceMonitor",
+        "servicemonitors",
+    )
+    .get("trustyai-metrics")
+    .await
+    .expect("the central ServiceMonitor");
+    // service-ca is assumed where Routes exist: no operator-issued certificates.
+    assert!(
+        env.api::<Secret>(&ns)
+            .get_opt("tas-tls")
+            .await
+            .expect("read")
+            .is_none()
+    );
+
+    // Wiring: the payload processor is added next to the existing one; the logger is set.
+    let url = format!("https://tas.{ns}.svc/consumer/kserve/v2");
+    let wired = env
+        .wait("the ModelMesh Deployment wired", || async {
+            let d = deployments.get("modelmesh-serving-mlserver").await.ok()?;
+            let value = d.spec.template.spec.as_ref()?.containers[0]
+                .env
+                .as_ref()?
+                .iter()
+                .find(|e| e.name == "MM_PAYLOAD_PROCESSORS")?
+                .value
+                .clone()?;
+            value.contains(&url).then_some(d)
+        })
+        .await;
+    let pod = wired.spec.template.spec.as_ref().expect("pod");
+    assert!(
+        pod.volumes
+            .iter()
+            .flatten()
+            .any(|v| v.name == "tas-internal")
+    );
+    let mm = &pod.containers[0];
+    assert!(
+        mm.env
+            .iter()
+            .flatten()
+            .any(|e| e.name == "MM_TLS_KEY_CERT_PATH")
+    );
+    assert!(
+        mm.env
+            .iter()
+            .flatten()
+            .any(|e| e.value.as_deref() == Some(&format!("http://other/consumer {url}")))
+    );
+    let logger = format!("https://tas.{ns}.svc.cluster.local");
+    env.wait("the KServe logger set", || async {
+        let isvc = isvcs.get("raw-model").await.ok()?;
+        (isvc.data["spec"]["predictor"]["logger"]["url"] == logger.as_str()).then_some(())
+    })
+    .await;
+    assert_eq!(
+        isvcs.get("mm-model").await.expect("isvc").data["spec"]["predictor"].get("logger"),
+        None
+    );
+
+    // A router admits the Route: ready.
+    routes
+        .patch_status(
+            "tas",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ingress": [{"host": "tas.example.com",
+                "conditions": [{"type": "Admitted", "status": "True"}]}]}})),
+        )
+        .await
+        .expect("admitting the Route");
+    let ready = env.wait_ready(&ns, "tas").await;
+    assert!(condition(&ready, "RouteAvailable").is_some_and(|c| c.status == "True"));
+
+    // Deletion undoes the wiring, leaving the other payload processor alone.
+    env.delete_service(&ns, "tas").await;
+    let unwired = deployments
+        .get("modelmesh-serving-mlserver")
+        .await
+        .expect("the ModelMesh Deployment");
+    let pod = unwired.spec.template.spec.as_ref().expect("pod");
+    assert!(
+        !pod.volumes
+            .iter()
+            .flatten()
+            .any(|v| v.name == "tas-internal")
+    );
+    let mm = &pod.containers[0];
+    let processors: Vec<_> = mm
+        .env
+        .iter()
+        .flatten()
+        .filter(|e| e.name == "MM_PAYLOAD_PROCESSORS")
+        .collect();
+    assert_eq!(processors.len(), 1);
+    assert_eq!(
+        processors[0].value.as_deref(),
+        Some("http://other/consumer")
+    );
+    assert!(
+        !mm.env
+            .iter()
+            .flatten()
+            .any(|e| e.name == "MM_TLS_KEY_CERT_PATH")
+    );
+    assert!(
+        pod.containers[1]
+            .volume_mounts
+            .as_deref()
+            .unwrap_or_default()
+            .is_empty()
+    );
+    assert_eq!(
+        isvcs.get("raw-model").await.expect("isvc").data["spec"]["predictor"].get("logger"),
+        None
+    );
+}
+
+#[tokio::test]
+async fn a_go_operator_deployment_is_recreated_with_a_selector_without_version() {
+    let env = Env::shared().await;
+    let ns = env.namespace("adopt").await;
+    // What the Go operator made: its version in the (immutable) selector.
+    let labels = json!({
+        "app": "tas", "app.kubernetes.io/instance": "tas", "app.kubernetes.io/name": "tas",
+        "app.kubernetes.io/part-of": "trustyai", "app.kubernetes.io/version": "1.39.0"
+    });
+    let go: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "tas", "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "trustyai-service", "image": "quay.io/trustyai/trustyai-service:go"}]}
+            }
+        }
+    }))
+    .expect("a Deployment");
+    let deployments = env.api::<Deployment>(&ns);
+    let old = deployments
+        .create(&PostParams::default(), &go)
+        .await
+        .expect("the Go operator's Deployment")
+        .uid();
+
+    env.volume_for(&ns, "tas-pvc").await;
+    env.create(&ns, "tas", pvc_spec()).await;
+    env.wait_ready(&ns, "tas").await;
+    let now = deployments.get("tas").await.expect("Deployment");
+    assert_ne!(now.uid(), old, "re-created");
+    let selector = now.spec.selector.match_labels.clone().expect("selector");
+    assert!(
+        !selector.contains_key("app.kubernetes.io/version"),
+        "{selector:?}"
+    );
+    assert_eq!(
+        service_container(&now).image.as_deref(),
+        Some(DEFAULT_IMAGE)
+    );
+    env.wait_event(&ns, "tas", "DeploymentRecreated").await;
+}
