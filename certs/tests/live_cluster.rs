@@ -33,7 +33,9 @@ const CRD: &str = "certtests.certs.trustyai.test";
 const WEBHOOKS: &str = "trustyai-certs-test";
 
 async fn client() -> Client {
-    trustyai_local_cluster::ControlPlane::shared().client().await
+    trustyai_local_cluster::ControlPlane::shared()
+        .client()
+        .await
 }
 
 /// The tests that install the shared test CRD and webhook configurations run one at a time.
