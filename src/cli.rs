@@ -212,6 +212,29 @@ pub struct RunArgs {
     #[arg(long, default_value = "15m", value_parser = humantime_duration)]
     pub ca_overlap: Duration,
 
+    /// Run without leader election: this process reconciles unconditionally. Only for a single
+    /// replica (two would both reconcile).
+    #[arg(long)]
+    pub no_leader_election: bool,
+
+    /// Name of the leader Lease in the operator namespace.
+    #[arg(long, default_value = "trustyai-operator-leader")]
+    pub lease_name: String,
+
+    /// How long the lease is valid after its last renewal; a standby takes over after this when
+    /// the leader stops renewing without releasing.
+    #[arg(long, default_value = "15s", value_parser = humantime_duration)]
+    pub lease_duration: Duration,
+
+    /// The leader stops reconciling when it could not renew for this long (less than
+    /// --lease-duration, so it has stopped before anyone may take over).
+    #[arg(long, default_value = "10s", value_parser = humantime_duration)]
+    pub renew_deadline: Duration,
+
+    /// Time between attempts to acquire or renew the lease.
+    #[arg(long, default_value = "2s", value_parser = humantime_duration)]
+    pub retry_period: Duration,
+
     /// How long in-flight webhook requests may take to finish on shutdown.
     #[arg(long, default_value = "10s", value_parser = humantime_duration)]
     pub drain_timeout: Duration,

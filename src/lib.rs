@@ -11,6 +11,7 @@ pub mod controller;
 pub mod crd_maintenance;
 pub mod kube_client;
 pub mod leader;
+pub mod leading;
 pub mod metrics;
 pub mod offline;
 pub mod run;

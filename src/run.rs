@@ -152,20 +152,6 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
 
     if !args.no_crd_maintenance {
         crd_maintenance::apply_crd(&client).await?;
-        // Storage-version migration, once, in the background: it needs /convert reachable, so
-        // it retries (with backoff) until the caBundle is published, and gives up with a log
-        // rather than stopping the process. Only with CRD maintenance: who manages the CRD
-        // themselves runs `migrate-storage`. TODO(issue 9): run it on the leader only once
-        // leader election (src/leader.rs) is wired in here; until then each replica runs it
-        // (safe: it is idempotent and its writes are conditional).
-        let (client, stop) = (client.clone(), stop.clone());
-        tasks.spawn(async move {
-            tokio::select! {
-                _ = stop.cancelled() => {}
-                _ = crate::storage_migration::migrate_at_start(client) => stop.cancelled().await,
-            }
-            ("storage migration", Ok(()))
-        });
     }
     if args.create_webhook_configurations {
         crate::webhook_configurations::apply(
@@ -207,9 +193,11 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         });
     }
 
-    // The reconcile loop, after CRD maintenance and the webhook registrations (its writes go
-    // through the webhooks). TODO(leader election): start it only while this replica holds the
-    // lease; until then run a single replica.
+    // The reconcile loop and the storage migration run on the leader only; every replica serves
+    // the webhooks. They start after CRD maintenance and the webhook registrations (their writes
+    // go through the webhooks). The storage migration needs /convert reachable, so it retries
+    // until the caBundle is published; only with CRD maintenance (who manages the CRD runs
+    // `migrate-storage`).
     {
         let mut config = crate::controller::ControllerConfig::new(&args.namespace).with_image_env();
         config.proxy_cluster_role = args.proxy_cluster_role.clone();
@@ -218,10 +206,44 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         config.operand_cert_lifetime = args.operand_cert_lifetime;
         config.cleanup_timeout = args.cleanup_timeout;
         config.metrics = Some(metrics.clone());
-        let (client, stop) = (client.clone(), stop.clone());
+        let duties = crate::leading::Duties {
+            controller: config,
+            migrate_storage: !args.no_crd_maintenance,
+        };
+        let (leading_tx, leading_rx) = watch::channel(false);
+        let release = CancellationToken::new();
+        if args.no_leader_election {
+            leading_tx.send_replace(true);
+            let release = release.clone();
+            tasks.spawn(async move {
+                release.cancelled().await;
+                drop(leading_tx);
+                ("leader election", Ok(()))
+            });
+        } else {
+            let config = crate::leader::LeaderConfig {
+                lease_name: args.lease_name.clone(),
+                namespace: args.namespace.clone(),
+                identity: leader_identity(),
+                lease_duration: args.lease_duration,
+                renew_deadline: args.renew_deadline,
+                retry_period: args.retry_period,
+            };
+            config.validate().map_err(|e| RunError::Task {
+                task: "leader election",
+                message: e.to_string(),
+            })?;
+            let (client, release) = (client.clone(), release.clone());
+            tasks.spawn(async move {
+                let result = crate::leader::run(client, config, leading_tx, release).await;
+                ("leader election", result.map_err(|e| e.to_string()))
+            });
+        }
+        let (client, stop, metrics) = (client.clone(), stop.clone(), metrics.clone());
         tasks.spawn(async move {
-            let result = crate::controller::run_controller(client, config, stop).await;
-            ("controller", result.map_err(|e| e.to_string()))
+            let result =
+                crate::leading::lead(client, duties, leading_rx, stop, release, metrics).await;
+            ("reconcile loop", result)
         });
     }
 
@@ -379,6 +401,19 @@ async fn start_certificates(
             Ok(rx)
         }
     }
+}
+
+/// This replica's identity in the lease: the pod name (or host name) and the process, so two
+/// processes on one host never share it.
+fn leader_identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "trustyai-operator".into());
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!("{host}-{}-{started:x}", std::process::id())
 }
 
 /// Events about the operator's own objects (its certificate Secret), as `trustyai-operator`.

@@ -1,0 +1,94 @@
+//! What only the leader does — the reconcile loop and the start-up storage migration — started
+//! when this replica gains the lease and stopped when it loses it. Losing the lease aborts the
+//! reconcile loop at once (another replica may take over after `lease_duration - renew_deadline`);
+//! a shutdown lets in-flight reconciles finish, and only then is the lease released.
+
+use std::sync::Arc;
+
+use kube::Client;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::controller::ControllerConfig;
+use crate::metrics::Metrics;
+
+/// The leader's work.
+#[derive(Clone)]
+pub struct Duties {
+    /// The reconcile loop's configuration.
+    pub controller: ControllerConfig,
+    /// Run the storage-version migration when leadership starts.
+    pub migrate_storage: bool,
+}
+
+/// Runs `duties` during every term in which `leading` is true, until `stop`. Cancels `release`
+/// when the duties have stopped, so the election loop may then give the lease up.
+pub async fn lead(
+    client: Client,
+    duties: Duties,
+    mut leading: watch::Receiver<bool>,
+    stop: CancellationToken,
+    release: CancellationToken,
+    metrics: Arc<Metrics>,
+) -> Result<(), String> {
+    let result = loop {
+        tokio::select! {
+            _ = stop.cancelled() => break Ok(()),
+            changed = leading.wait_for(|l| *l) => if changed.is_err() {
+                break Err("leader election stopped".to_string());
+            },
+        }
+        tracing::info!("leading: starting the reconcile loop");
+        metrics.set_leader(true);
+        let term = stop.child_token();
+        let mut controller = tokio::spawn(crate::controller::run_controller(
+            client.clone(),
+            duties.controller.clone(),
+            term.clone(),
+        ));
+        let migration = duties.migrate_storage.then(|| {
+            let (client, term) = (client.clone(), term.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = term.cancelled() => {}
+                    _ = crate::storage_migration::migrate_at_start(client) => {}
+                }
+            })
+        });
+        enum End {
+            Stop,
+            Lost,
+            Ended(Result<Result<(), crate::controller::ControllerError>, tokio::task::JoinError>),
+        }
+        let end = tokio::select! {
+            _ = stop.cancelled() => End::Stop,
+            _ = leading.wait_for(|l| !*l) => End::Lost,
+            joined = &mut controller => End::Ended(joined),
+        };
+        term.cancel();
+        if let Some(migration) = migration {
+            migration.abort();
+        }
+        metrics.set_leader(false);
+        match end {
+            End::Stop => {
+                // Still holding the lease: let in-flight reconciles finish.
+                let _ = controller.await;
+                break Ok(());
+            }
+            End::Lost => {
+                controller.abort();
+                let _ = controller.await;
+                tracing::warn!("lost the lease: the reconcile loop stopped");
+            }
+            End::Ended(Ok(Ok(()))) if stop.is_cancelled() => break Ok(()),
+            End::Ended(Ok(Ok(()))) => {
+                break Err("the reconcile loop ended unexpectedly".to_string());
+            }
+            End::Ended(Ok(Err(e))) => break Err(format!("the reconcile loop failed: {e}")),
+            End::Ended(Err(e)) => break Err(format!("the reconcile loop panicked: {e}")),
+        }
+    };
+    release.cancel();
+    result
+}
