@@ -56,16 +56,37 @@ impl Operator {
         webhook_port: u16,
         extra: &[&str],
     ) -> Operator {
+        Self::start_with(cp, &cp.kubeconfig, namespace, webhook_port, extra)
+    }
+
+    /// As [`Operator::start`], with another kubeconfig (for example one that impersonates a
+    /// ServiceAccount).
+    pub fn start_as(
+        cp: &ControlPlane,
+        kubeconfig: &std::path::Path,
+        namespace: &str,
+        extra: &[&str],
+    ) -> Operator {
+        Self::start_with(cp, kubeconfig, namespace, free_port(), extra)
+    }
+
+    fn start_with(
+        cp: &ControlPlane,
+        kubeconfig: &std::path::Path,
+        namespace: &str,
+        webhook_port: u16,
+        extra: &[&str],
+    ) -> Operator {
         let ops_port = free_port();
         let log = cp
             .dir
             .join("logs")
-            .join(format!("operator-{namespace}-{webhook_port}.log"));
+            .join(format!("operator-{namespace}-{webhook_port}-{started}.log"));
         let file = std::fs::File::create(&log).expect("operator log");
         let child = Command::new(env!("CARGO_BIN_EXE_trustyai-operator"))
             .arg("run")
             .arg("--kubeconfig")
-            .arg(&cp.kubeconfig)
+            .arg(kubeconfig)
             .args(["--namespace", namespace])
             .args([
                 "--local-webhook-address",
@@ -115,12 +136,22 @@ impl Operator {
         lines[lines.len().saturating_sub(60)..].join("\n")
     }
 
-    /// SIGTERM, then waits up to 30 s for the exit status.
-    pub fn stop(&mut self) -> ExitStatus {
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM without waiting (a second one, as from [`Operator::stop`], is harmless).
+    pub fn signal_term(&self) {
         let _ = Command::new("kill")
             .arg("-TERM")
             .arg(self.child.id().to_string())
             .status();
+    }
+
+    /// SIGTERM, then waits up to 30 s for the exit status.
+    pub fn stop(&mut self) -> ExitStatus {
+        self.signal_term();
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {

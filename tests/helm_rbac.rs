@@ -1,0 +1,208 @@
+#![allow(clippy::expect_used)] // a test fails loudly on unexpected data
+//! The chart's RBAC is what the operator needs: the chart is installed with helm, then the
+//! operator binary runs locally with exactly the chart ServiceAccount's permissions (the admin
+//! credentials impersonating it) and reconciles a TrustyAIService to Ready. Taking one verb away
+//! from the chart's ClusterRole is caught: the next TrustyAIService is not provisioned and says
+//! why.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+use support::ControlPlane;
+use support::operator::Operator;
+
+const RELEASE: &str = "rbac";
+const FULLNAME: &str = "rbac-trustyai-operator";
+
+fn helm(cp: &ControlPlane, args: &[&str]) {
+    let bin = trustyai_local_cluster::binary("helm").unwrap_or_else(|e| panic!("{e}"));
+    let home = std::env::temp_dir().join(format!("trustyai-helm-rbac-{}", std::process::id()));
+    let out = Command::new(bin)
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(&cp.kubeconfig)
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .output()
+        .expect("helm runs");
+    assert!(
+        out.status.success(),
+        "helm {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A kubeconfig with the admin's credentials that impersonates the chart's ServiceAccount, so
+/// every request carries exactly that account's permissions.
+fn impersonating_kubeconfig(cp: &ControlPlane, ns: &str) -> PathBuf {
+    let text = std::fs::read_to_string(&cp.kubeconfig).expect("kubeconfig");
+    let user = format!(
+        "    as: system:serviceaccount:{ns}:{FULLNAME}\n    as-groups:\n    - system:serviceaccounts\n    - system:serviceaccounts:{ns}\n    - system:authenticated\n"
+    );
+    let text = text.replacen("    client-key:", &format!("{user}    client-key:"), 1);
+    let path = cp.dir.join(format!("kubeconfig-{FULLNAME}"));
+    std::fs::write(&path, text).expect("write kubeconfig");
+    path
+}
+
+fn tas_api(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("trustyai.opendatahub.io", "v1", "TrustyAIService");
+    Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource::from_gvk_with_plural(&gvk, "trustyaiservices"),
+    )
+}
+
+async fn create_db_service(client: &kube::Client, ns: &str, name: &str) {
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": format!("{name}-db-credentials")},
+        "stringData": {"databaseKind": "mariadb", "databaseUsername": "u", "databasePassword": "p",
+                       "databaseService": "db", "databasePort": "3306", "databaseName": "trustyai"}
+    });
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), ns)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(secret).expect("secret"),
+        )
+        .await
+        .expect("credentials Secret");
+    let tas = json!({
+        "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService", "metadata": {"name": name},
+        "spec": {"storage": {"format": "DATABASE"}, "metrics": {"schedule": "5s"}}
+    });
+    tas_api(client, ns)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(tas).expect("tas"),
+        )
+        .await
+        .expect("TrustyAIService created");
+}
+
+fn condition(object: &DynamicObject, type_: &str) -> Option<Value> {
+    object.data["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .cloned()
+}
+
+async fn wait_for<T>(
+    what: &str,
+    timeout: Duration,
+    mut check: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let started = Instant::now();
+    while started.elapsed() < timeout {
+        if let Some(found) = check().await {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    panic!("timed out after {timeout:?} waiting for {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chart_rbac_is_sufficient_and_a_missing_verb_is_caught() {
+    let cp = ControlPlane::shared();
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "chart-rbac").await;
+    let chart = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("charts/trustyai-operator");
+    helm(
+        cp,
+        &[
+            "install",
+            RELEASE,
+            chart.to_str().expect("path"),
+            "--namespace",
+            &ns,
+        ],
+    );
+
+    let kubeconfig = impersonating_kubeconfig(cp, &ns);
+    let flags = [
+        "--service-name",
+        "rbac-trustyai-operator-webhook",
+        "--cert-secret",
+        "rbac-trustyai-operator-webhook-tls",
+        "--validating-webhook-configuration",
+        "rbac-trustyai-operator-validating",
+        "--mutating-webhook-configuration",
+        "rbac-trustyai-operator-mutating",
+    ];
+    let mut operator = Operator::start_as(cp, &kubeconfig, &ns, &flags);
+    operator.wait_ready(Duration::from_secs(90));
+
+    let apps = cp.namespace(&client, "chart-rbac-apps").await;
+    create_db_service(&client, &apps, "allowed").await;
+    let tas = tas_api(&client, &apps);
+    wait_for(
+        "allowed to become Ready",
+        Duration::from_secs(90),
+        async || {
+            let object = tas.get_opt("allowed").await.ok()??;
+            (condition(&object, "Ready")?["status"] == "True").then_some(())
+        },
+    )
+    .await;
+    let logs = operator.logs();
+    assert!(
+        !logs.to_lowercase().contains("forbidden"),
+        "the chart's RBAC refused something:\n{logs}"
+    );
+
+    // Take `create` on Deployments away from the chart's ClusterRole.
+    let (ok, out, err) = cp.kubectl(&["get", "clusterrole", FULLNAME, "-o", "json"], None);
+    assert!(ok, "{err}");
+    let mut role: Value = serde_json::from_str(&out).expect("role json");
+    for rule in role["rules"].as_array_mut().expect("rules") {
+        if rule["resources"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|x| x == "deployments"))
+        {
+            let verbs: Vec<Value> = rule["verbs"]
+                .as_array()
+                .expect("verbs")
+                .iter()
+                .filter(|v| *v != "create" && *v != "patch")
+                .cloned()
+                .collect();
+            rule["verbs"] = Value::Array(verbs);
+        }
+    }
+    let (ok, _, err) = cp.kubectl(&["replace", "-f", "-"], Some(&role.to_string()));
+    assert!(ok, "{err}");
+
+    create_db_service(&client, &apps, "denied").await;
+    let reported = wait_for(
+        "denied to report the refused Deployment",
+        Duration::from_secs(90),
+        async || {
+            let object = tas.get_opt("denied").await.ok()??;
+            let provisioning = condition(&object, "ProvisioningSucceeded")?;
+            (provisioning["status"] == "False"
+                && provisioning["message"]
+                    .as_str()?
+                    .to_lowercase()
+                    .contains("forbidden"))
+            .then_some(provisioning)
+        },
+    )
+    .await;
+    eprintln!("with a verb missing: {reported}");
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), &apps);
+    assert!(
+        deployments.get_opt("denied").await.expect("get").is_none(),
+        "no Deployment without the verb"
+    );
+    assert!(operator.stop().success());
+}
