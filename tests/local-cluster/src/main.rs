@@ -173,6 +173,9 @@ fn run(o: Options) -> Result<(), String> {
         Ok(out) => eprint!("{out}"),
         Err(e) => eprintln!("applying the sample failed: {e}"),
     }
+    if o.kubeconfig.is_none() {
+        provide_volumes(&kubeconfig, &o.namespace);
+    }
 
     println!(
         "\nThe operator is running against {cluster}.\n\
@@ -198,6 +201,42 @@ fn run(o: Options) -> Result<(), String> {
         }
         if let Ok(Some(status)) = operator.try_wait() {
             return Err(format!("the operator exited ({status})"));
+        }
+    }
+}
+
+/// The local control plane has no storage provisioner; play one: a hostPath PersistentVolume
+/// pre-bound to the claim `<name>-pvc` of every TrustyAIService in `namespace`.
+fn provide_volumes(kubeconfig: &std::path::Path, namespace: &str) {
+    let names = match kubectl(
+        kubeconfig,
+        &[
+            "get",
+            "tas",
+            "-n",
+            namespace,
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ],
+    ) {
+        Ok(names) => names,
+        Err(e) => {
+            eprintln!("listing the samples failed: {e}");
+            return;
+        }
+    };
+    for name in names.split_whitespace() {
+        let claim = format!("{name}-pvc");
+        let pv = format!(
+            r#"{{"apiVersion":"v1","kind":"PersistentVolume","metadata":{{"name":"{namespace}-{claim}"}},"spec":{{"capacity":{{"storage":"1Gi"}},"accessModes":["ReadWriteOnce"],"persistentVolumeReclaimPolicy":"Retain","hostPath":{{"path":"/tmp/{namespace}-{claim}"}},"claimRef":{{"namespace":"{namespace}","name":"{claim}"}}}}}}"#
+        );
+        let file = std::env::temp_dir().join(format!("trustyai-pv-{namespace}-{claim}.json"));
+        let applied = std::fs::write(&file, pv)
+            .map_err(|e| e.to_string())
+            .and_then(|()| kubectl(kubeconfig, &["apply", "-f", &file.display().to_string()]));
+        match applied {
+            Ok(out) => eprint!("{out}"),
+            Err(e) => eprintln!("providing a volume for {claim} failed: {e}"),
         }
     }
 }
