@@ -21,11 +21,11 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind, Status};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::core::Status;
 use serde_json::{Value, json};
+use support::cluster::{manifest, published_bundles, tas, tas_api};
 use support::operator::Operator;
 use support::{CLUSTER_WIDE, ControlPlane};
 
@@ -37,26 +37,6 @@ const VALIDATING_WEBHOOK: &str = "validate.trustyaiservices.trustyai.opendatahub
 const TEST_FINALIZER: &str = "tests.trustyai.opendatahub.io/hold";
 
 // --- helpers ------------------------------------------------------------------------------
-
-fn tas_api(client: &Client, ns: &str, version: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("trustyai.opendatahub.io", version, "TrustyAIService");
-    Api::namespaced_with(
-        client.clone(),
-        ns,
-        &ApiResource::from_gvk_with_plural(&gvk, "trustyaiservices"),
-    )
-}
-
-fn manifest(version: &str, name: &str, spec: Value) -> Value {
-    json!({
-        "apiVersion": format!("trustyai.opendatahub.io/{version}"), "kind": "TrustyAIService",
-        "metadata": {"name": name}, "spec": spec
-    })
-}
-
-fn tas(version: &str, name: &str, spec: Value) -> DynamicObject {
-    serde_json::from_value(manifest(version, name, spec)).expect("object")
-}
 
 fn pvc_spec() -> Value {
     json!({"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}})
@@ -112,37 +92,6 @@ fn merge(value: Value) -> Patch<Value> {
 
 fn json_patch(value: Value) -> Patch<Value> {
     Patch::Json(serde_json::from_value(value).expect("a JSON patch"))
-}
-
-/// The caBundles of the CRD's conversion webhook and of both webhook registrations.
-async fn published_bundles(client: &Client) -> Vec<Option<Vec<u8>>> {
-    let crd = Api::<CustomResourceDefinition>::all(client.clone())
-        .get(trustyai_crds::contract::CRD_NAME)
-        .await
-        .ok();
-    let crd_bundle = crd
-        .and_then(|c| c.spec.conversion)
-        .and_then(|c| c.webhook)
-        .and_then(|w| w.client_config)
-        .and_then(|c| c.ca_bundle)
-        .map(|b| b.0);
-    let vwc = Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .get_opt(VWC)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|v| v.webhooks)
-        .and_then(|w| w.first().and_then(|w| w.client_config.ca_bundle.clone()))
-        .map(|b| b.0);
-    let mwc = Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .get_opt(MWC)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|v| v.webhooks)
-        .and_then(|w| w.first().and_then(|w| w.client_config.ca_bundle.clone()))
-        .map(|b| b.0);
-    vec![crd_bundle, vwc, mwc]
 }
 
 /// Starts the operator with its webhook registrations and waits until the API server calls

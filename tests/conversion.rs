@@ -18,44 +18,21 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceConversion, CustomResourceDefinition,
 };
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
+use support::cluster::{minimal_spec, published_bundles, secret_field, tas, tas_api};
 use support::operator::Operator;
 use support::{CLUSTER_WIDE, ControlPlane};
 use trustyai_crds::contract::{CONVERSION_PRESERVED_ANNOTATION, CRD_NAME};
 
-const SECRET: &str = "trustyai-operator-webhook-tls";
 const VWC: &str = "trustyai-operator-validating";
 const MWC: &str = "trustyai-operator-mutating";
 const IMAGE: &str = "quay.io/trustyai/trustyai-service:v0.28.0";
-
-fn tas_api(client: &Client, ns: &str, version: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("trustyai.opendatahub.io", version, "TrustyAIService");
-    Api::namespaced_with(
-        client.clone(),
-        ns,
-        &ApiResource::from_gvk_with_plural(&gvk, "trustyaiservices"),
-    )
-}
-
-fn tas(version: &str, name: &str, spec: Value) -> DynamicObject {
-    serde_json::from_value(json!({
-        "apiVersion": format!("trustyai.opendatahub.io/{version}"), "kind": "TrustyAIService",
-        "metadata": {"name": name}, "spec": spec
-    }))
-    .expect("object")
-}
-
-fn minimal_spec() -> Value {
-    json!({"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}})
-}
 
 fn api_version(object: &DynamicObject) -> &str {
     object
@@ -71,46 +48,6 @@ fn is_code(error: &kube::Error, code: u16) -> bool {
 
 // ---------------------------------------------------------------------------------------------
 // The operator and its webhooks.
-
-async fn secret_field(client: &Client, ns: &str, key: &str) -> Option<Vec<u8>> {
-    let secret = Api::<Secret>::namespaced(client.clone(), ns)
-        .get_opt(SECRET)
-        .await
-        .ok()??;
-    secret.data?.get(key).map(|b| b.0.clone())
-}
-
-/// The caBundles of the CRD's conversion webhook and of the two webhook registrations.
-async fn published_bundles(client: &Client) -> Vec<Option<Vec<u8>>> {
-    let crd = Api::<CustomResourceDefinition>::all(client.clone())
-        .get_opt(CRD_NAME)
-        .await
-        .ok()
-        .flatten();
-    let crd_bundle = crd
-        .and_then(|c| c.spec.conversion)
-        .and_then(|c| c.webhook)
-        .and_then(|w| w.client_config)
-        .and_then(|c| c.ca_bundle)
-        .map(|b| b.0);
-    let vwc = Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .get_opt(VWC)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|v| v.webhooks)
-        .and_then(|w| w.first().and_then(|w| w.client_config.ca_bundle.clone()))
-        .map(|b| b.0);
-    let mwc = Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .get_opt(MWC)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|v| v.webhooks)
-        .and_then(|w| w.first().and_then(|w| w.client_config.ca_bundle.clone()))
-        .map(|b| b.0);
-    vec![crd_bundle, vwc, mwc]
-}
 
 /// Starts the operator with `--create-webhook-configurations` (and `extra`) and waits until the
 /// API server can call it: ready, and its CA in the CRD and both registrations.

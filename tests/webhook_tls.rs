@@ -11,84 +11,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use rustls::pki_types::pem::PemObject;
 use serde_json::json;
+use support::cluster::{minimal_spec, published_bundles, secret_field, tas, tas_api};
 use support::operator::Operator;
 use support::{CLUSTER_WIDE, ControlPlane};
 
-const SECRET: &str = "trustyai-operator-webhook-tls";
 const VWC: &str = "trustyai-operator-validating";
-const MWC: &str = "trustyai-operator-mutating";
-
-fn tas_api(client: &Client, ns: &str, version: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("trustyai.opendatahub.io", version, "TrustyAIService");
-    Api::namespaced_with(
-        client.clone(),
-        ns,
-        &ApiResource::from_gvk_with_plural(&gvk, "trustyaiservices"),
-    )
-}
-
-fn tas(version: &str, name: &str, spec: serde_json::Value) -> DynamicObject {
-    serde_json::from_value(json!({
-        "apiVersion": format!("trustyai.opendatahub.io/{version}"), "kind": "TrustyAIService",
-        "metadata": {"name": name}, "spec": spec
-    }))
-    .expect("object")
-}
-
-fn minimal_spec() -> serde_json::Value {
-    json!({"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}})
-}
-
-async fn secret_field(client: &Client, ns: &str, key: &str) -> Option<Vec<u8>> {
-    let secret = Api::<Secret>::namespaced(client.clone(), ns)
-        .get_opt(SECRET)
-        .await
-        .ok()??;
-    secret.data?.get(key).map(|b| b.0.clone())
-}
-
-/// The caBundles of the CRD's conversion webhook and of our two webhook registrations.
-async fn published_bundles(client: &Client) -> Vec<Option<Vec<u8>>> {
-    let crd = Api::<CustomResourceDefinition>::all(client.clone())
-        .get(trustyai_crds::contract::CRD_NAME)
-        .await
-        .ok();
-    let crd_bundle = crd
-        .and_then(|c| c.spec.conversion)
-        .and_then(|c| c.webhook)
-        .and_then(|w| w.client_config)
-        .and_then(|c| c.ca_bundle)
-        .map(|b| b.0);
-    let vwc = Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .get_opt(VWC)
-        .await
-        .ok()
-        .flatten();
-    let vwc_bundle = vwc
-        .and_then(|v| v.webhooks)
-        .and_then(|w| w.first().and_then(|w| w.client_config.ca_bundle.clone()))
-        .map(|b| b.0);
-    let mwc =
-        Api::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>::all(
-            client.clone(),
-        )
-        .get_opt(MWC)
-        .await
-        .ok()
-        .flatten();
-    let mwc_bundle = mwc
-        .and_then(|v| v.webhooks)
-        .and_then(|w| w.first().and_then(|w| w.client_config.ca_bundle.clone()))
-        .map(|b| b.0);
-    vec![crd_bundle, vwc_bundle, mwc_bundle]
-}
 
 /// Waits until all three objects carry exactly the CA bundle the operator keeps in its Secret.
 async fn wait_for_published_bundle(client: &Client, ns: &str, operator: &Operator) {

@@ -1,6 +1,7 @@
 //! Test support shared by the integration tests.
 #![allow(dead_code)] // each test binary uses a different part of the support code
 
+pub mod cluster;
 pub mod operator;
 pub mod proxy;
 

@@ -77,7 +77,24 @@ impl Operator {
         webhook_port: u16,
         extra: &[&str],
     ) -> Operator {
-        let ops_port = free_port();
+        Self::start_at(cp, namespace, webhook_port, free_port(), kubeconfig, extra)
+    }
+
+    /// With a chosen webhook port, ops port and kubeconfig (a restarted replica keeps both
+    /// ports; a kubeconfig may point at a front for the API server).
+    pub fn start_at(
+        cp: &ControlPlane,
+        namespace: &str,
+        webhook_port: u16,
+        ops_port: u16,
+        kubeconfig: &std::path::Path,
+        extra: &[&str],
+    ) -> Operator {
+        // Unique per start: a restarted replica on the same port keeps its predecessor's log.
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or_default();
         let log = cp
             .dir
             .join("logs")

@@ -1,0 +1,1175 @@
+#![allow(clippy::expect_used)] // a test fails loudly on unexpected data
+//! Running it for real: two replicas behind one front (one reconciles, both serve the webhooks,
+//! a stopped leader hands over, rolling restarts without a failed request), SIGTERM during a
+//! burst of admission requests, `/metrics` as Prometheus text whose counters move, and
+//! `/readyz` false before the certificate is loaded and while draining.
+//!
+//! Every test takes `support::CLUSTER_WIDE`: operators publish into the cluster-wide CRD and
+//! webhook registrations, so two at once (from different namespaces) would fight over them.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use rustls::pki_types::pem::PemObject;
+use serde_json::{Value, json};
+use support::operator::{Operator, free_port, http_get};
+use support::proxy::Proxy;
+use support::{CLUSTER_WIDE, ControlPlane};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+
+const SECRET: &str = "trustyai-operator-webhook-tls";
+const LEASE: &str = "trustyai-operator-leader";
+const READY_TIMEOUT: Duration = Duration::from_secs(90);
+const TIMEOUT: Duration = Duration::from_secs(90);
+/// Leader-election timing of these tests (`--lease-duration`).
+const LEASE_DURATION: Duration = Duration::from_secs(4);
+const ELECTION_FLAGS: [&str; 6] = [
+    "--lease-duration",
+    "4s",
+    "--renew-deadline",
+    "3s",
+    "--retry-period",
+    "500ms",
+];
+
+// --- cluster helpers -----------------------------------------------------------------------
+
+fn tas_api(client: &Client, ns: &str, version: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("trustyai.opendatahub.io", version, "TrustyAIService");
+    Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource::from_gvk_with_plural(&gvk, "trustyaiservices"),
+    )
+}
+
+fn tas(version: &str, name: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": format!("trustyai.opendatahub.io/{version}"), "kind": "TrustyAIService",
+        "metadata": {"name": name},
+        "spec": {"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}}
+    }))
+    .expect("object")
+}
+
+/// Polls `check` every 200 ms until it returns `Some`, or panics after `timeout` with `context`.
+async fn wait_for<T, F, Fut>(
+    what: &str,
+    timeout: Duration,
+    context: impl Fn() -> String,
+    mut check: F,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "timed out after {timeout:?} waiting for {what}\n{}",
+                context()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until `ns/name` is reconciled: its Deployment exists and it has status conditions.
+async fn wait_reconciled(client: &Client, ns: &str, name: &str, context: impl Fn() -> String) {
+    let (services, deployments) = (
+        tas_api(client, ns, "v1"),
+        Api::<Deployment>::namespaced(client.clone(), ns),
+    );
+    wait_for(&format!("{ns}/{name} reconciled"), TIMEOUT, context, || {
+        let (services, deployments) = (services.clone(), deployments.clone());
+        async move {
+            deployments.get_opt(name).await.ok()??;
+            let object = services.get_opt(name).await.ok()??;
+            let conditions = object.data["status"]["conditions"].as_array()?;
+            (!conditions.is_empty()).then_some(())
+        }
+    })
+    .await;
+}
+
+async fn lease_holder(client: &Client, ns: &str) -> Option<String> {
+    Api::<Lease>::namespaced(client.clone(), ns)
+        .get_opt(LEASE)
+        .await
+        .ok()??
+        .spec?
+        .holder_identity
+}
+
+/// The leader identity embeds the process id (`<host>-<pid>-<suffix>`).
+fn holds_lease(holder: Option<&str>, pid: u32) -> bool {
+    holder.is_some_and(|h| h.contains(&format!("-{pid}-")))
+}
+
+/// `Operator::wait_ready` blocks; run it off the runtime so the proxy keeps serving.
+async fn ready(mut operator: Operator) -> Operator {
+    tokio::task::spawn_blocking(move || {
+        operator.wait_ready(READY_TIMEOUT);
+        operator
+    })
+    .await
+    .expect("wait_ready")
+}
+
+/// SIGTERM and wait for the exit, off the runtime; asserts exit 0.
+async fn stop(mut operator: Operator) {
+    let (status, logs) = tokio::task::spawn_blocking(move || {
+        let status = operator.stop();
+        (status, operator.logs())
+    })
+    .await
+    .expect("stop");
+    assert!(status.success(), "exit {status} on SIGTERM:\n{logs}");
+}
+
+fn start(cp: &ControlPlane, ns: &str, webhook: u16, ops: u16, extra: &[&str]) -> Operator {
+    Operator::start_at(cp, ns, webhook, ops, &cp.kubeconfig, extra)
+}
+
+// --- TLS and raw HTTP/1.1 -----------------------------------------------------------------
+
+/// A TLS connector trusting only the CA in the operator's Secret (`ca.crt`).
+async fn connector(client: &Client, ns: &str) -> TlsConnector {
+    let secret = Api::<Secret>::namespaced(client.clone(), ns)
+        .get(SECRET)
+        .await
+        .expect("the webhook Secret");
+    let ca = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get("ca.crt"))
+        .expect("ca.crt")
+        .0
+        .clone();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&ca) {
+        roots.add(cert.expect("PEM")).expect("a CA certificate");
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    TlsConnector::from(Arc::new(config))
+}
+
+async fn tls_connect(connector: &TlsConnector, port: u16) -> Result<TlsStream<TcpStream>, String> {
+    let tcp = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+    connector
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("TLS handshake: {e}"))
+}
+
+/// The head of a `POST path` with a JSON body of `length` bytes, closing after the answer.
+fn post_head(path: &str, length: usize) -> String {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n"
+    )
+}
+
+/// Reads one HTTP/1.1 answer (with a Content-Length) and returns its status and JSON body.
+async fn read_answer(stream: &mut TlsStream<TcpStream>) -> Result<(u16, Value), String> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        if let Some(answer) = parse_answer(&buf)? {
+            return Ok(answer);
+        }
+        match tokio::time::timeout(Duration::from_secs(20), stream.read(&mut chunk)).await {
+            Err(_) => return Err("no complete answer within 20s".into()),
+            Ok(Ok(0)) => {
+                return Err(format!(
+                    "connection closed after {} bytes of the answer",
+                    buf.len()
+                ));
+            }
+            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+            Ok(Err(e)) => return Err(format!("reading the answer after {} bytes: {e}", buf.len())),
+        }
+    }
+}
+
+/// A complete answer in `buf`, `None` while incomplete.
+fn parse_answer(buf: &[u8]) -> Result<Option<(u16, Value)>, String> {
+    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return Ok(None);
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).to_string();
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("bad status line: {head}"))?;
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .ok_or_else(|| format!("no Content-Length: {head}"))?;
+    let body = &buf[end + 4..];
+    if body.len() < length {
+        return Ok(None);
+    }
+    let value = serde_json::from_slice(&body[..length])
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body[..length]).to_string()));
+    Ok(Some((status, value)))
+}
+
+/// One POST over a fresh TLS connection.
+async fn post(
+    connector: &TlsConnector,
+    port: u16,
+    path: &str,
+    body: &Value,
+) -> Result<(u16, Value), String> {
+    let mut stream = tls_connect(connector, port).await?;
+    let body = serde_json::to_vec(body).expect("json");
+    let mut request = post_head(path, body.len()).into_bytes();
+    request.extend_from_slice(&body);
+    stream
+        .write_all(&request)
+        .await
+        .map_err(|e| format!("write: {e}"))?;
+    read_answer(&mut stream).await
+}
+
+/// A validating AdmissionReview for a CREATE of an object the rules deny (a foreign image).
+fn invalid_admission_review(uid: &str) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": uid, "name": "bad", "namespace": "ns", "operation": "CREATE",
+            "kind": {"group": "trustyai.opendatahub.io", "version": "v1", "kind": "TrustyAIService"},
+            "resource": {"group": "trustyai.opendatahub.io", "version": "v1", "resource": "trustyaiservices"},
+            "userInfo": {"username": "alice"},
+            "object": {
+                "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService",
+                "metadata": {"name": "bad", "namespace": "ns"},
+                "spec": {"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"},
+                         "image": "docker.io/someone/trustyai:1"}
+            }
+        }
+    })
+}
+
+fn assert_denied(answer: &(u16, Value), uid: &str) {
+    let (status, body) = answer;
+    assert_eq!(*status, 200, "{body}");
+    assert_eq!(body["kind"], "AdmissionReview", "{body}");
+    assert_eq!(body["response"]["uid"], uid, "{body}");
+    assert_eq!(body["response"]["allowed"], false, "{body}");
+    assert!(
+        body["response"]["status"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("spec.image")),
+        "{body}"
+    );
+}
+
+fn conversion_review(uid: &str) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "request": {
+            "uid": uid, "desiredAPIVersion": "trustyai.opendatahub.io/v1",
+            "objects": [{
+                "apiVersion": "trustyai.opendatahub.io/v1alpha1", "kind": "TrustyAIService",
+                "metadata": {"name": "old", "namespace": "ns", "uid": "o-1"},
+                "spec": {"storage": {"format": "PVC", "folder": "/inputs", "size": "1Gi"},
+                         "data": {"filename": "data.csv", "format": "CSV"},
+                         "metrics": {"schedule": "5s"}}
+            }]
+        }
+    })
+}
+
+fn assert_converted(answer: &(u16, Value), uid: &str) {
+    let (status, body) = answer;
+    assert_eq!(*status, 200, "{body}");
+    assert_eq!(body["kind"], "ConversionReview", "{body}");
+    assert_eq!(body["response"]["uid"], uid, "{body}");
+    assert_eq!(body["response"]["result"]["status"], "Success", "{body}");
+    let converted = body["response"]["convertedObjects"]
+        .as_array()
+        .expect("convertedObjects");
+    assert_eq!(converted.len(), 1, "{body}");
+    assert_eq!(
+        converted[0]["apiVersion"], "trustyai.opendatahub.io/v1",
+        "{body}"
+    );
+    assert_eq!(converted[0]["metadata"]["name"], "old", "{body}");
+}
+
+// --- Prometheus text ------------------------------------------------------------------------
+
+/// One sample: metric name, labels, value.
+type Sample = (String, BTreeMap<String, String>, f64);
+
+fn is_metric_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+}
+
+/// Parses Prometheus (OpenMetrics) text strictly enough to catch a broken exposition:
+/// `# HELP name text`, `# TYPE name type`, `# UNIT name unit`, a final `# EOF`, and samples
+/// `name{label="value",...} value [timestamp]` with a float value.
+fn parse_prometheus(text: &str) -> Result<Vec<Sample>, String> {
+    let mut samples = Vec::new();
+    let mut typed = BTreeMap::new();
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        let bad = |why: &str| format!("line {}: {why}: {line:?}", i + 1);
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(comment) = line.strip_prefix('#') {
+            if *line == "# EOF" {
+                if i + 1 != lines.len() {
+                    return Err(bad("# EOF before the end"));
+                }
+                continue;
+            }
+            let mut parts = comment.trim_start().splitn(3, ' ');
+            let (keyword, name, rest) = (parts.next(), parts.next(), parts.next());
+            let name = name
+                .filter(|n| is_metric_name(n))
+                .ok_or_else(|| bad("no metric name"))?;
+            match keyword {
+                Some("HELP") => {
+                    if rest.is_none_or(str::is_empty) {
+                        return Err(bad("HELP without text"));
+                    }
+                }
+                Some("TYPE") => {
+                    let kind = rest.unwrap_or_default();
+                    let known = [
+                        "counter",
+                        "gauge",
+                        "histogram",
+                        "summary",
+                        "info",
+                        "unknown",
+                        "untyped",
+                        "stateset",
+                        "gaugehistogram",
+                    ];
+                    if !known.contains(&kind) {
+                        return Err(bad("unknown TYPE"));
+                    }
+                    if typed.insert(name.to_string(), kind.to_string()).is_some() {
+                        return Err(bad("TYPE given twice"));
+                    }
+                }
+                Some("UNIT") => {}
+                _ => return Err(bad("unknown comment")),
+            }
+            continue;
+        }
+        let (name, labels, rest) = match line.find('{') {
+            Some(open) => {
+                let close = line.rfind('}').ok_or_else(|| bad("unclosed labels"))?;
+                (
+                    &line[..open],
+                    parse_labels(&line[open + 1..close]).map_err(|e| bad(&e))?,
+                    &line[close + 1..],
+                )
+            }
+            None => {
+                let (name, rest) = line.split_once(' ').ok_or_else(|| bad("no value"))?;
+                (name, BTreeMap::new(), rest)
+            }
+        };
+        if !is_metric_name(name) {
+            return Err(bad("bad metric name"));
+        }
+        let mut fields = rest.split_whitespace();
+        let value: f64 = fields
+            .next()
+            .ok_or_else(|| bad("no value"))?
+            .parse()
+            .map_err(|_| bad("value is not a float"))?;
+        if let Some(ts) = fields.next() {
+            ts.parse::<f64>().map_err(|_| bad("bad timestamp"))?;
+        }
+        if fields.next().is_some() {
+            return Err(bad("trailing fields"));
+        }
+        // A sample belongs to a declared family (histograms add _bucket, _sum, _count; counters _total).
+        let family_declared = typed.contains_key(name)
+            || ["_total", "_bucket", "_sum", "_count", "_created", "_info"]
+                .iter()
+                .any(|s| name.strip_suffix(s).is_some_and(|f| typed.contains_key(f)));
+        if !family_declared {
+            return Err(bad("sample of an undeclared metric (no TYPE before it)"));
+        }
+        samples.push((name.to_string(), labels, value));
+    }
+    Ok(samples)
+}
+
+fn parse_labels(text: &str) -> Result<BTreeMap<String, String>, String> {
+    let mut labels = BTreeMap::new();
+    let mut rest = text.trim();
+    while !rest.is_empty() {
+        let (key, after) = rest.split_once("=\"").ok_or("label without =\"")?;
+        if !is_metric_name(key) || key.contains(':') {
+            return Err(format!("bad label name {key:?}"));
+        }
+        let mut value = String::new();
+        let mut chars = after.char_indices();
+        let end = loop {
+            match chars.next() {
+                Some((_, '\\')) => match chars.next() {
+                    Some((_, 'n')) => value.push('\n'),
+                    Some((_, c)) => value.push(c),
+                    None => return Err("dangling escape".into()),
+                },
+                Some((i, '"')) => break i,
+                Some((_, c)) => value.push(c),
+                None => return Err("unterminated label value".into()),
+            }
+        };
+        if labels.insert(key.to_string(), value).is_some() {
+            return Err(format!("label {key} twice"));
+        }
+        rest = after[end + 1..].trim_start();
+        if let Some(next) = rest.strip_prefix(',') {
+            rest = next.trim_start();
+        } else if !rest.is_empty() {
+            return Err(format!("expected , between labels, found {rest:?}"));
+        }
+    }
+    Ok(labels)
+}
+
+/// Sum of the samples named `name` whose labels include `with`.
+fn sum(samples: &[Sample], name: &str, with: &[(&str, &str)]) -> f64 {
+    samples
+        .iter()
+        .filter(|(n, labels, _)| {
+            n == name
+                && with
+                    .iter()
+                    .all(|(k, v)| labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .fold(0.0, |total, (_, _, v)| total + v)
+}
+
+/// `/metrics` of an operator, parsed (panics when it does not parse).
+async fn metrics(ops_port: u16) -> Option<Vec<Sample>> {
+    let (code, body) = tokio::task::spawn_blocking(move || http_get(ops_port, "/metrics"))
+        .await
+        .ok()??;
+    assert_eq!(code, 200, "{body}");
+    Some(
+        parse_prometheus(&body)
+            .unwrap_or_else(|e| panic!("/metrics is not Prometheus text: {e}\n{body}")),
+    )
+}
+
+async fn leader_gauge(ops_port: u16) -> Option<f64> {
+    let samples = metrics(ops_port).await?;
+    samples
+        .iter()
+        .find(|(n, _, _)| n == "trustyai_operator_leader")
+        .map(|(_, _, v)| *v)
+}
+
+async fn readyz(ops_port: u16) -> Option<(u16, String)> {
+    tokio::task::spawn_blocking(move || http_get(ops_port, "/readyz"))
+        .await
+        .ok()?
+}
+
+// --- 1. two replicas behind one front -------------------------------------------------------
+
+/// One of the clients that keep writing and listing through v1alpha1 (so every write needs /convert,
+/// /mutate and /validate) until stopped; returns (operations, failures).
+fn continuous_client(
+    client: Client,
+    ns: String,
+    worker: usize,
+    done: Arc<AtomicBool>,
+    phase: Arc<std::sync::Mutex<&'static str>>,
+) -> tokio::task::JoinHandle<(usize, Vec<String>)> {
+    tokio::spawn(async move {
+        let api = tas_api(&client, &ns, "v1alpha1");
+        let started = Instant::now();
+        let (mut operations, mut failures) = (0, Vec::new());
+        let mut i = 0;
+        while !done.load(Ordering::SeqCst) {
+            i += 1;
+            let name = format!("load-{worker}-{i}");
+            let mut record = |what: &str, result: Result<(), kube::Error>| {
+                operations += 1;
+                if let Err(e) = result {
+                    let phase = *phase.lock().expect("phase");
+                    failures.push(format!(
+                        "{:?} [{phase}] {what} {name}: {e}",
+                        started.elapsed()
+                    ));
+                }
+            };
+            let created = api
+                .create(&PostParams::default(), &tas("v1alpha1", &name))
+                .await
+                .map(|_| ());
+            let ok = created.is_ok();
+            record("create", created);
+            if ok {
+                let got = api.get(&name).await.map(|_| ());
+                record("get", got);
+            }
+            let listed = api.list(&ListParams::default()).await.map(|_| ());
+            record("list", listed);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        (operations, failures)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_one_leader_both_serve_handover_and_rolling_restarts_without_failures() {
+    let _lock = CLUSTER_WIDE.lock().await;
+    let cp = ControlPlane::shared();
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "replicas").await;
+    let apps = cp.namespace(&client, "apps").await;
+    let load_ns = cp.namespace(&client, "load").await;
+
+    let ports = [(free_port(), free_port()), (free_port(), free_port())];
+    // A Service in front: connections go only to replicas whose /readyz is 200.
+    let proxy = Proxy::start_ready_aware(ports.to_vec()).await;
+    let url = format!("https://127.0.0.1:{}", proxy.port);
+    let mut flags = vec![
+        "--webhook-url",
+        url.as_str(),
+        "--create-webhook-configurations",
+    ];
+    flags.extend(ELECTION_FLAGS);
+    let (a, b) = (
+        start(cp, &ns, ports[0].0, ports[0].1, &flags),
+        start(cp, &ns, ports[1].0, ports[1].1, &flags),
+    );
+    let (a, b) = (ready(a).await, ready(b).await);
+    // Ops ports stay with the slot across restarts; the processes change.
+    let mut replicas = [Some(a), Some(b)];
+    let logs = |r: &[Option<Operator>]| {
+        r.iter()
+            .flatten()
+            .map(|o| format!("--- {} ---\n{}", o.log.display(), o.logs()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let pid = |r: &[Option<Operator>], i: usize| r[i].as_ref().expect("running").pid();
+    let one_leader = || async {
+        let gauges = [
+            leader_gauge(ports[0].1).await?,
+            leader_gauge(ports[1].1).await?,
+        ];
+        match gauges {
+            [1.0, 0.0] => Some(0),
+            [0.0, 1.0] => Some(1),
+            _ => None,
+        }
+    };
+
+    // Exactly one leads: the leader gauge and the Lease agree.
+    let leader = wait_for(
+        "exactly one leader",
+        TIMEOUT,
+        || logs(&replicas),
+        one_leader,
+    )
+    .await;
+    let follower = 1 - leader;
+    let holder = lease_holder(&client, &ns).await;
+    assert!(
+        holds_lease(holder.as_deref(), pid(&replicas, leader)),
+        "the Lease holder {holder:?} is not the replica reporting leader=1 (pid {})",
+        pid(&replicas, leader)
+    );
+    // Still exactly one a few retry periods later.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(leader_gauge(ports[leader].1).await, Some(1.0));
+    assert_eq!(leader_gauge(ports[follower].1).await, Some(0.0));
+
+    tas_api(&client, &apps, "v1")
+        .create(&PostParams::default(), &tas("v1", "first"))
+        .await
+        .expect("created");
+    wait_reconciled(&client, &apps, "first", || logs(&replicas)).await;
+
+    // Both replicas answer admission and conversion, over TLS chaining to the Secret's CA.
+    let tls = connector(&client, &ns).await;
+    for (port, _) in ports {
+        let uid = format!("validate-{port}");
+        let answer = post(&tls, port, "/validate", &invalid_admission_review(&uid))
+            .await
+            .unwrap_or_else(|e| panic!("/validate on {port}: {e}"));
+        assert_denied(&answer, &uid);
+        let uid = format!("convert-{port}");
+        let answer = post(&tls, port, "/convert", &conversion_review(&uid))
+            .await
+            .unwrap_or_else(|e| panic!("/convert on {port}: {e}"));
+        assert_converted(&answer, &uid);
+    }
+
+    // From here on a client keeps writing and listing through the front.
+    let done = Arc::new(AtomicBool::new(false));
+    let phase = Arc::new(std::sync::Mutex::new("before the leader stops"));
+    let load: Vec<_> = (0..2)
+        .map(|worker| {
+            continuous_client(
+                client.clone(),
+                load_ns.clone(),
+                worker,
+                done.clone(),
+                phase.clone(),
+            )
+        })
+        .collect();
+    let set_phase = |p: &'static str| *phase.lock().expect("phase") = p;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // Stop the leader: the follower takes over quickly (the lease is released).
+    set_phase("stopping the leader");
+    let signalled = Instant::now();
+    stop(replicas[leader].take().expect("the leader")).await;
+    let took = wait_for(
+        "the follower takes over",
+        TIMEOUT,
+        || logs(&replicas),
+        || async { (leader_gauge(ports[follower].1).await? == 1.0).then(|| signalled.elapsed()) },
+    )
+    .await;
+    eprintln!("handover {took:?} after SIGTERM to the leader");
+    assert!(
+        took < LEASE_DURATION + Duration::from_secs(3),
+        "handover took {took:?}, lease duration {LEASE_DURATION:?}"
+    );
+    let holder = lease_holder(&client, &ns).await;
+    assert!(
+        holds_lease(holder.as_deref(), pid(&replicas, follower)),
+        "Lease holder {holder:?} after the handover"
+    );
+    tas_api(&client, &apps, "v1alpha1")
+        .create(&PostParams::default(), &tas("v1alpha1", "after-handover"))
+        .await
+        .expect("created after the handover");
+    let created = Instant::now();
+    wait_reconciled(&client, &apps, "after-handover", || logs(&replicas)).await;
+    eprintln!(
+        "after-handover reconciled {:?} after its creation",
+        created.elapsed()
+    );
+
+    // Rolling restart: the stopped replica comes back on its ports, then the other one is
+    // replaced (another handover).
+    set_phase("restarting the first replica");
+    let (webhook, ops) = ports[leader];
+    replicas[leader] = Some(ready(start(cp, &ns, webhook, ops, &flags)).await);
+    set_phase("first replica restarted");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    set_phase("stopping the second replica");
+    stop(replicas[follower].take().expect("the follower")).await;
+    set_phase("restarting the second replica");
+    let (webhook, ops) = ports[follower];
+    replicas[follower] = Some(ready(start(cp, &ns, webhook, ops, &flags)).await);
+    set_phase("after the restarts");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    done.store(true, Ordering::SeqCst);
+    let (mut operations, mut failures) = (0, Vec::new());
+    for worker in load {
+        let (n, failed) = worker.await.expect("a client task");
+        operations += n;
+        failures.extend(failed);
+    }
+    eprintln!(
+        "continuous client: {operations} operations, {} failed",
+        failures.len()
+    );
+    assert!(operations > 30, "only {operations} operations");
+    assert!(
+        failures.is_empty(),
+        "{} of {operations} operations failed:\n{}\n{}",
+        failures.len(),
+        failures.join("\n"),
+        logs(&replicas)
+    );
+
+    // After the rolling restart: still exactly one leader, and it reconciles.
+    let leader = wait_for(
+        "exactly one leader after the restarts",
+        TIMEOUT,
+        || logs(&replicas),
+        one_leader,
+    )
+    .await;
+    let holder = lease_holder(&client, &ns).await;
+    assert!(
+        holds_lease(holder.as_deref(), pid(&replicas, leader)),
+        "{holder:?}"
+    );
+    tas_api(&client, &apps, "v1")
+        .create(&PostParams::default(), &tas("v1", "after-restarts"))
+        .await
+        .expect("created after the restarts");
+    wait_reconciled(&client, &apps, "after-restarts", || logs(&replicas)).await;
+
+    for replica in replicas.into_iter().flatten() {
+        stop(replica).await;
+    }
+    drop(proxy);
+}
+
+// --- 2. SIGTERM during a burst ----------------------------------------------------------------
+
+#[derive(Debug)]
+enum Attempt {
+    /// Refused before a request was sent (connect or handshake failed).
+    Refused(String),
+    /// The request head (and half the body) was written at `sent`; then the answer or error.
+    Sent {
+        sent: Instant,
+        answer: Result<(u16, Value), String>,
+        finished: Instant,
+    },
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_a_burst_of_admission_requests_answers_every_accepted_request() {
+    let _lock = CLUSTER_WIDE.lock().await;
+    let cp = ControlPlane::shared();
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "burst").await;
+    let mut flags = vec!["--drain-timeout", "10s"];
+    flags.extend(ELECTION_FLAGS);
+    let operator = ready(start(cp, &ns, free_port(), free_port(), &flags)).await;
+    let tls = connector(&client, &ns).await;
+    let port = operator.webhook_port;
+
+    // 200 requests started 4 ms apart over 0.8 s, each sending its body in two halves 150 ms
+    // apart, so that many are in flight (head read, body pending) when SIGTERM arrives.
+    const REQUESTS: usize = 200;
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..REQUESTS {
+        let tls = tls.clone();
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep_until((started + Duration::from_millis(4 * i as u64)).into()).await;
+            let uid = format!("burst-{i}");
+            let body = serde_json::to_vec(&invalid_admission_review(&uid)).expect("json");
+            let mut stream = match tls_connect(&tls, port).await {
+                Ok(stream) => stream,
+                Err(e) => return (uid, Attempt::Refused(e)),
+            };
+            let half = body.len() / 2;
+            let mut first = post_head("/validate", body.len()).into_bytes();
+            first.extend_from_slice(&body[..half]);
+            if let Err(e) = stream.write_all(&first).await {
+                return (uid, Attempt::Refused(format!("write: {e}")));
+            }
+            let sent = Instant::now();
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            let answer = match stream.write_all(&body[half..]).await {
+                Ok(()) => read_answer(&mut stream).await,
+                Err(e) => Err(format!("writing the rest of the body: {e}")),
+            };
+            (
+                uid,
+                Attempt::Sent {
+                    sent,
+                    answer,
+                    finished: Instant::now(),
+                },
+            )
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let signalled = Instant::now();
+    operator.signal_term();
+
+    let mut attempts = Vec::new();
+    for task in tasks {
+        attempts.push(task.await.expect("request task"));
+    }
+    stop(operator).await;
+    eprintln!(
+        "the operator exited {:?} after SIGTERM",
+        signalled.elapsed()
+    );
+
+    let (mut before, mut in_flight, mut refused, mut after_ok) = (0, 0, 0, 0);
+    let mut broken = Vec::new();
+    let mut refusal = None;
+    for (uid, attempt) in &attempts {
+        match attempt {
+            Attempt::Refused(why) => {
+                refused += 1;
+                refusal.get_or_insert_with(|| why.clone());
+            }
+            Attempt::Sent {
+                sent,
+                answer,
+                finished,
+            } if *sent < signalled => {
+                before += 1;
+                if *finished > signalled {
+                    in_flight += 1;
+                }
+                match answer {
+                    Ok(answer) => assert_denied(answer, uid),
+                    Err(e) => broken.push(format!("{uid}: {e}")),
+                }
+            }
+            Attempt::Sent { answer, .. } => {
+                // Accepted by the server after the signal: a connection that made it in
+                // before the listener closed; answered or closed, both fine.
+                if let Ok(answer) = answer {
+                    assert_denied(answer, uid);
+                    after_ok += 1;
+                }
+            }
+        }
+    }
+    eprintln!(
+        "burst: {before} sent before SIGTERM ({in_flight} still in flight at the signal), {after_ok} answered after, {refused} refused (first: {refusal:?})"
+    );
+    assert!(
+        broken.is_empty(),
+        "{} of {before} requests sent before SIGTERM got no complete answer:\n{}",
+        broken.len(),
+        broken.join("\n")
+    );
+    assert!(
+        in_flight >= 10,
+        "only {in_flight} requests were in flight at the signal"
+    );
+    assert!(refused > 0, "no request was refused after the signal");
+}
+
+// --- 3. /metrics ---------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_parse_as_prometheus_text_and_counters_move() {
+    let _lock = CLUSTER_WIDE.lock().await;
+    let cp = ControlPlane::shared();
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "metrics").await;
+    let apps = cp.namespace(&client, "metrics-apps").await;
+    let mut flags = vec!["--create-webhook-configurations"];
+    flags.extend(ELECTION_FLAGS);
+    let operator = ready(start(cp, &ns, free_port(), free_port(), &flags)).await;
+    let ops = operator.ops_port;
+    wait_for(
+        "leader=1",
+        TIMEOUT,
+        || operator.logs(),
+        || async { (leader_gauge(ops).await? == 1.0).then_some(()) },
+    )
+    .await;
+
+    let before = metrics(ops).await.expect("/metrics");
+    for name in [
+        "trustyai_operator_build_info",
+        "trustyai_operator_serving_certificate_expiry_timestamp_seconds",
+        "trustyai_operator_leader",
+        "trustyai_operator_trustyaiservices",
+    ] {
+        assert!(
+            before.iter().any(|(n, _, _)| n == name),
+            "{name} missing from /metrics"
+        );
+    }
+    let expiry = sum(
+        &before,
+        "trustyai_operator_serving_certificate_expiry_timestamp_seconds",
+        &[],
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs_f64();
+    assert!(
+        expiry > now,
+        "certificate expiry {expiry} is not in the future"
+    );
+
+    let requests = "trustyai_operator_webhook_requests_total";
+    let validate_denied = [("endpoint", "validate"), ("outcome", "denied")];
+    let convert = [("endpoint", "convert")];
+    let (denied0, convert0) = (
+        sum(&before, requests, &validate_denied),
+        sum(&before, requests, &convert),
+    );
+
+    let tls = connector(&client, &ns).await;
+    for i in 0..3 {
+        let uid = format!("m-validate-{i}");
+        let answer = post(
+            &tls,
+            operator.webhook_port,
+            "/validate",
+            &invalid_admission_review(&uid),
+        )
+        .await
+        .expect("/validate");
+        assert_denied(&answer, &uid);
+    }
+    for i in 0..2 {
+        let uid = format!("m-convert-{i}");
+        let answer = post(
+            &tls,
+            operator.webhook_port,
+            "/convert",
+            &conversion_review(&uid),
+        )
+        .await
+        .expect("/convert");
+        assert_converted(&answer, &uid);
+    }
+    let after = metrics(ops).await.expect("/metrics");
+    let (denied1, convert1) = (
+        sum(&after, requests, &validate_denied),
+        sum(&after, requests, &convert),
+    );
+    assert!(
+        denied1 >= denied0 + 3.0,
+        "validate/denied {denied0} -> {denied1}"
+    );
+    assert!(
+        convert1 >= convert0 + 2.0,
+        "convert {convert0} -> {convert1}"
+    );
+    assert!(
+        sum(
+            &after,
+            "trustyai_operator_admission_denials_total",
+            &[("rule", "image")]
+        ) >= 3.0,
+        "admission_denials_total{{rule=image}}"
+    );
+    assert!(
+        sum(
+            &after,
+            "trustyai_operator_webhook_request_duration_seconds_count",
+            &[("endpoint", "validate")]
+        ) >= 3.0,
+        "the validate latency histogram counts the requests"
+    );
+
+    // Reconciles on the leader.
+    let reconciles = "trustyai_operator_reconciles_total";
+    let success0 = sum(&after, reconciles, &[("result", "success")]);
+    tas_api(&client, &apps, "v1")
+        .create(&PostParams::default(), &tas("v1", "counted"))
+        .await
+        .expect("created");
+    wait_reconciled(&client, &apps, "counted", || operator.logs()).await;
+    let success1 = wait_for(
+        "reconciles_total{result=success} to grow",
+        TIMEOUT,
+        || operator.logs(),
+        || async {
+            let s = sum(&metrics(ops).await?, reconciles, &[("result", "success")]);
+            (s > success0).then_some(s)
+        },
+    )
+    .await;
+    let last = metrics(ops).await.expect("/metrics");
+    assert!(
+        sum(
+            &last,
+            "trustyai_operator_reconcile_duration_seconds_count",
+            &[]
+        ) >= success1,
+        "every reconcile is timed"
+    );
+    assert!(sum(&last, "trustyai_operator_trustyaiservices", &[]) >= 1.0);
+    eprintln!("reconciles_total{{result=success}}: {success0} -> {success1}");
+    stop(operator).await;
+}
+
+#[test]
+fn the_prometheus_check_rejects_broken_text() {
+    let good = "# HELP x_total Things.\n# TYPE x counter\nx_total{a=\"1\",b=\"q\\\"\"} 2\n# EOF";
+    assert_eq!(parse_prometheus(good).expect("parses").len(), 1);
+    for bad in [
+        "# TYPE x counter\nx_total{a=\"1\"} two",
+        "x 1",
+        "# TYPE x counter\nx_total{a=1} 1",
+        "# TYPE x bogus\n",
+        "# TYPE x counter\nx_total 1 2 3",
+        "# HELP x\n",
+    ] {
+        assert!(parse_prometheus(bad).is_err(), "accepted {bad:?}");
+    }
+}
+
+// --- 4. /readyz ------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_is_false_before_the_certificate_is_loaded_and_while_draining() {
+    let _lock = CLUSTER_WIDE.lock().await;
+    let cp = ControlPlane::shared();
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "readyz").await;
+
+    // The operator reaches the API server through a gate that holds every connection: in
+    // self-signed mode the certificate comes from a Secret, so none can load until it opens.
+    let api_port: u16 = cp
+        .server
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("the API server port");
+    let gate = Proxy::gated(api_port).await;
+    let kubeconfig = cp.dir.join(format!("kubeconfig-gated-{}", gate.port));
+    let text = std::fs::read_to_string(&cp.kubeconfig).expect("kubeconfig");
+    assert!(
+        text.contains(&cp.server),
+        "the kubeconfig names {}",
+        cp.server
+    );
+    std::fs::write(
+        &kubeconfig,
+        text.replace(&cp.server, &format!("https://127.0.0.1:{}", gate.port)),
+    )
+    .expect("gated kubeconfig");
+    // The registrations must exist for the caBundle (the other readiness check) to publish.
+    let mut flags = vec!["--drain-timeout", "10s", "--create-webhook-configurations"];
+    flags.extend(ELECTION_FLAGS);
+    let mut operator = Operator::start_at(cp, &ns, free_port(), free_port(), &kubeconfig, &flags);
+    let ops = operator.ops_port;
+
+    let first = wait_for(
+        "the ops port",
+        Duration::from_secs(30),
+        || operator.logs(),
+        || readyz(ops),
+    )
+    .await;
+    let mut samples = vec![first];
+    let held = Instant::now();
+    while held.elapsed() < Duration::from_secs(2) {
+        samples.push(readyz(ops).await.expect("the ops server answers"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(operator.is_running(), "{}", operator.logs());
+    for (code, body) in &samples {
+        assert_eq!(*code, 503, "/readyz before any certificate: {body}");
+        assert!(body.contains("not ready"), "{body}");
+    }
+    eprintln!(
+        "/readyz without a certificate: {} x 503 {:?}",
+        samples.len(),
+        samples[0].1
+    );
+    assert_eq!(
+        readyz(ops).await.map(|(c, _)| c),
+        Some(503),
+        "still not ready while the API server is unreachable"
+    );
+
+    gate.open();
+    let operator = ready(operator).await;
+    let (code, body) = readyz(ops).await.expect("/readyz");
+    assert_eq!((code, body.trim()), (200, "ok"));
+
+    // Draining: a request in flight (head and half the body sent) holds the HTTPS server open;
+    // /readyz says "draining" meanwhile, and the request still gets its answer.
+    let tls = connector(&client, &ns).await;
+    let mut stream = tls_connect(&tls, operator.webhook_port)
+        .await
+        .expect("connect");
+    let body = serde_json::to_vec(&invalid_admission_review("held")).expect("json");
+    let half = body.len() / 2;
+    let mut first = post_head("/validate", body.len()).into_bytes();
+    first.extend_from_slice(&body[..half]);
+    stream.write_all(&first).await.expect("head");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let signalled = Instant::now();
+    operator.signal_term();
+    let (code, body_text) = loop {
+        let answer = readyz(ops).await.unwrap_or_else(|| {
+            panic!(
+                "the ops server went away while draining:\n{}",
+                operator.logs()
+            )
+        });
+        if answer.0 != 200 || signalled.elapsed() > Duration::from_secs(3) {
+            break answer;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(code, 503, "/readyz after SIGTERM: {body_text}");
+    assert!(body_text.contains("draining"), "{body_text}");
+    // Still draining a moment later: the held request keeps the server open.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (code, body_text) = readyz(ops)
+        .await
+        .expect("the ops server outlives the drain");
+    assert_eq!(
+        (code, body_text.contains("draining")),
+        (503, true),
+        "{body_text}"
+    );
+    // New connections are refused meanwhile.
+    assert!(
+        TcpStream::connect(("127.0.0.1", operator.webhook_port))
+            .await
+            .is_err(),
+        "the webhook listener is closed while draining"
+    );
+
+    stream
+        .write_all(&body[half..])
+        .await
+        .expect("the rest of the body");
+    let answer = read_answer(&mut stream)
+        .await
+        .expect("the held request's answer");
+    assert_denied(&answer, "held");
+    stop(operator).await;
+    eprintln!(
+        "drain with a held request: exit {:?} after SIGTERM",
+        signalled.elapsed()
+    );
+    drop(gate);
+    let _ = std::fs::remove_file(&kubeconfig);
+}
