@@ -25,7 +25,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use support::cluster::{minimal_spec, published_bundles, secret_field, tas, tas_api};
+use support::cluster::{minimal_spec, tas, tas_api, wait_for_published_bundle};
 use support::operator::Operator;
 use support::{CLUSTER_WIDE, ControlPlane};
 use trustyai_crds::contract::{CONVERSION_PRESERVED_ANNOTATION, CRD_NAME};
@@ -56,22 +56,8 @@ async fn start_operator(cp: &ControlPlane, client: &Client, ns: &str, extra: &[&
     args.extend_from_slice(extra);
     let mut operator = Operator::start(cp, ns, &args);
     operator.wait_ready(Duration::from_secs(60));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        if let Some(ca) = secret_field(client, ns, "ca.crt").await
-            && published_bundles(client)
-                .await
-                .iter()
-                .all(|b| b.as_deref() == Some(ca.as_slice()))
-        {
-            return operator;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!(
-        "the CA bundle was not published within 60s:\n{}",
-        operator.logs()
-    );
+    wait_for_published_bundle(client, ns, &operator).await;
+    operator
 }
 
 // ---------------------------------------------------------------------------------------------

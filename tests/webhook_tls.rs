@@ -11,35 +11,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use rustls::pki_types::pem::PemObject;
 use serde_json::json;
-use support::cluster::{minimal_spec, published_bundles, secret_field, tas, tas_api};
+use support::cluster::{minimal_spec, secret_field, tas, tas_api, wait_for_published_bundle};
 use support::operator::Operator;
 use support::{CLUSTER_WIDE, ControlPlane};
 
 const VWC: &str = "trustyai-operator-validating";
-
-/// Waits until all three objects carry exactly the CA bundle the operator keeps in its Secret.
-async fn wait_for_published_bundle(client: &Client, ns: &str, operator: &Operator) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        if let Some(ca) = secret_field(client, ns, "ca.crt").await
-            && published_bundles(client)
-                .await
-                .iter()
-                .all(|b| b.as_deref() == Some(ca.as_slice()))
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    panic!(
-        "the CA bundle was not published within 60s:\n{}",
-        operator.logs()
-    );
-}
 
 #[tokio::test]
 async fn api_server_reaches_the_webhooks_with_the_injected_bundle() {

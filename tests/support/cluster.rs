@@ -86,3 +86,28 @@ pub async fn published_bundles(client: &Client) -> Vec<Option<Vec<u8>>> {
         .map(|b| b.0);
     vec![crd_bundle, vwc, mwc]
 }
+
+/// Waits until the CRD and both registrations carry exactly the CA bundle the operator keeps in
+/// its Secret in `ns`; panics with the operator's log after 60 s.
+pub async fn wait_for_published_bundle(
+    client: &Client,
+    ns: &str,
+    operator: &super::operator::Operator,
+) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        if let Some(ca) = secret_field(client, ns, "ca.crt").await
+            && published_bundles(client)
+                .await
+                .iter()
+                .all(|b| b.as_deref() == Some(ca.as_slice()))
+        {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    panic!(
+        "the CA bundle was not published within 60s:\n{}",
+        operator.logs()
+    );
+}
