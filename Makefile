@@ -3,7 +3,7 @@ SHELL := /bin/bash
 CONTROL_PLANE_BIN := $(shell tests/control-plane/build.sh --print)
 export TRUSTYAI_CONTROL_PLANE_BIN := $(CONTROL_PLANE_BIN)
 
-.PHONY: test lint control-plane run crd
+.PHONY: test lint control-plane run crd bench
 
 ## Every test: builds the control plane if it is not cached, then the whole workspace's tests.
 test: control-plane
@@ -28,3 +28,11 @@ crd:
 run: control-plane
 	cargo build -p trustyai-operator -p trustyai-local-cluster --bins
 	target/debug/trustyai-local-cluster --operator target/debug/trustyai-operator $(ARGS)
+
+## Benchmarks (README, Performance): criterion on the pure functions, the HTTPS webhooks under
+## load, the operator against a local control plane (100 TrustyAIServices; more with
+## `make bench BENCH_ARGS="--n 1000"`), start-up and binary size. Writes bench/results/latest.{json,md}.
+bench: control-plane
+	cargo build --release -p trustyai-operator -p trustyai-bench --bins
+	cargo bench --profile release -p trustyai-bench --bench pure
+	target/release/trustyai-bench --operator target/release/trustyai-operator $(BENCH_ARGS)

@@ -120,7 +120,7 @@ fn judge(state: &WebhookState, req: &Request) -> (Outcome, Response) {
     };
     let new = as_v1(&req.object);
     let old = req.old_object.as_ref().map(as_v1);
-    let verdict = validate_object(&new, old.as_ref(), &ctx);
+    let verdict = validate_object(&new, old.as_deref(), &ctx);
     if verdict.is_allowed() {
         return (
             Outcome::Allowed,
@@ -140,9 +140,15 @@ fn judge(state: &WebhookState, req: &Request) -> (Outcome, Response) {
 
 /// The object in v1, the version the rules are written for. Conversion never fails for one of
 /// our objects; anything else is validated as it is (and fails the rules with field errors).
-fn as_v1(object: &Value) -> Value {
-    trustyai_crds::conversion::convert_object(object, &format!("{GROUP}/{STORAGE_VERSION}"))
-        .unwrap_or_else(|_| object.clone())
+fn as_v1(object: &Value) -> std::borrow::Cow<'_, Value> {
+    let v1 = format!("{GROUP}/{STORAGE_VERSION}");
+    if str_at(object, "apiVersion") == Some(v1.as_str()) {
+        // Already v1 (the usual case): validated in place, not copied.
+        return std::borrow::Cow::Borrowed(object);
+    }
+    std::borrow::Cow::Owned(
+        trustyai_crds::conversion::convert_object(object, &v1).unwrap_or_else(|_| object.clone()),
+    )
 }
 
 fn touches_v1_only_field(op: &PatchOperation) -> bool {
@@ -233,7 +239,7 @@ fn str_at<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 fn parse(body: &[u8]) -> Result<Request, Rejection> {
-    let review: Value = serde_json::from_slice(body)
+    let mut review: Value = serde_json::from_slice(body)
         .map_err(|e| Rejection::Malformed(format!("malformed AdmissionReview: {e}")))?;
     let request = review
         .get("request")
@@ -278,7 +284,20 @@ fn parse(body: &[u8]) -> Result<Request, Rejection> {
     };
     let name = str_at(request, "name").unwrap_or_default().to_string();
     let namespace = str_at(request, "namespace").unwrap_or_default().to_string();
-    let object = request.get("object").cloned().unwrap_or(Value::Null);
+    // The objects are moved out of the parsed review, not copied (the checks above read it).
+    let (object, old_object) = match review.get_mut("request") {
+        Some(request) => (
+            request
+                .get_mut("object")
+                .map(Value::take)
+                .unwrap_or(Value::Null),
+            request
+                .get_mut("oldObject")
+                .map(Value::take)
+                .filter(Value::is_object),
+        ),
+        None => (Value::Null, None),
+    };
     if operation.is_some() && !object.is_object() {
         return Err(refuse(
             "request.object must be a TrustyAIService object".into(),
@@ -298,7 +317,6 @@ fn parse(body: &[u8]) -> Result<Request, Rejection> {
             str_at(&object, "kind").unwrap_or("<no kind>")
         )));
     }
-    let old_object = request.get("oldObject").filter(|o| o.is_object()).cloned();
     // The name of an object being created from generateName is only in the object.
     let name = if name.is_empty() {
         object

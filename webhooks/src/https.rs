@@ -129,6 +129,11 @@ pub async fn serve_https(
             accepted = listener.accept() => match accepted {
                 Ok((stream, remote)) => {
                     backoff = ACCEPT_BACKOFF_MIN;
+                    // No Nagle: a response's last partial segment must not wait for the
+                    // client's (delayed, up to 40 ms) ACK of the previous one.
+                    if let Err(err) = stream.set_nodelay(true) {
+                        tracing::debug!(error = %err, "setting TCP_NODELAY failed");
+                    }
                     connections.spawn(serve_connection(
                         stream,
                         remote,

@@ -226,13 +226,18 @@ pub fn convert_review(review: ConversionReview) -> ConversionReview {
     }
     let objects = std::mem::take(&mut request.objects);
     let mut converted = Vec::with_capacity(objects.len());
-    for (index, object) in objects.iter().enumerate() {
-        match convert_object(object, &desired) {
+    for (index, object) in objects.into_iter().enumerate() {
+        // Already in the desired version: moved into the answer, not copied.
+        if object.get("apiVersion").and_then(Value::as_str) == Some(desired.as_str()) {
+            converted.push(object);
+            continue;
+        }
+        match convert_object(&object, &desired) {
             Ok(object) => converted.push(object),
             Err(error) => {
                 let message = format!(
                     "cannot convert object {index} ({}) to {desired}: {error}",
-                    describe(object)
+                    describe(&object)
                 );
                 return reply_failure(request, &message);
             }
@@ -332,7 +337,12 @@ fn convert(
     // What the way back writes when given our own data: the body conversion back, which does
     // not depend on anything carried.
     let regenerated = {
-        let mut back = out.clone();
+        // `body::convert` reads and writes only `spec` and `status`: copy those, not the
+        // whole object (its metadata, with managedFields, is most of a stored object).
+        let mut back: Map<String, Value> = ["spec", "status"]
+            .into_iter()
+            .filter_map(|key| out.get(key).map(|value| (key.to_owned(), value.clone())))
+            .collect();
         finish(body::convert(&mut back, to, from, &own), shape)
     };
     let annotation = if taken == regenerated.clone().map(Value::String) {

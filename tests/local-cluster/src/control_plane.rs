@@ -27,6 +27,10 @@ const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
 /// Name of the simulated node.
 pub const NODE_NAME: &str = "kwok-node-0";
 
+/// The Service ClusterIP range; its first address (`kubernetes.default`) is
+/// [`crate::pki::KUBERNETES_SERVICE_IP`].
+pub const SERVICE_CIDR: &str = "10.96.0.0/16";
+
 /// Runs the command given as arguments, and kills it when stdin (the test binary's pipe)
 /// reaches end-of-file. fd 3 keeps the pipe because asynchronous lists get /dev/null as stdin.
 const GUARD: &str = r#"exec 3<&0
@@ -247,7 +251,9 @@ impl ControlPlane {
             "--service-account-issuer=https://kubernetes.default.svc".into(),
             format!("--service-account-key-file={}", p.sa_pub.display()),
             format!("--service-account-signing-key-file={}", p.sa_key.display()),
-            "--service-cluster-ip-range=10.0.0.0/24".into(),
+            // A /16 (65,534 ClusterIPs): `make bench --n 1000` creates 2 Services per
+            // TrustyAIService. Its first address is in the serving certificate (pki.rs).
+            format!("--service-cluster-ip-range={SERVICE_CIDR}"),
             "--authorization-mode=RBAC".into(),
             // A loopback advertise address needs no endpoint reconciler (as envtest does it).
             "--endpoint-reconciler-type=none".into(),

@@ -9,6 +9,10 @@ use rcgen::{
 };
 use time::{Duration, OffsetDateTime};
 
+/// The first address of the Service range ([`crate::control_plane::SERVICE_CIDR`]): the
+/// `kubernetes.default` Service's ClusterIP, so the API server's certificate names it.
+pub const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
+
 /// Paths of the PEM files written by [`write_pki`].
 pub struct Pki {
     pub ca_cert: PathBuf,
@@ -57,7 +61,7 @@ pub fn write_pki(dir: &Path) -> Result<Pki, Box<dyn std::error::Error>> {
     let mut serving = params("kube-apiserver");
     serving.subject_alt_names = vec![
         SanType::IpAddress("127.0.0.1".parse()?),
-        SanType::IpAddress("10.0.0.1".parse()?),
+        SanType::IpAddress(KUBERNETES_SERVICE_IP.parse()?),
         SanType::DnsName("localhost".try_into()?),
         SanType::DnsName("kubernetes".try_into()?),
         SanType::DnsName("kubernetes.default".try_into()?),

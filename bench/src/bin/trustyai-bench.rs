@@ -1,0 +1,101 @@
+//! `make bench`: runs the HTTPS load benchmark (against `bench-server`), the cluster benchmark
+//! (the operator binary against a local control plane), measures the binary, collects the
+//! criterion results of `cargo bench -p trustyai-bench`, and writes
+//! `bench/results/latest.{json,md}`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use trustyai_bench::report::{self, Binary, Machine, Results};
+
+#[derive(Parser)]
+#[command(about = "The TrustyAI operator's benchmarks (see README, Performance)")]
+struct Args {
+    /// The operator binary (release build preferred).
+    #[arg(long, default_value = "target/release/trustyai-operator")]
+    operator: PathBuf,
+    /// TrustyAIServices created at once in the cluster benchmark.
+    #[arg(long, default_value_t = 100)]
+    n: usize,
+    /// Seconds at rest after reconciling, to count the requests and writes of a quiet operator.
+    #[arg(long, default_value_t = 60)]
+    rest_seconds: u64,
+    /// Seconds per load cell (endpoint × protocol × concurrency).
+    #[arg(long, default_value_t = 2.0)]
+    seconds_per_cell: f64,
+    /// Concurrency levels of the load benchmark.
+    #[arg(long, value_delimiter = ',', default_value = "1,8,64")]
+    concurrency: Vec<usize>,
+    /// Criterion's output folder, read for the pure-function results.
+    #[arg(long, default_value = "target/criterion")]
+    criterion_dir: PathBuf,
+    /// Where `latest.json` and `latest.md` go.
+    #[arg(long, default_value = "bench/results")]
+    out: PathBuf,
+    #[arg(long)]
+    skip_http: bool,
+    #[arg(long)]
+    skip_cluster: bool,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let machine = Machine::detect();
+    let operator = std::fs::canonicalize(&args.operator)
+        .with_context(|| format!("the operator binary {}", args.operator.display()))?;
+
+    let http = if args.skip_http {
+        None
+    } else {
+        let server = std::env::current_exe()?
+            .parent()
+            .context("exe folder")?
+            .join("bench-server");
+        eprintln!(
+            "HTTPS load benchmark ({} s per cell)…",
+            args.seconds_per_cell
+        );
+        let runtime = tokio::runtime::Runtime::new()?;
+        Some(runtime.block_on(trustyai_bench::http_load::run(
+            &server,
+            args.seconds_per_cell,
+            &args.concurrency,
+        ))?)
+    };
+
+    let cluster = if args.skip_cluster {
+        None
+    } else {
+        Some(trustyai_bench::cluster::run(
+            &operator,
+            args.n,
+            Duration::from_secs(args.rest_seconds),
+        )?)
+    };
+
+    let results = Results {
+        generated_unix_seconds: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        machine,
+        pure: report::read_criterion(&args.criterion_dir),
+        http,
+        cluster,
+        binary: std::fs::metadata(&operator).ok().map(|m| Binary {
+            path: args.operator.display().to_string(),
+            bytes: m.len(),
+        }),
+    };
+    let md = report::write(&args.out, &results)?;
+    println!("{md}");
+    eprintln!(
+        "results: {} and {}",
+        args.out.join("latest.json").display(),
+        args.out.join("latest.md").display()
+    );
+    Ok(())
+}

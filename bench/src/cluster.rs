@@ -1,0 +1,407 @@
+//! The operator binary against the local control plane: start-up time, the time and API
+//! requests to reconcile N TrustyAIServices created at once, the requests at rest afterwards,
+//! and the operator's memory.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Secret, Service};
+use kube::api::{Api, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde::Serialize;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use trustyai_crds::TrustyAIService;
+use trustyai_local_cluster::ControlPlane;
+
+use crate::http_load::proc_status_kib;
+use crate::proxy::{self, difference, is_write, total};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Startup {
+    /// Process start to the first `ConversionReview` answered over TLS.
+    pub to_convert_ms: f64,
+    /// Process start to `/readyz` 200 (TLS loaded, caBundle published).
+    pub to_readyz_ms: f64,
+    /// API requests the operator made from start until ready.
+    pub api_requests_until_ready: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Reconcile {
+    pub trustyaiservices: usize,
+    /// Time to create them all (16 requests in flight, through the admission webhooks).
+    pub create_seconds: f64,
+    /// From the first create until every one has its Deployment, its 2 Services and
+    /// `status.observedGeneration == metadata.generation`.
+    pub seconds_until_all_reconciled: f64,
+    /// From the first create until every one reports `phase: Ready` (Deployment available).
+    pub seconds_until_all_ready: Option<f64>,
+    /// API requests of the operator from the first create until all were Ready and 10 s passed.
+    pub api_requests: u64,
+    pub api_writes: u64,
+    pub api_requests_per_trustyaiservice: f64,
+    pub api_writes_per_trustyaiservice: f64,
+    pub by_verb_resource: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AtRest {
+    pub seconds: f64,
+    pub api_requests: u64,
+    pub api_writes: u64,
+    /// Writes other than the leader-election Lease renewals (a constant per operator, not per
+    /// TrustyAIService).
+    pub api_writes_excluding_lease: u64,
+    pub requests_per_trustyaiservice_per_minute: f64,
+    pub writes_per_trustyaiservice_per_minute: f64,
+    pub writes_excluding_lease_per_trustyaiservice_per_minute: f64,
+    pub by_verb_resource: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Memory {
+    /// Resident memory once ready, before any TrustyAIService exists (VmRSS), KiB.
+    pub idle_rss_kib: Option<u64>,
+    /// Peak resident memory over the whole run (VmHWM), KiB.
+    pub peak_rss_kib: Option<u64>,
+    /// Resident memory at the end of the rest period (VmRSS), KiB.
+    pub steady_rss_kib: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ClusterResults {
+    pub operator_binary: String,
+    pub startup: Startup,
+    pub reconcile: Reconcile,
+    pub at_rest: AtRest,
+    pub memory: Memory,
+}
+
+struct OperatorProcess {
+    child: Child,
+}
+
+impl OperatorProcess {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+    fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for OperatorProcess {
+    fn drop(&mut self) {
+        if self.running() {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(self.child.id().to_string())
+                .status();
+            for _ in 0..150 {
+                if !self.running() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+async fn readyz(port: u16) -> bool {
+    let check = async {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()?;
+        stream
+            .write_all(b"GET /readyz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .await
+            .ok()?;
+        let mut text = String::new();
+        stream.read_to_string(&mut text).await.ok()?;
+        Some(text.starts_with("HTTP/1.1 200"))
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(2), check).await,
+        Ok(Some(true))
+    )
+}
+
+/// The TrustyAIServices in `ns` that have their children and a current observedGeneration,
+/// and those that are Ready.
+async fn progress(client: &Client, ns: &str) -> Result<(usize, usize)> {
+    let list = ListParams::default();
+    let services: Vec<TrustyAIService> =
+        Api::namespaced(client.clone(), ns).list(&list).await?.items;
+    let mut owned: HashMap<String, (usize, usize)> = HashMap::new();
+    for d in Api::<Deployment>::namespaced(client.clone(), ns)
+        .list_metadata(&list)
+        .await?
+        .items
+    {
+        for r in d.owner_references() {
+            owned.entry(r.uid.clone()).or_default().0 += 1;
+        }
+    }
+    for s in Api::<Service>::namespaced(client.clone(), ns)
+        .list_metadata(&list)
+        .await?
+        .items
+    {
+        for r in s.owner_references() {
+            owned.entry(r.uid.clone()).or_default().1 += 1;
+        }
+    }
+    let mut reconciled = 0;
+    let mut ready = 0;
+    for tas in &services {
+        let status = tas.status.as_ref();
+        let current = status.and_then(|s| s.observed_generation).is_some()
+            && status.and_then(|s| s.observed_generation) == tas.metadata.generation;
+        let children = tas
+            .metadata
+            .uid
+            .as_ref()
+            .and_then(|uid| owned.get(uid))
+            .is_some_and(|&(d, s)| d >= 1 && s >= 2);
+        if current && children {
+            reconciled += 1;
+            if status.and_then(|s| s.phase.as_deref()) == Some("Ready") {
+                ready += 1;
+            }
+        }
+    }
+    Ok((reconciled, ready))
+}
+
+fn tas_object(name: &str) -> Result<TrustyAIService> {
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "trustyai.opendatahub.io/v1",
+        "kind": "TrustyAIService",
+        "metadata": {"name": name},
+        "spec": {
+            "storage": {"format": "DATABASE", "databaseConfigurations": "db-creds"},
+            "metrics": {"schedule": "1m"}
+        }
+    }))?)
+}
+
+/// Runs the whole cluster benchmark with `n` TrustyAIServices and `rest` seconds at rest.
+pub fn run(operator_bin: &Path, n: usize, rest: Duration) -> Result<ClusterResults> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    eprintln!("starting the local control plane…");
+    let cp = ControlPlane::start().map_err(|e| anyhow::anyhow!(e))?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let result = runtime.block_on(run_on(&cp, operator_bin, n, rest));
+    drop(runtime);
+    let dir = cp.dir.clone();
+    drop(cp);
+    if result.is_ok() {
+        let _ = std::fs::remove_dir_all(dir);
+    } else {
+        eprintln!("control-plane and operator logs kept in {}", dir.display());
+    }
+    result
+}
+
+async fn run_on(
+    cp: &ControlPlane,
+    operator_bin: &Path,
+    n: usize,
+    rest: Duration,
+) -> Result<ClusterResults> {
+    let client = cp.client().await;
+    let operator_ns = cp.namespace(&client, "bench-operator").await;
+    let ns = cp.namespace(&client, "bench-tas").await;
+
+    // The operator talks to the API server through the counting proxy.
+    let (proxy_port, counts) = proxy::start(cp.client().await).await?;
+    let kubeconfig = cp.dir.join("operator-kubeconfig");
+    proxy::write_kubeconfig(&kubeconfig, proxy_port)?;
+
+    let (webhook_port, ops_port) = (free_port()?, free_port()?);
+    let log: PathBuf = cp.dir.join("logs").join("operator.log");
+    let file = std::fs::File::create(&log)?;
+    let started = Instant::now();
+    let mut operator = OperatorProcess {
+        child: Command::new(operator_bin)
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["--namespace", &operator_ns])
+            .args([
+                "--local-webhook-address",
+                &format!("127.0.0.1:{webhook_port}"),
+            ])
+            .args(["--ops-address", &format!("127.0.0.1:{ops_port}")])
+            .args(["--create-webhook-configurations", "--log-format", "json"])
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .spawn()
+            .with_context(|| format!("starting {}", operator_bin.display()))?,
+    };
+    let pid = operator.pid();
+
+    // Start-up.
+    crate::client::wait_for_convert(webhook_port, Duration::from_secs(60)).await?;
+    let to_convert = started.elapsed();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !readyz(ops_port).await {
+        if !operator.running() || Instant::now() > deadline {
+            bail!(
+                "the operator did not become ready; log: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let to_readyz = started.elapsed();
+    let api_requests_until_ready = total(&counts.snapshot(), |_| true);
+    eprintln!(
+        "operator: /convert after {:.0} ms, /readyz after {:.0} ms",
+        to_convert.as_secs_f64() * 1e3,
+        to_readyz.as_secs_f64() * 1e3
+    );
+    // Let the start-up work (CRD maintenance, storage migration, caches) finish.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let idle_rss_kib = proc_status_kib(pid, "VmRSS");
+
+    // The credentials every TrustyAIService names.
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "db-creds"},
+        "stringData": {"databaseKind": "mariadb", "databaseUsername": "user", "databasePassword": "secret",
+                       "databaseService": "db", "databasePort": "3306", "databaseName": "trustyai"}
+    }))?;
+    Api::<Secret>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &secret)
+        .await?;
+
+    // N at once.
+    let before = counts.snapshot();
+    let create_started = Instant::now();
+    let api: Api<TrustyAIService> = Api::namespaced(client.clone(), &ns);
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let object = tas_object(&format!("tas-{i:04}"))?;
+                api.create(&PostParams::default(), &object).await?;
+                Ok::<_, anyhow::Error>(())
+            }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<()>>()
+        .await?;
+    let create_seconds = create_started.elapsed().as_secs_f64();
+    eprintln!("created {n} TrustyAIServices in {create_seconds:.1} s");
+
+    let timeout = Duration::from_secs(180 + n as u64);
+    let mut reconciled_at = None;
+    let mut ready_at = None;
+    let mut last_report = Instant::now();
+    // Ready needs the simulated pods to run; wait for it at most a minute after reconciled.
+    while ready_at.is_none()
+        && create_started.elapsed() < timeout
+        && reconciled_at
+            .is_none_or(|at: Duration| create_started.elapsed() < at + Duration::from_secs(60))
+    {
+        if !operator.running() {
+            bail!("the operator exited; log in {}", log.display());
+        }
+        let (reconciled, ready) = progress(&client, &ns).await?;
+        if reconciled == n && reconciled_at.is_none() {
+            reconciled_at = Some(create_started.elapsed());
+            eprintln!(
+                "all {n} reconciled after {:.1} s",
+                create_started.elapsed().as_secs_f64()
+            );
+        }
+        if ready == n {
+            ready_at = Some(create_started.elapsed());
+            eprintln!(
+                "all {n} Ready after {:.1} s",
+                create_started.elapsed().as_secs_f64()
+            );
+        }
+        if last_report.elapsed() > Duration::from_secs(10) {
+            eprintln!("  {reconciled}/{n} reconciled, {ready}/{n} Ready");
+            last_report = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let Some(reconciled_at) = reconciled_at else {
+        bail!(
+            "not every TrustyAIService was reconciled within {timeout:?}; operator log in {}",
+            log.display()
+        );
+    };
+    // Follow-up reconciles (Deployment status changes) settle.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let after = counts.snapshot();
+    let reconcile_counts = difference(&after, &before);
+    let requests = total(&reconcile_counts, |_| true);
+    let writes = total(&reconcile_counts, is_write);
+
+    // At rest.
+    eprintln!("at rest for {} s…", rest.as_secs());
+    let rest_started = Instant::now();
+    tokio::time::sleep(rest).await;
+    let rest_seconds = rest_started.elapsed().as_secs_f64();
+    let rest_counts = difference(&counts.snapshot(), &after);
+    let rest_requests = total(&rest_counts, |_| true);
+    let rest_writes = total(&rest_counts, is_write);
+    let rest_writes_no_lease = total(&rest_counts, |k| is_write(k) && !k.contains("leases"));
+    let per_minute = |count: u64| count as f64 / n as f64 / (rest_seconds / 60.0);
+    let memory = Memory {
+        idle_rss_kib,
+        peak_rss_kib: proc_status_kib(pid, "VmHWM"),
+        steady_rss_kib: proc_status_kib(pid, "VmRSS"),
+    };
+    drop(operator);
+
+    Ok(ClusterResults {
+        operator_binary: operator_bin.display().to_string(),
+        startup: Startup {
+            to_convert_ms: to_convert.as_secs_f64() * 1e3,
+            to_readyz_ms: to_readyz.as_secs_f64() * 1e3,
+            api_requests_until_ready,
+        },
+        reconcile: Reconcile {
+            trustyaiservices: n,
+            create_seconds,
+            seconds_until_all_reconciled: reconciled_at.as_secs_f64(),
+            seconds_until_all_ready: ready_at.map(|d| d.as_secs_f64()),
+            api_requests: requests,
+            api_writes: writes,
+            api_requests_per_trustyaiservice: requests as f64 / n as f64,
+            api_writes_per_trustyaiservice: writes as f64 / n as f64,
+            by_verb_resource: reconcile_counts,
+        },
+        at_rest: AtRest {
+            seconds: rest_seconds,
+            api_requests: rest_requests,
+            api_writes: rest_writes,
+            api_writes_excluding_lease: rest_writes_no_lease,
+            requests_per_trustyaiservice_per_minute: per_minute(rest_requests),
+            writes_per_trustyaiservice_per_minute: per_minute(rest_writes),
+            writes_excluding_lease_per_trustyaiservice_per_minute: per_minute(rest_writes_no_lease),
+            by_verb_resource: rest_counts,
+        },
+        memory,
+    })
+}

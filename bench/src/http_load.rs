@@ -1,0 +1,214 @@
+//! The HTTPS endpoints under load: this process drives `bench-server` (a second process) on
+//! loopback over TLS with keep-alive, HTTP/2 (one connection, `c` concurrent streams, as the API
+//! server calls webhooks) and HTTP/1.1 (`c` connections), for a fixed time per cell.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use bytes::Bytes;
+use serde::Serialize;
+use serde_json::Value;
+use trustyai_crds::defaults::{Operation, defaulted};
+
+use crate::client::{Connection, Protocol, connect, tls_config};
+use crate::fixtures;
+use crate::stats::{Percentiles, percentiles};
+
+/// Requests per cell at most, whatever the time.
+const MAX_REQUESTS_PER_CELL: usize = 500_000;
+
+/// One measurement: an endpoint at one protocol and concurrency.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    pub endpoint: String,
+    pub protocol: Protocol,
+    pub concurrency: usize,
+    pub request_bytes: usize,
+    pub requests: usize,
+    pub errors: usize,
+    pub seconds: f64,
+    pub requests_per_second: f64,
+    pub latency: Percentiles,
+    /// Requests/second of the baseline at the same protocol and concurrency, divided by this
+    /// cell's: how many times more a request costs than the bare stack.
+    pub cost_vs_baseline: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HttpResults {
+    pub seconds_per_cell: f64,
+    pub cells: Vec<Cell>,
+    /// The server process's peak resident memory after all cells (VmHWM), KiB.
+    pub server_peak_rss_kib: Option<u64>,
+}
+
+/// The endpoints measured, with their request bodies.
+fn endpoints() -> Result<Vec<(&'static str, &'static str, Bytes)>> {
+    let json = |v: &Value| -> Result<Bytes> { Ok(Bytes::from(serde_json::to_vec(v)?)) };
+    let typical = fixtures::typical();
+    let mutate = json(&fixtures::admission_review(&typical))?;
+    let validate = json(&fixtures::admission_review(&defaulted(
+        &typical,
+        Operation::Create,
+    )))?;
+    Ok(vec![
+        ("baseline", "/baseline", validate.clone()),
+        ("validate", "/validate", validate),
+        ("mutate", "/mutate", mutate),
+        (
+            "convert/1",
+            "/convert",
+            json(&fixtures::conversion_review(1, fixtures::V1))?,
+        ),
+        (
+            "convert/100",
+            "/convert",
+            json(&fixtures::conversion_review(100, fixtures::V1))?,
+        ),
+    ])
+}
+
+/// Reads a process's `/proc/<pid>/status` field (`VmHWM`, `VmRSS`) in KiB.
+pub fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+/// Starts `server_bin`, runs every cell, stops the server.
+pub async fn run(server_bin: &Path, seconds: f64, concurrencies: &[usize]) -> Result<HttpResults> {
+    let dir = std::env::temp_dir().join(format!("trustyai-bench-server-{}", std::process::id()));
+    let mut child = Command::new(server_bin)
+        .arg("--dir")
+        .arg(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("starting {}", server_bin.display()))?;
+    let stdout = child.stdout.take().context("server stdout")?;
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line)?;
+    let port: u16 = line
+        .trim()
+        .strip_prefix("PORT ")
+        .context("the server did not print its port")?
+        .parse()?;
+    let ca = std::fs::read(dir.join("ca.pem"))?;
+    let endpoints = endpoints()?;
+    let mut cells = Vec::new();
+    for protocol in [Protocol::H2, Protocol::Http1] {
+        let config = tls_config(Some(&ca), protocol)?;
+        for &concurrency in concurrencies {
+            let connections = match protocol {
+                Protocol::H2 => vec![connect(port, config.clone(), protocol).await?],
+                Protocol::Http1 => {
+                    let mut all = Vec::new();
+                    for _ in 0..concurrency {
+                        all.push(connect(port, config.clone(), protocol).await?);
+                    }
+                    all
+                }
+            };
+            let mut baseline_rps = None;
+            for (name, path, body) in &endpoints {
+                let mut cell =
+                    measure(&connections, concurrency, path, body.clone(), seconds).await?;
+                cell.endpoint = (*name).to_owned();
+                cell.protocol = protocol;
+                if *name == "baseline" {
+                    baseline_rps = Some(cell.requests_per_second);
+                }
+                cell.cost_vs_baseline = baseline_rps
+                    .filter(|_| cell.requests_per_second > 0.0)
+                    .map(|b| b / cell.requests_per_second);
+                eprintln!(
+                    "  {:<12} {:<8} c={:<3} {:>9.0} req/s  p50 {:>8.0} µs  p99 {:>8.0} µs  p99.9 {:>8.0} µs  errors {}",
+                    cell.endpoint,
+                    protocol.name(),
+                    concurrency,
+                    cell.requests_per_second,
+                    cell.latency.p50_us,
+                    cell.latency.p99_us,
+                    cell.latency.p999_us,
+                    cell.errors
+                );
+                cells.push(cell);
+            }
+        }
+    }
+    let server_peak_rss_kib = proc_status_kib(child.id(), "VmHWM");
+    drop(child.stdin.take());
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(HttpResults {
+        seconds_per_cell: seconds,
+        cells,
+        server_peak_rss_kib,
+    })
+}
+
+async fn measure(
+    connections: &[Connection],
+    concurrency: usize,
+    path: &'static str,
+    body: Bytes,
+    seconds: f64,
+) -> Result<Cell> {
+    let request_bytes = body.len();
+    // Warm-up, not recorded.
+    for connection in connections {
+        let (status, answer) = connection.post(path, body.clone()).await?;
+        if status != 200 {
+            bail!(
+                "{path}: HTTP {status}: {}",
+                String::from_utf8_lossy(&answer)
+            );
+        }
+    }
+    let per_task = MAX_REQUESTS_PER_CELL / concurrency;
+    let duration = Duration::from_secs_f64(seconds);
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..concurrency {
+        let connection = connections[i % connections.len()].clone();
+        let body = body.clone();
+        tasks.spawn(async move {
+            let mut latencies = Vec::with_capacity(4096);
+            let mut errors = 0usize;
+            while started.elapsed() < duration && latencies.len() < per_task {
+                let sent = Instant::now();
+                match connection.post(path, body.clone()).await {
+                    Ok((200, _)) => latencies.push(sent.elapsed()),
+                    _ => errors += 1,
+                }
+            }
+            (latencies, errors)
+        });
+    }
+    let mut latencies = Vec::new();
+    let mut errors = 0;
+    while let Some(joined) = tasks.join_next().await {
+        let (mut l, e) = joined?;
+        latencies.append(&mut l);
+        errors += e;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let requests = latencies.len();
+    Ok(Cell {
+        endpoint: String::new(),
+        protocol: Protocol::H2,
+        concurrency,
+        request_bytes,
+        requests,
+        errors,
+        seconds: elapsed,
+        requests_per_second: requests as f64 / elapsed,
+        latency: percentiles(&mut latencies),
+        cost_vs_baseline: None,
+    })
+}
