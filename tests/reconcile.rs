@@ -627,6 +627,72 @@ async fn database_mode_reports_bad_credentials_and_recovers() {
 }
 
 #[tokio::test]
+async fn migration_mode_keeps_the_pvc_and_adds_the_database() {
+    let env = Env::shared().await;
+    let ns = env.namespace("migration").await;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "tas-db-credentials"},
+        "stringData": {"databaseKind": "mariadb", "databaseUsername": "user", "databasePassword": "secret",
+                       "databaseService": "db", "databasePort": "3306", "databaseName": "trustyai"}
+    }))
+    .expect("a Secret");
+    env.api::<Secret>(&ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("creating the Secret");
+    env.volume_for(&ns, "tas-pvc").await;
+    // Migration mode: DATABASE with storage.folder and data.filename (the Go operator's rule).
+    env.create(
+        &ns,
+        "tas",
+        json!({"storage": {"format": "DATABASE", "folder": "/inputs", "size": "1Gi"},
+               "data": {"filename": "data.csv", "format": "CSV"},
+               "metrics": {"schedule": "5s"}}),
+    )
+    .await;
+    let ready = env.wait_ready(&ns, "tas").await;
+    for type_ in ["PVCAvailable", "DBAvailable"] {
+        let c = condition(&ready, type_).unwrap_or_else(|| panic!("{type_} missing"));
+        assert_eq!(c.status, "True", "{type_}");
+    }
+    assert!(
+        env.api::<PersistentVolumeClaim>(&ns)
+            .get_opt("tas-pvc")
+            .await
+            .expect("read")
+            .is_some(),
+        "the PVC is kept in migration mode"
+    );
+    let deployment = env
+        .api::<Deployment>(&ns)
+        .get("tas")
+        .await
+        .expect("Deployment");
+    assert_eq!(
+        env_value(&deployment, "STORAGE_MIGRATION_CONFIG_FROM_FOLDER").as_deref(),
+        Some("/inputs")
+    );
+    assert_eq!(
+        env_value(&deployment, "STORAGE_MIGRATION_CONFIG_FROM_FILENAME").as_deref(),
+        Some("data.csv")
+    );
+    assert_eq!(
+        env_value(&deployment, "QUARKUS_HIBERNATE_ORM_ACTIVE").as_deref(),
+        Some("true")
+    );
+    let mounts: Vec<String> = service_container(&deployment)
+        .volume_mounts
+        .iter()
+        .flatten()
+        .map(|m| m.mount_path.clone())
+        .collect();
+    assert!(
+        mounts.iter().any(|m| m == "/inputs"),
+        "the PVC is mounted at the folder: {mounts:?}"
+    );
+}
+
+#[tokio::test]
 async fn drift_is_corrected() {
     let env = Env::shared().await;
     let ns = env.namespace("drift").await;
