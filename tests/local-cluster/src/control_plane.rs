@@ -264,14 +264,23 @@ impl ControlPlane {
         self.spawn("kube-apiserver", &args)
     }
 
-    fn start_controller_manager(&mut self) -> Result<(), String> {
-        let args = vec![
+    /// Flags kube-controller-manager and kube-scheduler share: the admin kubeconfig for
+    /// everything, no leader election, a free loopback port.
+    fn component_args(&self) -> Result<Vec<String>, String> {
+        Ok(vec![
             format!("--kubeconfig={}", self.kubeconfig.display()),
             format!("--authentication-kubeconfig={}", self.kubeconfig.display()),
             format!("--authorization-kubeconfig={}", self.kubeconfig.display()),
             "--leader-elect=false".into(),
             "--bind-address=127.0.0.1".into(),
             format!("--secure-port={}", free_port()?),
+            "--v=1".into(),
+        ])
+    }
+
+    fn start_controller_manager(&mut self) -> Result<(), String> {
+        let mut args = self.component_args()?;
+        args.extend([
             format!(
                 "--service-account-private-key-file={}",
                 self.pki.sa_key.display()
@@ -282,21 +291,12 @@ impl ControlPlane {
             "--use-service-account-credentials=false".into(),
             "--controllers=*".into(),
             "--concurrent-gc-syncs=5".into(),
-            "--v=1".into(),
-        ];
+        ]);
         self.spawn("kube-controller-manager", &args)
     }
 
     fn start_scheduler(&mut self) -> Result<(), String> {
-        let args = vec![
-            format!("--kubeconfig={}", self.kubeconfig.display()),
-            format!("--authentication-kubeconfig={}", self.kubeconfig.display()),
-            format!("--authorization-kubeconfig={}", self.kubeconfig.display()),
-            "--leader-elect=false".into(),
-            "--bind-address=127.0.0.1".into(),
-            format!("--secure-port={}", free_port()?),
-            "--v=1".into(),
-        ];
+        let args = self.component_args()?;
         self.spawn("kube-scheduler", &args)
     }
 
