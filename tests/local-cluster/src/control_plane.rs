@@ -4,7 +4,9 @@
 //! "run" and Deployments become Available.
 //!
 //! Every process runs under a small shell guard that kills it when the test binary's end of a
-//! pipe closes, so nothing outlives the tests, also when a test panics or the binary aborts.
+//! pipe closes, so nothing outlives the tests, also when a test panics or the binary aborts;
+//! a janitor on the same pipe then removes the working folder (set `TRUSTYAI_KEEP_CONTROL_PLANE`
+//! to keep it for a post-mortem).
 //! Missing binaries fail loudly with the command that builds them.
 
 use std::io::Write;
@@ -39,6 +41,17 @@ child=$!
 ( read -r _ <&3; kill -TERM "$child" 2>/dev/null; sleep 5; kill -KILL "$child" 2>/dev/null ) &
 wait "$child""#;
 
+/// Removes the working folder once the test binary's pipe closes and the guards above have
+/// killed their processes (TERM, then KILL after 5 s). Without it every test binary left
+/// ~150 MB (etcd preallocates its WAL) in the temp folder, until the disk filled up.
+const JANITOR: &str = r#"read -r _; sleep 7; rm -rf "$1""#;
+
+/// Prefix of the working folders in the temp folder; the process id follows.
+const DIR_PREFIX: &str = "trustyai-control-plane-";
+
+/// Set to keep the working folder (logs, etcd data) after the test binary exits.
+pub const KEEP_ENV: &str = "TRUSTYAI_KEEP_CONTROL_PLANE";
+
 /// A running control plane. Obtain it with [`ControlPlane::shared`].
 pub struct ControlPlane {
     /// Working folder: PKI, kubeconfig, etcd data and one log file per process.
@@ -57,6 +70,7 @@ pub struct ControlPlane {
 
 static SHARED: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
 static NAMESPACES: AtomicUsize = AtomicUsize::new(0);
+static STARTED: AtomicUsize = AtomicUsize::new(0);
 
 /// The folder holding the control-plane binaries: `TRUSTYAI_CONTROL_PLANE_BIN`, or what
 /// `tests/control-plane/build.sh --print` names.
@@ -135,8 +149,12 @@ impl ControlPlane {
         ] {
             binary(name)?;
         }
-        let dir =
-            std::env::temp_dir().join(format!("trustyai-control-plane-{}", std::process::id()));
+        remove_stale_dirs();
+        let dir = std::env::temp_dir().join(format!(
+            "{DIR_PREFIX}{}-{}",
+            std::process::id(),
+            STARTED.fetch_add(1, Ordering::SeqCst)
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("logs")).map_err(|e| e.to_string())?;
         let pki = write_pki(&dir.join("pki")).map_err(|e| format!("writing the PKI: {e}"))?;
@@ -155,6 +173,9 @@ impl ControlPlane {
             etcd_url: String::new(),
             guards: Mutex::new(Vec::new()),
         };
+        if std::env::var_os(KEEP_ENV).is_none() {
+            cp.start_janitor()?;
+        }
         let started = Instant::now();
         cp.start_etcd()?;
         cp.start_apiserver(apiserver_port)?;
@@ -211,6 +232,25 @@ impl ControlPlane {
             .stderr(log_err)
             .spawn()
             .map_err(|e| format!("starting {name}: {e}"))?;
+        let stdin = child.stdin.take().ok_or("no stdin pipe")?;
+        self.guards
+            .get_mut()
+            .map_err(|e| e.to_string())?
+            .push((child, stdin));
+        Ok(())
+    }
+
+    fn start_janitor(&mut self) -> Result<(), String> {
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(JANITOR)
+            .arg("janitor")
+            .arg(&self.dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("starting the working-folder janitor: {e}"))?;
         let stdin = child.stdin.take().ok_or("no stdin pipe")?;
         self.guards
             .get_mut()
@@ -430,6 +470,28 @@ impl ControlPlane {
             String::from_utf8_lossy(&out.stdout).into(),
             String::from_utf8_lossy(&out.stderr).into(),
         )
+    }
+}
+
+/// Removes working folders of test binaries that are gone (killed before their janitor could
+/// run, or from before there was one). Folders of live processes are left alone.
+fn remove_stale_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(DIR_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
