@@ -749,6 +749,29 @@ async fn drift_is_corrected() {
             .then_some(())
     })
     .await;
+
+    // A metadata-only change (no new generation) is corrected too: the operator skips applies
+    // it knows to be no-ops, and this one is not.
+    let accounts = env.api::<ServiceAccount>(&ns);
+    accounts
+        .patch(
+            "tas-proxy",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"labels": {"app.kubernetes.io/version": "tampered"}}}),
+            ),
+        )
+        .await
+        .expect("editing the ServiceAccount's labels");
+    env.wait("the ServiceAccount's labels restored", || async {
+        let sa = accounts.get("tas-proxy").await.ok()?;
+        (sa.labels()
+            .get("app.kubernetes.io/version")
+            .map(String::as_str)
+            != Some("tampered"))
+        .then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]

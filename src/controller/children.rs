@@ -11,6 +11,8 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, DeleteParams, DynamicObject};
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -20,6 +22,7 @@ use trustyai_crds::TrustyAIService;
 use trustyai_crds::contract::custom_ca_bundle;
 
 use super::apply::{self, Applied, Outcome};
+use super::child_cache::{self, Cached, Owner};
 use super::context::Context;
 use super::discovery::OptionalApis;
 use super::error::{ReconcileError, is_not_found};
@@ -37,6 +40,9 @@ use super::resources::{
 pub struct ChildrenApplied {
     /// When an operand certificate must be renewed next.
     pub renew_at: Option<OffsetDateTime>,
+    /// The Deployment as the API server answered its apply (status included); `None` when
+    /// the apply was skipped as a no-op.
+    pub deployment: Option<Deployment>,
 }
 
 /// The inputs of the Deployment that come from other objects of the namespace.
@@ -63,47 +69,40 @@ pub async fn apply_all(
     let ns = instance.namespace();
     let mut out = ChildrenApplied::default();
 
+    let caches = &ctx.children;
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
-    apply_one(
+    apply_cached(
         ctx,
-        service,
+        instance,
         &accounts,
         "ServiceAccount",
         &service_account::service_account(instance),
+        &caches.service_accounts,
     )
     .await?;
     apply_binding(ctx, instance).await?;
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    apply_one(
+    apply_cached(
         ctx,
-        service,
+        instance,
         &config_maps,
         "ConfigMap",
         &config_map::kube_rbac_proxy_config(instance),
+        &caches.config_maps,
     )
     .await?;
     let svcs: Api<Service> = Api::namespaced(client.clone(), ns);
-    apply_one(
-        ctx,
-        service,
-        &svcs,
-        "Service",
-        &services::tls_service(instance),
-    )
-    .await?;
-    apply_one(
-        ctx,
-        service,
-        &svcs,
-        "Service",
-        &services::internal_service(instance),
-    )
-    .await?;
+    for rendered in [
+        services::tls_service(instance),
+        services::internal_service(instance),
+    ] {
+        apply_cached(ctx, instance, &svcs, "Service", &rendered, &caches.services).await?;
+    }
     if !inputs.apis.service_ca() {
         out.renew_at = apply_serving_secrets(ctx, instance).await?;
     }
     apply_pvc(ctx, instance).await?;
-    apply_deployment(ctx, instance, inputs).await?;
+    out.deployment = apply_deployment(ctx, instance, inputs).await?;
     if inputs.apis.service_monitors {
         let api = Api::<DynamicObject>::namespaced_with(
             client.clone(),
@@ -154,6 +153,89 @@ where
     Ok(applied)
 }
 
+/// A rendered child checked against the cache and the memory of the last applies.
+struct Known {
+    owner: Owner,
+    kind: &'static str,
+    name: String,
+    fingerprint: u64,
+    cached: Cached,
+    /// The child is exactly as the last apply of this rendering left it.
+    current: bool,
+}
+
+impl Known {
+    fn of<K>(
+        ctx: &Context,
+        instance: &Instance<'_>,
+        kind: &'static str,
+        object: &K,
+        store: &Store<PartialObjectMeta<K>>,
+    ) -> Result<Self, ReconcileError>
+    where
+        K: Resource<DynamicType = ()> + Clone + Serialize,
+    {
+        let owner = (instance.namespace().to_owned(), instance.name().to_owned());
+        let name = object.name_any();
+        let cached = child_cache::lookup(store, object.meta().namespace.as_deref(), &name);
+        let fingerprint =
+            child_cache::fingerprint(object).map_err(|source| ReconcileError::Encode {
+                what: "a rendered child",
+                source,
+            })?;
+        let current = ctx
+            .children
+            .applied
+            .is_current(&owner, kind, &name, fingerprint, &cached);
+        Ok(Self {
+            owner,
+            kind,
+            name,
+            fingerprint,
+            cached,
+            current,
+        })
+    }
+
+    /// Remembers the apply of this rendering that produced `resource_version`.
+    fn record(&self, ctx: &Context, resource_version: Option<&str>) {
+        ctx.children.applied.record(
+            &self.owner,
+            self.kind,
+            &self.name,
+            self.fingerprint,
+            resource_version,
+        );
+    }
+}
+
+/// Applies `object` unless the cache shows it exactly as the last apply of the same rendering
+/// left it, and reports a change as a `Normal` event. The cache also answers whether it
+/// existed before; only an object it does not show (new, or a cache still listing) is read.
+async fn apply_cached<K>(
+    ctx: &Context,
+    instance: &Instance<'_>,
+    api: &Api<K>,
+    kind: &'static str,
+    object: &K,
+    store: &Store<PartialObjectMeta<K>>,
+) -> Result<Outcome, ReconcileError>
+where
+    K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + Serialize + DeserializeOwned,
+{
+    let known = Known::of(ctx, instance, kind, object, store)?;
+    if known.current {
+        return Ok(Outcome::Unchanged);
+    }
+    let applied = match known.cached.resource_version() {
+        Some(before) => apply::apply_after(api, kind, object, Some(before.to_owned())).await?,
+        None => apply::apply(api, kind, object).await?,
+    };
+    known.record(ctx, applied.object.meta().resource_version.as_deref());
+    announce(ctx, instance.service(), kind, &known.name, applied.outcome).await;
+    Ok(applied.outcome)
+}
+
 /// A `Normal` event for a created or changed child.
 pub async fn announce(
     ctx: &Context,
@@ -180,6 +262,16 @@ async fn apply_binding(ctx: &Context, instance: &Instance<'_>) -> Result<(), Rec
     let desired =
         cluster_role_binding::cluster_role_binding(instance, &ctx.config.proxy_cluster_role);
     let name = desired.name_any();
+    let known = Known::of(
+        ctx,
+        instance,
+        "ClusterRoleBinding",
+        &desired,
+        &ctx.children.bindings,
+    )?;
+    if known.current {
+        return Ok(());
+    }
     let api: Api<ClusterRoleBinding> = Api::all(ctx.client.clone());
     let live = api.get_opt(&name).await.map_err(ReconcileError::kube(
         "reading",
@@ -194,6 +286,7 @@ async fn apply_binding(ctx: &Context, instance: &Instance<'_>) -> Result<(), Rec
         live => live.and_then(|l| l.metadata.resource_version),
     };
     let applied = apply::apply_after(&api, "ClusterRoleBinding", &desired, live_rv).await?;
+    known.record(ctx, applied.object.meta().resource_version.as_deref());
     announce(
         ctx,
         instance.service(),
@@ -292,12 +385,13 @@ async fn apply_pvc(ctx: &Context, instance: &Instance<'_>) -> Result<(), Reconci
 }
 
 /// The Deployment; one made by the Go operator (its selector holds the version label, which is
-/// immutable) is deleted and created again.
+/// immutable) is deleted and created again. Returns the applied Deployment, `None` when the
+/// apply was a known no-op and skipped.
 async fn apply_deployment(
     ctx: &Context,
     instance: &Instance<'_>,
     inputs: Inputs<'_>,
-) -> Result<(), ReconcileError> {
+) -> Result<Option<Deployment>, ReconcileError> {
     let desired = deployment::deployment(
         instance,
         &DeploymentInputs {
@@ -307,6 +401,16 @@ async fn apply_deployment(
         },
     )?;
     let name = desired.name_any();
+    let known = Known::of(
+        ctx,
+        instance,
+        "Deployment",
+        &desired,
+        &ctx.children.deployments,
+    )?;
+    if known.current {
+        return Ok(None);
+    }
     let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), instance.namespace());
     let live =
         api.get_opt(&name)
@@ -330,6 +434,7 @@ async fn apply_deployment(
         live => live.and_then(|l| l.metadata.resource_version),
     };
     let applied = apply::apply_after(&api, "Deployment", &desired, live_rv).await?;
+    known.record(ctx, applied.object.meta().resource_version.as_deref());
     announce(
         ctx,
         instance.service(),
@@ -338,7 +443,7 @@ async fn apply_deployment(
         applied.outcome,
     )
     .await;
-    Ok(())
+    Ok(Some(applied.object))
 }
 
 /// Deletes `name`; absent is fine.

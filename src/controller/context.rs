@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use trustyai_crds::contract::{config_map, image_env};
 
 use super::backoff::Backoffs;
+use super::child_cache::ChildCaches;
 use super::discovery::OptionalApis;
 use super::events::Events;
 use super::operand_tls::{DEFAULT_CA_SECRET, OperandCa};
@@ -117,6 +118,8 @@ pub struct Context {
     pub backoffs: Backoffs,
     /// The CA of the operand certificates.
     pub operand_ca: OperandCa,
+    /// The children's metadata and the last applies.
+    pub children: ChildCaches,
 }
 
 impl Context {
@@ -126,6 +129,7 @@ impl Context {
         config: ControllerConfig,
         apis: watch::Receiver<OptionalApis>,
         operator_config: Store<ConfigMap>,
+        children: ChildCaches,
     ) -> Arc<Self> {
         let operand_ca = OperandCa::new(
             config.operator_namespace.clone(),
@@ -140,6 +144,7 @@ impl Context {
             operator_config,
             backoffs: Backoffs::default(),
             operand_ca,
+            children,
         })
     }
 

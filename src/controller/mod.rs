@@ -22,9 +22,11 @@
 //! - [`operand_tls`]: the operands' serving certificates where no service-ca issues them.
 //! - [`discovery`]: which optional APIs (Route, ServiceMonitor, InferenceService, Istio) exist.
 //! - [`context`]: configuration and shared state.
+//! - [`child_cache`]: the children's metadata and the last applies, to skip no-op applies.
 
 pub mod apply;
 pub mod backoff;
+pub mod child_cache;
 pub mod children;
 pub mod context;
 pub mod db_secret;

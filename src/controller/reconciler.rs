@@ -169,10 +169,10 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
         },
     )
     .await;
-    let (renew_at, provisioning_error) = match applied {
-        Ok(applied) => (applied.renew_at, None),
+    let (renew_at, applied_deployment, provisioning_error) = match applied {
+        Ok(applied) => (applied.renew_at, applied.deployment, None),
         Err(e) if e.is_conflict() => return Err(e),
-        Err(e) => (None, Some(e)),
+        Err(e) => (None, None, Some(e)),
     };
     let wired = integration::wire(
         ctx,
@@ -185,7 +185,7 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
     let observed = Observations {
         generation: service.metadata.generation,
         mode,
-        deployment: observe_deployment(ctx, &instance).await?,
+        deployment: observe_deployment(ctx, &instance, applied_deployment).await?,
         pvc: observe_pvc(ctx, &instance, mode).await?,
         db_credentials,
         route: observe_route(ctx, &instance, apis.routes).await?,
@@ -293,18 +293,28 @@ async fn check_database(
     Ok(checked)
 }
 
+/// The Deployment and its pods; `applied` (the answer of this reconcile's apply) saves reading
+/// the Deployment again.
 async fn observe_deployment(
     ctx: &Context,
     instance: &Instance<'_>,
+    applied: Option<Deployment>,
 ) -> Result<Option<DeploymentObservation>, ReconcileError> {
-    let name = names::service(instance.name());
-    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), instance.namespace());
-    let Some(deployment) =
-        api.get_opt(&name)
-            .await
-            .map_err(ReconcileError::kube("reading", "Deployment", &name))?
-    else {
-        return Ok(None);
+    let deployment = match applied {
+        Some(deployment) => deployment,
+        None => {
+            let name = names::service(instance.name());
+            let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), instance.namespace());
+            let read = api.get_opt(&name).await.map_err(ReconcileError::kube(
+                "reading",
+                "Deployment",
+                &name,
+            ))?;
+            let Some(deployment) = read else {
+                return Ok(None);
+            };
+            deployment
+        }
     };
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), instance.namespace());
     let selector = labels::selector_string(&labels::selector(instance.name()));
@@ -427,6 +437,9 @@ async fn cleanup(
     }
     set_finalizers(ctx, service, &remaining).await?;
     ctx.events.forget(service);
+    ctx.children
+        .applied
+        .forget_owner(&(service.namespace().unwrap_or_default(), service.name_any()));
     tracing::info!("finalized");
     Ok(Action::await_change())
 }

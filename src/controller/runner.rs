@@ -32,12 +32,15 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector;
 use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
-use kube::{Api, Client};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use trustyai_crds::TrustyAIService;
 use trustyai_crds::contract::{config_map, custom_ca_bundle, labels, owner_labels};
 
+use super::child_cache::{AppliedMemory, ChildCaches};
 use super::context::{Context, ControllerConfig};
 use super::discovery::{self, OptionalApis};
 use super::integration::modelmesh_selector;
@@ -104,7 +107,26 @@ pub async fn run_controller(
         ready = config_store.wait_until_ready() => ready.map_err(|_| ControllerError::ConfigMapWatch)?,
     }
 
-    let context = Context::new(client.clone(), config, apis_rx.clone(), config_store);
+    let (deployments, deployments_writer) = reflector::store();
+    let (services_cache, services_writer) = reflector::store();
+    let (service_accounts, service_accounts_writer) = reflector::store();
+    let (config_maps, config_maps_writer) = reflector::store();
+    let (bindings, bindings_writer) = reflector::store();
+    let children = ChildCaches {
+        deployments,
+        services: services_cache,
+        service_accounts,
+        config_maps,
+        bindings,
+        applied: AppliedMemory::default(),
+    };
+    let context = Context::new(
+        client.clone(),
+        config,
+        apis_rx.clone(),
+        config_store,
+        children,
+    );
 
     let (reader, writer) = reflector::store::<TrustyAIService>();
     let services = watcher(
@@ -137,10 +159,26 @@ pub async fn run_controller(
     let bundle_store = store.clone();
     let everything = futures::stream::select(receiver_stream(config_rx), changes(apis_rx));
     let controller = controller
-        .owns(Api::<Deployment>::all(client.clone()), ours.clone())
-        .owns(Api::<Service>::all(client.clone()), ours.clone())
-        .owns(Api::<ServiceAccount>::all(client.clone()), ours.clone())
-        .owns(Api::<ConfigMap>::all(client.clone()), ours.clone())
+        .owns_stream(cached_metadata::<Deployment>(
+            &client,
+            ours.clone(),
+            deployments_writer,
+        ))
+        .owns_stream(cached_metadata::<Service>(
+            &client,
+            ours.clone(),
+            services_writer,
+        ))
+        .owns_stream(cached_metadata::<ServiceAccount>(
+            &client,
+            ours.clone(),
+            service_accounts_writer,
+        ))
+        .owns_stream(cached_metadata::<ConfigMap>(
+            &client,
+            ours.clone(),
+            config_maps_writer,
+        ))
         .owns(
             Api::<PersistentVolumeClaim>::all(client.clone()),
             ours.clone(),
@@ -150,10 +188,13 @@ pub async fn run_controller(
             ours,
             |claim| triggers::pvc_owner(&claim),
         )
-        .watches(
-            Api::<ClusterRoleBinding>::all(client.clone()),
-            watcher::Config::default().labels(owner_labels::NAME),
-            |binding| triggers::binding_owner(&binding),
+        .watches_stream(
+            cached_metadata::<ClusterRoleBinding>(
+                &client,
+                watcher::Config::default().labels(owner_labels::NAME),
+                bindings_writer,
+            ),
+            |binding| triggers::binding_owner(&binding.metadata),
         )
         .watches(
             Api::<Deployment>::all(client.clone()),
@@ -245,6 +286,23 @@ async fn shutdown_deadline(stop: &CancellationToken, services: &reflector::Store
     if listed {
         tokio::time::sleep(SHUTDOWN_GRACE).await;
     }
+}
+
+/// The metadata of the `K` objects `config` selects, kept in `writer`'s store (without
+/// managedFields, the bulk of it), as a stream of the touched objects to trigger reconciles.
+fn cached_metadata<K>(
+    client: &Client,
+    config: watcher::Config,
+    writer: reflector::store::Writer<PartialObjectMeta<K>>,
+) -> impl Stream<Item = Result<PartialObjectMeta<K>, watcher::Error>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    watcher(Api::<PartialObjectMeta<K>>::all(client.clone()), config)
+        .default_backoff()
+        .modify(|meta| meta.metadata.managed_fields = None)
+        .reflect(writer)
+        .touched_objects()
 }
 
 /// Drives `events` (keeping its reflector current) and signals each one on `tx`, until `stop`.

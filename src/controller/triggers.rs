@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, PartialObjectMeta};
@@ -64,8 +63,8 @@ pub fn pvc_owner(claim: &PersistentVolumeClaim) -> Option<ObjectRef<TrustyAIServ
 }
 
 /// The TrustyAIService a ClusterRoleBinding was made for (by its owner labels).
-pub fn binding_owner(binding: &ClusterRoleBinding) -> Option<ObjectRef<TrustyAIService>> {
-    let labels = binding.metadata.labels.as_ref()?;
+pub fn binding_owner(binding: &ObjectMeta) -> Option<ObjectRef<TrustyAIService>> {
+    let labels = binding.labels.as_ref()?;
     Some(service_ref(
         labels.get(owner_labels::NAME)?,
         labels.get(owner_labels::NAMESPACE)?,
@@ -250,6 +249,7 @@ async fn watch_while_served(watch: OptionalWatch, shared: Shared) {
 mod tests {
     use super::*;
     use crate::controller::test_support::{database_service, pvc_service, with_name};
+    use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
     use serde_json::json;
 
     fn arcs(services: Vec<TrustyAIService>) -> Vec<Arc<TrustyAIService>> {
@@ -307,8 +307,11 @@ mod tests {
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "r"}
         }))
         .unwrap_or_default();
-        assert_eq!(binding_owner(&binding), Some(service_ref("tas", "models")));
-        assert_eq!(binding_owner(&ClusterRoleBinding::default()), None);
+        assert_eq!(
+            binding_owner(&binding.metadata),
+            Some(service_ref("tas", "models"))
+        );
+        assert_eq!(binding_owner(&ObjectMeta::default()), None);
     }
 
     #[test]

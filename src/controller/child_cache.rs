@@ -1,0 +1,265 @@
+//! What the operator knows about the children it applies, without asking the API server.
+//!
+//! The watches that trigger reconciles also keep the children's metadata (metadata only: no
+//! specs, no Secret data), and every apply records a fingerprint of what was applied with the
+//! resourceVersion the API server answered. A child whose cached resourceVersion is still the
+//! recorded one, and whose rendering still has the recorded fingerprint, is exactly as this
+//! operator left it: applying it again would be a no-op, so the reconcile skips the read and
+//! the apply. Any change by anyone moves the resourceVersion, and its watch event reconciles
+//! the owner, which then applies again: drift is still corrected, only no-op round trips go.
+//!
+//! Without this every reconcile read and re-applied every child (about two thirds of the API
+//! requests a TrustyAIService cost on its way to Ready, see the README's performance section).
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Mutex, PoisonError};
+
+use futures::FutureExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::Resource;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{ObjectRef, Store};
+use serde::Serialize;
+
+/// What a metadata cache says about one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cached {
+    /// The cache has not finished its first list (or the object has no resourceVersion): it
+    /// cannot tell, ask the API server.
+    Unknown,
+    /// The object is not in the cache.
+    Absent,
+    /// The object's resourceVersion.
+    Present(String),
+}
+
+impl Cached {
+    /// The resourceVersion, when present.
+    pub fn resource_version(&self) -> Option<&str> {
+        match self {
+            Self::Present(rv) => Some(rv),
+            Self::Unknown | Self::Absent => None,
+        }
+    }
+}
+
+/// Looks `name` (in `namespace`, `None` for cluster-scoped kinds) up in `store`.
+pub fn lookup<K>(store: &Store<PartialObjectMeta<K>>, namespace: Option<&str>, name: &str) -> Cached
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    // Not yet listed, or its writer is gone (the watch stopped): the cache cannot tell.
+    if !matches!(store.wait_until_ready().now_or_never(), Some(Ok(()))) {
+        return Cached::Unknown;
+    }
+    let mut reference = ObjectRef::<PartialObjectMeta<K>>::new(name);
+    if let Some(namespace) = namespace {
+        reference = reference.within(namespace);
+    }
+    match store.get(&reference) {
+        None => Cached::Absent,
+        Some(meta) => match &meta.metadata.resource_version {
+            Some(rv) => Cached::Present(rv.clone()),
+            None => Cached::Unknown,
+        },
+    }
+}
+
+/// A stable digest of a rendered object (stable within the process, which is all the memory
+/// below needs: it starts empty).
+pub fn fingerprint<T: Serialize>(object: &T) -> Result<u64, serde_json::Error> {
+    let bytes = serde_json::to_vec(object)?;
+    let mut hasher = DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    Ok(hasher.finish())
+}
+
+/// The TrustyAIService a child belongs to: namespace and name.
+pub type Owner = (String, String);
+
+/// One child of an owner: kind and name.
+type Child = (&'static str, String);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Record {
+    fingerprint: u64,
+    resource_version: String,
+}
+
+/// The last apply of each child: what was rendered, and the resourceVersion it produced.
+#[derive(Debug, Default)]
+pub struct AppliedMemory {
+    by_owner: Mutex<HashMap<Owner, HashMap<Child, Record>>>,
+}
+
+impl AppliedMemory {
+    /// Whether `cached` shows the child exactly as the last apply of a rendering with
+    /// `fingerprint` left it.
+    pub fn is_current(
+        &self,
+        owner: &Owner,
+        kind: &'static str,
+        name: &str,
+        fingerprint: u64,
+        cached: &Cached,
+    ) -> bool {
+        let Some(live) = cached.resource_version() else {
+            return false;
+        };
+        let by_owner = self.by_owner.lock().unwrap_or_else(PoisonError::into_inner);
+        by_owner
+            .get(owner)
+            .and_then(|children| children.get(&(kind, name.to_owned())))
+            .is_some_and(|r| r.fingerprint == fingerprint && r.resource_version == live)
+    }
+
+    /// Records an apply; without a resourceVersion in the answer, forgets the child instead.
+    pub fn record(
+        &self,
+        owner: &Owner,
+        kind: &'static str,
+        name: &str,
+        fingerprint: u64,
+        resource_version: Option<&str>,
+    ) {
+        let mut by_owner = self.by_owner.lock().unwrap_or_else(PoisonError::into_inner);
+        let children = by_owner.entry(owner.clone()).or_default();
+        let child = (kind, name.to_owned());
+        match resource_version {
+            Some(rv) => {
+                children.insert(
+                    child,
+                    Record {
+                        fingerprint,
+                        resource_version: rv.to_owned(),
+                    },
+                );
+            }
+            None => {
+                children.remove(&child);
+            }
+        }
+    }
+
+    /// Forgets every child of `owner` (it is being deleted).
+    pub fn forget_owner(&self, owner: &Owner) {
+        self.by_owner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(owner);
+    }
+
+    /// How many owners are remembered.
+    pub fn owners(&self) -> usize {
+        self.by_owner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+}
+
+/// The metadata caches of the children kinds whose apply can be skipped, and the memory of
+/// the applies.
+pub struct ChildCaches {
+    /// Owned Deployments.
+    pub deployments: Store<PartialObjectMeta<Deployment>>,
+    /// Owned Services.
+    pub services: Store<PartialObjectMeta<Service>>,
+    /// Owned ServiceAccounts.
+    pub service_accounts: Store<PartialObjectMeta<ServiceAccount>>,
+    /// Owned ConfigMaps.
+    pub config_maps: Store<PartialObjectMeta<ConfigMap>>,
+    /// The per-instance ClusterRoleBindings.
+    pub bindings: Store<PartialObjectMeta<ClusterRoleBinding>>,
+    /// The last applies.
+    pub applied: AppliedMemory,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kube::runtime::reflector::store;
+    use kube::runtime::watcher::Event;
+
+    fn owner() -> Owner {
+        ("ns".to_owned(), "tas".to_owned())
+    }
+
+    fn meta(name: &str, rv: Option<&str>) -> PartialObjectMeta<Service> {
+        PartialObjectMeta {
+            types: None,
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: Some("ns".to_owned()),
+                resource_version: rv.map(str::to_owned),
+                ..ObjectMeta::default()
+            },
+            _phantom: std::marker::PhantomData,
+        }
+    }
+
+    #[test]
+    fn current_only_when_fingerprint_and_resource_version_match() {
+        let memory = AppliedMemory::default();
+        let present = Cached::Present("7".to_owned());
+        assert!(!memory.is_current(&owner(), "Service", "tas", 1, &present));
+        memory.record(&owner(), "Service", "tas", 1, Some("7"));
+        assert!(memory.is_current(&owner(), "Service", "tas", 1, &present));
+        // Another rendering, another object, another kind: not current.
+        assert!(!memory.is_current(&owner(), "Service", "tas", 2, &present));
+        assert!(!memory.is_current(&owner(), "Service", "tas-tls", 1, &present));
+        assert!(!memory.is_current(&owner(), "ConfigMap", "tas", 1, &present));
+        // Someone changed it, or the cache cannot tell, or it is gone: apply again.
+        let moved = Cached::Present("8".to_owned());
+        assert!(!memory.is_current(&owner(), "Service", "tas", 1, &moved));
+        assert!(!memory.is_current(&owner(), "Service", "tas", 1, &Cached::Unknown));
+        assert!(!memory.is_current(&owner(), "Service", "tas", 1, &Cached::Absent));
+    }
+
+    #[test]
+    fn an_answer_without_resource_version_forgets_and_owners_are_forgotten() {
+        let memory = AppliedMemory::default();
+        let present = Cached::Present("7".to_owned());
+        memory.record(&owner(), "Service", "tas", 1, Some("7"));
+        memory.record(&owner(), "Service", "tas", 1, None);
+        assert!(!memory.is_current(&owner(), "Service", "tas", 1, &present));
+        memory.record(&owner(), "Service", "tas", 1, Some("7"));
+        assert_eq!(memory.owners(), 1);
+        memory.forget_owner(&owner());
+        assert_eq!(memory.owners(), 0);
+        assert!(!memory.is_current(&owner(), "Service", "tas", 1, &present));
+    }
+
+    #[test]
+    fn fingerprints_follow_the_content() {
+        let a = meta("a", Some("1"));
+        let b = meta("b", Some("1"));
+        let fa = fingerprint(&a).expect("serializes");
+        assert_eq!(fa, fingerprint(&a.clone()).expect("serializes"));
+        assert_ne!(fa, fingerprint(&b).expect("serializes"));
+    }
+
+    #[test]
+    fn lookup_is_unknown_until_the_first_list_then_answers() {
+        let (reader, mut writer) = store::<PartialObjectMeta<Service>>();
+        assert_eq!(lookup(&reader, Some("ns"), "a"), Cached::Unknown);
+        let (orphan, dropped) = store::<PartialObjectMeta<Service>>();
+        drop(dropped);
+        assert_eq!(lookup(&orphan, Some("ns"), "a"), Cached::Unknown);
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitApply(meta("a", Some("5"))));
+        writer.apply_watcher_event(&Event::InitApply(meta("norv", None)));
+        writer.apply_watcher_event(&Event::InitDone);
+        assert_eq!(
+            lookup(&reader, Some("ns"), "a"),
+            Cached::Present("5".to_owned())
+        );
+        assert_eq!(lookup(&reader, Some("other"), "a"), Cached::Absent);
+        assert_eq!(lookup(&reader, Some("ns"), "b"), Cached::Absent);
+        assert_eq!(lookup(&reader, Some("ns"), "norv"), Cached::Unknown);
+    }
+}
