@@ -165,9 +165,17 @@ async fn progress(client: &Client, ns: &str) -> Result<(usize, usize)> {
             owned.entry(r.uid.clone()).or_default().1 += 1;
         }
     }
+    Ok(tally(&services, &owned))
+}
+
+/// How many of `services` are reconciled (a `status.observedGeneration` equal to
+/// `metadata.generation`, and at least one Deployment and two Services owned), and how many of
+/// those report `phase: Ready`. `owned` maps an owner UID to the Deployments and Services that
+/// name it in their owner references.
+fn tally(services: &[TrustyAIService], owned: &HashMap<String, (usize, usize)>) -> (usize, usize) {
     let mut reconciled = 0;
     let mut ready = 0;
-    for tas in &services {
+    for tas in services {
         let status = tas.status.as_ref();
         let current = status.and_then(|s| s.observed_generation).is_some()
             && status.and_then(|s| s.observed_generation) == tas.metadata.generation;
@@ -184,7 +192,22 @@ async fn progress(client: &Client, ns: &str) -> Result<(usize, usize)> {
             }
         }
     }
-    Ok((reconciled, ready))
+    (reconciled, ready)
+}
+
+/// `count` per TrustyAIService; 0 when there are none (`--n 0`), instead of NaN.
+pub fn per_trustyaiservice(count: u64, n: usize) -> f64 {
+    if n == 0 { 0.0 } else { count as f64 / n as f64 }
+}
+
+/// `count` per TrustyAIService per minute over `seconds`; 0 when there are no
+/// TrustyAIServices or no time passed, instead of NaN or infinity.
+pub fn per_trustyaiservice_per_minute(count: u64, n: usize, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        per_trustyaiservice(count, n) / (seconds / 60.0)
+    } else {
+        0.0
+    }
 }
 
 fn tas_object(name: &str) -> Result<TrustyAIService> {
@@ -366,7 +389,7 @@ async fn run_on(
     let rest_requests = total(&rest_counts, |_| true);
     let rest_writes = total(&rest_counts, is_write);
     let rest_writes_no_lease = total(&rest_counts, |k| is_write(k) && !k.contains("leases"));
-    let per_minute = |count: u64| count as f64 / n as f64 / (rest_seconds / 60.0);
+    let per_minute = |count: u64| per_trustyaiservice_per_minute(count, n, rest_seconds);
     let memory = Memory {
         idle_rss_kib,
         peak_rss_kib: proc_status_kib(pid, "VmHWM"),
@@ -388,8 +411,8 @@ async fn run_on(
             seconds_until_all_ready: ready_at.map(|d| d.as_secs_f64()),
             api_requests: requests,
             api_writes: writes,
-            api_requests_per_trustyaiservice: requests as f64 / n as f64,
-            api_writes_per_trustyaiservice: writes as f64 / n as f64,
+            api_requests_per_trustyaiservice: per_trustyaiservice(requests, n),
+            api_writes_per_trustyaiservice: per_trustyaiservice(writes, n),
             by_verb_resource: reconcile_counts,
         },
         at_rest: AtRest {
@@ -404,4 +427,141 @@ async fn run_on(
         },
         memory,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trustyai_crds::defaults::{Operation, StorageMode, defaulted, storage_mode};
+    use trustyai_crds::validation::{ValidationContext, validate};
+
+    /// A TrustyAIService as the benchmark creates it, with a UID, a generation and a status.
+    fn tas(uid: &str, generation: i64, status: Option<serde_json::Value>) -> TrustyAIService {
+        let mut object = serde_json::to_value(tas_object(uid).unwrap()).unwrap();
+        object["metadata"]["uid"] = json!(uid);
+        object["metadata"]["generation"] = json!(generation);
+        if let Some(status) = status {
+            object["status"] = status;
+        }
+        serde_json::from_value(object).unwrap()
+    }
+
+    fn owned(entries: &[(&str, usize, usize)]) -> HashMap<String, (usize, usize)> {
+        entries
+            .iter()
+            .map(|&(uid, d, s)| (uid.to_owned(), (d, s)))
+            .collect()
+    }
+
+    #[test]
+    fn reconciled_needs_current_generation_and_all_children() {
+        let services = [
+            // Reconciled and Ready.
+            tas(
+                "a",
+                2,
+                Some(json!({"observedGeneration": 2, "phase": "Ready"})),
+            ),
+            // Reconciled, not Ready yet.
+            tas(
+                "b",
+                1,
+                Some(json!({"observedGeneration": 1, "phase": "Not Ready"})),
+            ),
+            // Ready from an older generation: not reconciled.
+            tas(
+                "c",
+                3,
+                Some(json!({"observedGeneration": 2, "phase": "Ready"})),
+            ),
+            // No status at all.
+            tas("d", 1, None),
+            // Current, but only one of its two Services exists.
+            tas(
+                "e",
+                1,
+                Some(json!({"observedGeneration": 1, "phase": "Ready"})),
+            ),
+            // Current, but no Deployment.
+            tas(
+                "f",
+                1,
+                Some(json!({"observedGeneration": 1, "phase": "Ready"})),
+            ),
+            // Current with no children recorded at all.
+            tas(
+                "g",
+                1,
+                Some(json!({"observedGeneration": 1, "phase": "Ready"})),
+            ),
+        ];
+        let owned = owned(&[
+            ("a", 1, 2),
+            ("b", 1, 3),
+            ("c", 1, 2),
+            ("d", 1, 2),
+            ("e", 1, 1),
+            ("f", 0, 2),
+        ]);
+        assert_eq!(tally(&services, &owned), (2, 1));
+    }
+
+    #[test]
+    fn nothing_to_tally() {
+        assert_eq!(tally(&[], &owned(&[("a", 1, 2)])), (0, 0));
+    }
+
+    #[test]
+    fn an_object_without_a_generation_is_never_current() {
+        let mut object = tas(
+            "a",
+            1,
+            Some(json!({"observedGeneration": 1, "phase": "Ready"})),
+        );
+        object.metadata.generation = None;
+        assert_eq!(tally(&[object], &owned(&[("a", 1, 2)])), (0, 0));
+    }
+
+    #[test]
+    fn rates_per_trustyaiservice() {
+        assert_eq!(per_trustyaiservice(250, 100), 2.5);
+        assert_eq!(per_trustyaiservice(0, 100), 0.0);
+        // 30 requests for 10 objects over 120 s: 3 per object in 2 minutes.
+        assert_eq!(per_trustyaiservice_per_minute(30, 10, 120.0), 1.5);
+        assert_eq!(per_trustyaiservice_per_minute(6, 1, 30.0), 12.0);
+    }
+
+    #[test]
+    fn rates_over_nothing_are_zero_not_nan() {
+        assert_eq!(per_trustyaiservice(5, 0), 0.0);
+        assert_eq!(per_trustyaiservice_per_minute(5, 0, 60.0), 0.0);
+        assert_eq!(per_trustyaiservice_per_minute(5, 10, 0.0), 0.0);
+    }
+
+    #[test]
+    fn the_created_object_is_a_valid_database_trustyaiservice() {
+        let object = tas_object("tas-0007").unwrap();
+        assert_eq!(object.metadata.name.as_deref(), Some("tas-0007"));
+        assert_eq!(object.spec.storage.format, "DATABASE");
+        let mut value = serde_json::to_value(&object).unwrap();
+        value["metadata"]["namespace"] = json!("bench-tas");
+        assert_eq!(value["apiVersion"], "trustyai.opendatahub.io/v1");
+        assert_eq!(storage_mode(&value["spec"]), Some(StorageMode::Database));
+        // The admission webhooks default it, then validate it: it must pass, with the
+        // credentials Secret (`db-creds`, created first) found.
+        let full = defaulted(&value, Operation::Create);
+        let looked_up = std::cell::RefCell::new(Vec::new());
+        let exists = |name: &str| {
+            looked_up.borrow_mut().push(name.to_owned());
+            name == "db-creds"
+        };
+        let ctx = ValidationContext {
+            allowed_image_prefixes: Vec::new(),
+            secret_exists: Some(&exists),
+        };
+        let verdict = validate(&full, None, &ctx);
+        assert!(verdict.is_allowed(), "{:?}", verdict.errors);
+        assert!(verdict.warnings.is_empty(), "{:?}", verdict.warnings);
+        assert_eq!(looked_up.into_inner(), ["db-creds"]);
+    }
 }

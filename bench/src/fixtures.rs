@@ -203,3 +203,157 @@ pub fn admission_review(object: &Value) -> Value {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::DynamicObject;
+    use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation as AdmissionOp};
+    use kube::core::conversion::ConversionReview;
+    use trustyai_crds::TrustyAIService;
+    use trustyai_crds::conversion::convert_review;
+    use trustyai_crds::defaults::{Operation, defaulted, defaults_patch};
+    use trustyai_crds::validation::{ValidationContext, Verdict, validate};
+
+    fn validated(object: &Value, allowed_image_prefixes: Vec<String>) -> Verdict {
+        let exists = |_: &str| true;
+        let ctx = ValidationContext {
+            allowed_image_prefixes,
+            secret_exists: Some(&exists),
+        };
+        validate(&defaulted(object, Operation::Create), None, &ctx)
+    }
+
+    #[test]
+    fn typical_and_maximal_are_valid_once_defaulted() {
+        for (name, object) in [("typical", typical()), ("maximal", maximal())] {
+            let verdict = validated(&object, allowed_image_prefixes());
+            assert!(verdict.is_allowed(), "{name}: {:?}", verdict.errors);
+            let _: TrustyAIService = serde_json::from_value(object).unwrap();
+        }
+    }
+
+    #[test]
+    fn typical_is_written_without_defaults() {
+        // The mutating webhook has work to do on it (at least `spec.replicas`).
+        let patch = serde_json::to_value(defaults_patch(&typical(), Operation::Create)).unwrap();
+        let paths: Vec<&str> = patch
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|op| op["path"].as_str())
+            .collect();
+        assert!(paths.contains(&"/spec/replicas"), "{paths:?}");
+    }
+
+    #[test]
+    fn maximal_image_needs_the_allowed_prefix() {
+        let verdict = validated(&maximal(), Vec::new());
+        let fields: Vec<&str> = verdict.errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["spec.image"]);
+    }
+
+    #[test]
+    fn maximal_is_the_largest_object() {
+        let size = |v: &Value| serde_json::to_vec(v).unwrap().len();
+        assert!(size(&maximal()) > size(&typical()));
+        assert!(size(&maximal()) > size(&v1_stored(0)));
+        let object = maximal();
+        assert_eq!(object["metadata"]["labels"].as_object().unwrap().len(), 20);
+        assert_eq!(
+            object["metadata"]["annotations"].as_object().unwrap().len(),
+            20
+        );
+        assert_eq!(object["status"]["conditions"].as_array().unwrap().len(), 5);
+    }
+
+    #[test]
+    fn stored_objects_deserialize_in_their_versions() {
+        for i in [0, 1, 999] {
+            let v1: TrustyAIService = serde_json::from_value(v1_stored(i)).unwrap();
+            assert_eq!(v1.metadata.name, Some(format!("tas-{i}")));
+            assert_eq!(v1.spec.storage.format, "PVC");
+            let alpha: trustyai_crds::v1alpha1::TrustyAIService =
+                serde_json::from_value(v1alpha1_stored(i)).unwrap();
+            assert_eq!(alpha.metadata.name, Some(format!("tas-{i}")));
+            assert_eq!(v1.metadata.uid, alpha.metadata.uid);
+        }
+        assert_eq!(
+            v1_stored(7)["metadata"]["uid"],
+            "5f0e1a2b-0000-4000-8000-000000000007"
+        );
+        assert_ne!(
+            v1_stored(1)["metadata"]["uid"],
+            v1_stored(2)["metadata"]["uid"]
+        );
+    }
+
+    #[test]
+    fn last_applied_annotation_is_the_object_as_applied() {
+        for (object, version) in [(v1_stored(3), V1), (v1alpha1_stored(3), V1ALPHA1)] {
+            let text = object["metadata"]["annotations"]
+                ["kubectl.kubernetes.io/last-applied-configuration"]
+                .as_str()
+                .unwrap();
+            let applied: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(applied["apiVersion"], version);
+            assert_eq!(applied["metadata"]["name"], "tas-3");
+            assert_eq!(applied["metadata"]["namespace"], "team-a");
+            assert_eq!(applied["spec"]["storage"]["size"], "1Gi");
+        }
+    }
+
+    #[test]
+    fn conversion_reviews_convert_every_object_each_way() {
+        for (desired, from) in [(V1, V1ALPHA1), (V1ALPHA1, V1)] {
+            let request = conversion_review(3, desired);
+            let objects = request["request"]["objects"].as_array().unwrap();
+            assert_eq!(objects.len(), 3);
+            assert!(objects.iter().all(|o| o["apiVersion"] == from), "{desired}");
+            let review: ConversionReview = serde_json::from_value(request).unwrap();
+            let response = convert_review(review).response.unwrap();
+            assert!(response.result.is_success(), "{:?}", response.result);
+            assert_eq!(response.uid, "00000000-0000-4000-8000-00000000c0de");
+            let names: Vec<&str> = response
+                .converted_objects
+                .iter()
+                .map(|o| {
+                    assert_eq!(o["apiVersion"], desired);
+                    o["metadata"]["name"].as_str().unwrap()
+                })
+                .collect();
+            assert_eq!(names, ["tas-0", "tas-1", "tas-2"]);
+        }
+    }
+
+    #[test]
+    fn an_empty_conversion_review_is_still_well_formed() {
+        let review: ConversionReview = serde_json::from_value(conversion_review(0, V1)).unwrap();
+        let response = convert_review(review).response.unwrap();
+        assert!(response.result.is_success());
+        assert!(response.converted_objects.is_empty());
+    }
+
+    #[test]
+    fn admission_review_is_a_create_of_the_object() {
+        let object = typical();
+        let review: AdmissionReview<DynamicObject> =
+            serde_json::from_value(admission_review(&object)).unwrap();
+        let request: AdmissionRequest<DynamicObject> = review.try_into().unwrap();
+        assert_eq!(request.operation, AdmissionOp::Create);
+        assert_eq!(request.name, "trustyai-service");
+        assert_eq!(request.namespace.as_deref(), Some("team-a"));
+        assert_eq!(request.resource.resource, "trustyaiservices");
+        assert!(request.old_object.is_none());
+        let sent = serde_json::to_value(request.object.unwrap()).unwrap();
+        assert_eq!(sent["spec"], object["spec"]);
+        assert_eq!(sent["metadata"]["uid"], object["metadata"]["uid"]);
+    }
+
+    #[test]
+    fn admission_review_of_an_unnamed_object_has_null_name() {
+        let review = admission_review(&json!({"apiVersion": V1, "kind": "TrustyAIService"}));
+        assert_eq!(review["request"]["name"], Value::Null);
+        assert_eq!(review["request"]["namespace"], Value::Null);
+    }
+}

@@ -74,7 +74,14 @@ fn endpoints() -> Result<Vec<(&'static str, &'static str, Bytes)>> {
 /// Reads a process's `/proc/<pid>/status` field (`VmHWM`, `VmRSS`) in KiB.
 pub fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    text.lines()
+    status_field_kib(&text, field)
+}
+
+/// The value of `field` in the text of a `/proc/<pid>/status` file (`VmHWM:\t  1234 kB`), in
+/// KiB; `None` when the field is absent or not a number.
+pub fn status_field_kib(status: &str, field: &str) -> Option<u64> {
+    status
+        .lines()
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
 }
@@ -211,4 +218,84 @@ async fn measure(
         latency: percentiles(&mut latencies),
         cost_vs_baseline: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The head of a real `/proc/<pid>/status` (Linux 6.x).
+    const STATUS: &str = "Name:\ttrustyai-operat\n\
+        Umask:\t0022\n\
+        State:\tS (sleeping)\n\
+        Pid:\t4242\n\
+        VmPeak:\t  812345 kB\n\
+        VmSize:\t  798765 kB\n\
+        VmHWM:\t   45678 kB\n\
+        VmRSS:\t   31337 kB\n\
+        RssAnon:\t   20000 kB\n\
+        Threads:\t9\n";
+
+    #[test]
+    fn reads_the_named_field_in_kib() {
+        assert_eq!(status_field_kib(STATUS, "VmHWM"), Some(45678));
+        assert_eq!(status_field_kib(STATUS, "VmRSS"), Some(31337));
+        assert_eq!(status_field_kib(STATUS, "Threads"), Some(9));
+    }
+
+    #[test]
+    fn a_prefix_of_a_field_name_is_not_that_field() {
+        // `Vm` and `Rss` begin other fields' names but are not fields themselves.
+        assert_eq!(status_field_kib(STATUS, "Vm"), None);
+        assert_eq!(status_field_kib(STATUS, "Rss"), None);
+    }
+
+    #[test]
+    fn absent_or_malformed_fields_are_none() {
+        assert_eq!(status_field_kib(STATUS, "VmSwap"), None);
+        assert_eq!(status_field_kib("", "VmRSS"), None);
+        assert_eq!(status_field_kib("VmRSS:\n", "VmRSS"), None);
+        assert_eq!(status_field_kib("VmRSS:\tlots kB\n", "VmRSS"), None);
+    }
+
+    #[test]
+    fn this_process_has_a_resident_set() {
+        let rss = proc_status_kib(std::process::id(), "VmRSS");
+        assert!(rss.is_some_and(|kib| kib > 0), "{rss:?}");
+        let hwm = proc_status_kib(std::process::id(), "VmHWM");
+        assert!(hwm >= rss, "peak {hwm:?} below current {rss:?}");
+    }
+
+    #[test]
+    fn endpoints_carry_reviews_the_server_accepts() {
+        let endpoints = endpoints().unwrap();
+        let names: Vec<_> = endpoints.iter().map(|(name, _, _)| *name).collect();
+        assert_eq!(
+            names,
+            ["baseline", "validate", "mutate", "convert/1", "convert/100"]
+        );
+        for (name, _, body) in &endpoints {
+            let review: Value = serde_json::from_slice(body).unwrap();
+            match *name {
+                "convert/1" | "convert/100" => {
+                    let n = if *name == "convert/1" { 1 } else { 100 };
+                    assert_eq!(review["kind"], "ConversionReview");
+                    assert_eq!(review["request"]["objects"].as_array().unwrap().len(), n);
+                }
+                _ => assert_eq!(review["kind"], "AdmissionReview", "{name}"),
+            }
+        }
+        // The baseline sends the validate body: it measures the stack, not the payload size.
+        assert_eq!(endpoints[0].2, endpoints[1].2);
+        // Validation sees the defaulted object; mutation the one the user wrote.
+        let object = |i: usize| -> Value {
+            serde_json::from_slice::<Value>(&endpoints[i].2).unwrap()["request"]["object"].clone()
+        };
+        assert_eq!(object(2), fixtures::typical());
+        assert_eq!(
+            object(1),
+            defaulted(&fixtures::typical(), Operation::Create)
+        );
+        assert_ne!(object(1), object(2));
+    }
 }

@@ -28,3 +28,84 @@ pub fn percentiles(samples: &mut [Duration]) -> Percentiles {
         max_us: at(1.0),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `samples` in microseconds, as the harness records them.
+    fn micros(samples: impl IntoIterator<Item = u64>) -> Vec<Duration> {
+        samples.into_iter().map(Duration::from_micros).collect()
+    }
+
+    fn assert_close(actual: f64, expected: f64) {
+        assert!(
+            (actual - expected).abs() < 1e-6,
+            "{actual} is not {expected}"
+        );
+    }
+
+    #[test]
+    fn empty_sample_is_all_zeros() {
+        let p = percentiles(&mut []);
+        assert_eq!(
+            (p.p50_us, p.p99_us, p.p999_us, p.max_us),
+            (0.0, 0.0, 0.0, 0.0)
+        );
+    }
+
+    #[test]
+    fn one_sample_is_every_percentile() {
+        let p = percentiles(&mut micros([42]));
+        for v in [p.p50_us, p.p99_us, p.p999_us, p.max_us] {
+            assert_close(v, 42.0);
+        }
+    }
+
+    #[test]
+    fn nearest_rank_of_one_to_a_hundred() {
+        // Ranks ceil(100 q): 50, 99, ceil(99.9) = 100, 100.
+        let mut samples = micros(1..=100);
+        let p = percentiles(&mut samples);
+        assert_close(p.p50_us, 50.0);
+        assert_close(p.p99_us, 99.0);
+        assert_close(p.p999_us, 100.0);
+        assert_close(p.max_us, 100.0);
+    }
+
+    #[test]
+    fn nearest_rank_of_one_to_a_thousand() {
+        // Ranks 500, 990, 999, 1000: p99.9 is not the maximum any more.
+        let p = percentiles(&mut micros(1..=1000));
+        assert_close(p.p50_us, 500.0);
+        assert_close(p.p99_us, 990.0);
+        assert_close(p.p999_us, 999.0);
+        assert_close(p.max_us, 1000.0);
+    }
+
+    #[test]
+    fn small_samples_round_the_rank_up() {
+        // n = 2: rank ceil(1) = 1 is the lower value; n = 3: ceil(1.5) = 2 is the middle one.
+        assert_close(percentiles(&mut micros([10, 20])).p50_us, 10.0);
+        assert_close(percentiles(&mut micros([10, 20, 30])).p50_us, 20.0);
+        // n = 10: p99 is rank ceil(9.9) = 10, the maximum.
+        assert_close(percentiles(&mut micros(1..=10)).p99_us, 10.0);
+    }
+
+    #[test]
+    fn unsorted_input_is_sorted_in_place() {
+        let mut samples = micros([5, 1, 4, 2, 3]);
+        let p = percentiles(&mut samples);
+        assert_close(p.p50_us, 3.0);
+        assert_close(p.max_us, 5.0);
+        assert_eq!(samples, micros([1, 2, 3, 4, 5]));
+    }
+
+    #[test]
+    fn sub_microsecond_and_millisecond_values_keep_their_scale() {
+        let mut samples = vec![Duration::from_nanos(500), Duration::from_millis(3)];
+        let p = percentiles(&mut samples);
+        assert_close(p.p50_us, 0.5);
+        assert_close(p.max_us, 3000.0);
+    }
+}
