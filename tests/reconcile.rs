@@ -774,6 +774,62 @@ async fn drift_is_corrected() {
     .await;
 }
 
+/// The custom CA bundle ConfigMap is mounted into the proxy when it appears labelled for
+/// injection, and unmounted when it goes: the operator learns both from its watch (its cache
+/// answers the reconcile), not from polling.
+#[tokio::test]
+async fn custom_ca_bundle_is_mounted_when_it_appears_and_unmounted_when_it_goes() {
+    let env = Env::shared().await;
+    let ns = env.namespace("cabundle").await;
+    env.volume_for(&ns, "tas-pvc").await;
+    env.create(&ns, "tas", pvc_spec()).await;
+    env.wait_ready(&ns, "tas").await;
+
+    let deployments = env.api::<Deployment>(&ns);
+    let has_bundle = |d: &Deployment| {
+        d.spec
+            .template
+            .spec
+            .as_ref()
+            .and_then(|p| p.volumes.as_ref())
+            .is_some_and(|v| v.iter().any(|v| v.name == "odh-trusted-ca-bundle"))
+    };
+    let before = deployments.get("tas").await.expect("Deployment");
+    assert!(
+        !has_bundle(&before),
+        "no bundle volume before the ConfigMap exists"
+    );
+
+    let config_maps = env.api::<ConfigMap>(&ns);
+    let bundle: ConfigMap = serde_json::from_value(json!({
+        "metadata": {
+            "name": "odh-trusted-ca-bundle",
+            "labels": {"config.openshift.io/inject-trusted-cabundle": "true"}
+        },
+        "data": {"ca-bundle.crt": ""}
+    }))
+    .expect("ConfigMap");
+    config_maps
+        .create(&PostParams::default(), &bundle)
+        .await
+        .expect("creating the CA bundle ConfigMap");
+    env.wait("the bundle volume in the Deployment", || async {
+        let d = deployments.get("tas").await.ok()?;
+        has_bundle(&d).then_some(())
+    })
+    .await;
+
+    config_maps
+        .delete("odh-trusted-ca-bundle", &DeleteParams::default())
+        .await
+        .expect("deleting the CA bundle ConfigMap");
+    env.wait("the bundle volume gone from the Deployment", || async {
+        let d = deployments.get("tas").await.ok()?;
+        (!has_bundle(&d)).then_some(())
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn retained_pvc_survives_deletion_and_is_adopted_while_delete_removes_it() {
     let env = Env::shared().await;

@@ -161,8 +161,8 @@ impl AppliedMemory {
     }
 }
 
-/// The metadata caches of the children kinds whose apply can be skipped, and the memory of
-/// the applies.
+/// The metadata caches of the children kinds whose apply can be skipped (and of one input),
+/// and the memory of the applies.
 pub struct ChildCaches {
     /// Owned Deployments.
     pub deployments: Store<PartialObjectMeta<Deployment>>,
@@ -174,6 +174,9 @@ pub struct ChildCaches {
     pub config_maps: Store<PartialObjectMeta<ConfigMap>>,
     /// The per-instance ClusterRoleBindings.
     pub bindings: Store<PartialObjectMeta<ClusterRoleBinding>>,
+    /// The custom CA bundle ConfigMaps labelled for injection (not children, but an input of
+    /// the Deployment every reconcile would otherwise read).
+    pub ca_bundles: Store<PartialObjectMeta<ConfigMap>>,
     /// The last applies.
     pub applied: AppliedMemory,
 }

@@ -463,11 +463,20 @@ where
 }
 
 /// Whether the custom CA bundle ConfigMap (`odh-trusted-ca-bundle`, labelled for injection)
-/// exists in `namespace`.
+/// exists in `namespace`. The cache of labelled ConfigMaps answers once it has listed them.
 pub async fn custom_ca_bundle_exists(
     ctx: &Context,
     namespace: &str,
 ) -> Result<bool, ReconcileError> {
+    match child_cache::lookup(
+        &ctx.children.ca_bundles,
+        Some(namespace),
+        custom_ca_bundle::CONFIG_MAP,
+    ) {
+        Cached::Present(_) => return Ok(true),
+        Cached::Absent => return Ok(false),
+        Cached::Unknown => {}
+    }
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
     let found = api
         .get_metadata_opt(custom_ca_bundle::CONFIG_MAP)

@@ -112,12 +112,14 @@ pub async fn run_controller(
     let (service_accounts, service_accounts_writer) = reflector::store();
     let (config_maps, config_maps_writer) = reflector::store();
     let (bindings, bindings_writer) = reflector::store();
+    let (ca_bundles, ca_bundles_writer) = reflector::store();
     let children = ChildCaches {
         deployments,
         services: services_cache,
         service_accounts,
         config_maps,
         bindings,
+        ca_bundles,
         applied: AppliedMemory::default(),
     };
     let context = Context::new(
@@ -206,10 +208,14 @@ pub async fn run_controller(
                 )
             },
         )
-        .watches(
+        .watches_stream(
             // The custom CA bundle is mounted when it exists: its appearance changes the pods.
-            Api::<ConfigMap>::all(client.clone()),
-            watcher::Config::default().labels(&format!("{}=true", custom_ca_bundle::INJECT_LABEL)),
+            cached_metadata::<ConfigMap>(
+                &client,
+                watcher::Config::default()
+                    .labels(&format!("{}=true", custom_ca_bundle::INJECT_LABEL)),
+                ca_bundles_writer,
+            ),
             move |config_map| {
                 triggers::in_namespace(
                     &bundle_store.state(),
