@@ -772,6 +772,38 @@ async fn drift_is_corrected() {
         .then_some(())
     })
     .await;
+
+    // Operand serving certificates: a deleted one is issued again, and so is one whose
+    // content was replaced (the operator remembers a good certificate only for the
+    // resourceVersion it checked).
+    let secrets = env.api::<Secret>(&ns);
+    let old = secrets.get("tas-tls").await.expect("serving Secret").uid();
+    secrets
+        .delete("tas-tls", &DeleteParams::default())
+        .await
+        .expect("deleting the serving Secret");
+    env.wait("the serving Secret issued again", || async {
+        let secret = secrets.get_opt("tas-tls").await.ok()??;
+        (secret.uid() != old && secret.data?.contains_key("tls.crt")).then_some(())
+    })
+    .await;
+    secrets
+        .patch(
+            "tas-internal",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"tls.crt": "dGFtcGVyZWQ="}})),
+        )
+        .await
+        .expect("tampering with the internal serving Secret");
+    env.wait("the internal serving Secret issued again", || async {
+        let secret = secrets.get("tas-internal").await.ok()?;
+        let crt = secret.data?.get("tls.crt")?.0.clone();
+        String::from_utf8(crt)
+            .ok()?
+            .contains("BEGIN CERTIFICATE")
+            .then_some(())
+    })
+    .await;
 }
 
 /// The custom CA bundle ConfigMap is mounted into the proxy when it appears labelled for

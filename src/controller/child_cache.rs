@@ -17,12 +17,13 @@ use std::sync::{Mutex, PoisonError};
 
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::Resource;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 use serde::Serialize;
+use trustyai_certs::time::OffsetDateTime;
 
 /// What a metadata cache says about one object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,20 +85,48 @@ pub type Owner = (String, String);
 type Child = (&'static str, String);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Record {
+struct Record<V> {
     fingerprint: u64,
     resource_version: String,
+    value: V,
 }
 
-/// The last apply of each child: what was rendered, and the resourceVersion it produced.
-#[derive(Debug, Default)]
-pub struct AppliedMemory {
-    by_owner: Mutex<HashMap<Owner, HashMap<Child, Record>>>,
+/// The last apply (or check) of each child: a fingerprint of its inputs, the resourceVersion
+/// it produced or saw, and what was learnt then (`V`; nothing for plain applies).
+#[derive(Debug)]
+pub struct AppliedMemory<V = ()> {
+    by_owner: Mutex<HashMap<Owner, HashMap<Child, Record<V>>>>,
 }
 
-impl AppliedMemory {
-    /// Whether `cached` shows the child exactly as the last apply of a rendering with
-    /// `fingerprint` left it.
+impl<V> Default for AppliedMemory<V> {
+    fn default() -> Self {
+        Self {
+            by_owner: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<V: Clone> AppliedMemory<V> {
+    /// What was learnt when `cached` showed the child as it is now and its inputs had
+    /// `fingerprint`; `None` when the child moved on, the inputs changed, or nothing is known.
+    pub fn current(
+        &self,
+        owner: &Owner,
+        kind: &'static str,
+        name: &str,
+        fingerprint: u64,
+        cached: &Cached,
+    ) -> Option<V> {
+        let live = cached.resource_version()?;
+        let by_owner = self.by_owner.lock().unwrap_or_else(PoisonError::into_inner);
+        by_owner
+            .get(owner)
+            .and_then(|children| children.get(&(kind, name.to_owned())))
+            .filter(|r| r.fingerprint == fingerprint && r.resource_version == live)
+            .map(|r| r.value.clone())
+    }
+
+    /// Whether [`Self::current`] knows the child.
     pub fn is_current(
         &self,
         owner: &Owner,
@@ -106,17 +135,11 @@ impl AppliedMemory {
         fingerprint: u64,
         cached: &Cached,
     ) -> bool {
-        let Some(live) = cached.resource_version() else {
-            return false;
-        };
-        let by_owner = self.by_owner.lock().unwrap_or_else(PoisonError::into_inner);
-        by_owner
-            .get(owner)
-            .and_then(|children| children.get(&(kind, name.to_owned())))
-            .is_some_and(|r| r.fingerprint == fingerprint && r.resource_version == live)
+        self.current(owner, kind, name, fingerprint, cached)
+            .is_some()
     }
 
-    /// Records an apply; without a resourceVersion in the answer, forgets the child instead.
+    /// Records an apply or check; without a resourceVersion, forgets the child instead.
     pub fn record(
         &self,
         owner: &Owner,
@@ -124,6 +147,7 @@ impl AppliedMemory {
         name: &str,
         fingerprint: u64,
         resource_version: Option<&str>,
+        value: V,
     ) {
         let mut by_owner = self.by_owner.lock().unwrap_or_else(PoisonError::into_inner);
         let children = by_owner.entry(owner.clone()).or_default();
@@ -135,6 +159,7 @@ impl AppliedMemory {
                     Record {
                         fingerprint,
                         resource_version: rv.to_owned(),
+                        value,
                     },
                 );
             }
@@ -177,8 +202,21 @@ pub struct ChildCaches {
     /// The custom CA bundle ConfigMaps labelled for injection (not children, but an input of
     /// the Deployment every reconcile would otherwise read).
     pub ca_bundles: Store<PartialObjectMeta<ConfigMap>>,
+    /// Secrets, metadata reduced to name and resourceVersion: the operator never caches
+    /// Secret data, nor their labels and annotations.
+    pub secrets: Store<PartialObjectMeta<Secret>>,
     /// The last applies.
     pub applied: AppliedMemory,
+    /// The operand serving certificates last found good (or issued), with when they are due.
+    pub certificates: AppliedMemory<OffsetDateTime>,
+}
+
+impl ChildCaches {
+    /// Forgets what is remembered about `owner`'s children (it is being deleted).
+    pub fn forget_owner(&self, owner: &Owner) {
+        self.applied.forget_owner(owner);
+        self.certificates.forget_owner(owner);
+    }
 }
 
 #[cfg(test)]
@@ -207,10 +245,10 @@ mod tests {
 
     #[test]
     fn current_only_when_fingerprint_and_resource_version_match() {
-        let memory = AppliedMemory::default();
+        let memory = AppliedMemory::<()>::default();
         let present = Cached::Present("7".to_owned());
         assert!(!memory.is_current(&owner(), "Service", "tas", 1, &present));
-        memory.record(&owner(), "Service", "tas", 1, Some("7"));
+        memory.record(&owner(), "Service", "tas", 1, Some("7"), ());
         assert!(memory.is_current(&owner(), "Service", "tas", 1, &present));
         // Another rendering, another object, another kind: not current.
         assert!(!memory.is_current(&owner(), "Service", "tas", 2, &present));
@@ -225,16 +263,31 @@ mod tests {
 
     #[test]
     fn an_answer_without_resource_version_forgets_and_owners_are_forgotten() {
-        let memory = AppliedMemory::default();
+        let memory = AppliedMemory::<()>::default();
         let present = Cached::Present("7".to_owned());
-        memory.record(&owner(), "Service", "tas", 1, Some("7"));
-        memory.record(&owner(), "Service", "tas", 1, None);
+        memory.record(&owner(), "Service", "tas", 1, Some("7"), ());
+        memory.record(&owner(), "Service", "tas", 1, None, ());
         assert!(!memory.is_current(&owner(), "Service", "tas", 1, &present));
-        memory.record(&owner(), "Service", "tas", 1, Some("7"));
+        memory.record(&owner(), "Service", "tas", 1, Some("7"), ());
         assert_eq!(memory.owners(), 1);
         memory.forget_owner(&owner());
         assert_eq!(memory.owners(), 0);
         assert!(!memory.is_current(&owner(), "Service", "tas", 1, &present));
+    }
+
+    #[test]
+    fn what_was_learnt_comes_back_while_current() {
+        let memory = AppliedMemory::<u32>::default();
+        let present = Cached::Present("7".to_owned());
+        memory.record(&owner(), "Secret", "tas-tls", 9, Some("7"), 42);
+        assert_eq!(
+            memory.current(&owner(), "Secret", "tas-tls", 9, &present),
+            Some(42)
+        );
+        assert_eq!(
+            memory.current(&owner(), "Secret", "tas-tls", 8, &present),
+            None
+        );
     }
 
     #[test]

@@ -205,6 +205,7 @@ impl Known {
             &self.name,
             self.fingerprint,
             resource_version,
+            (),
         );
     }
 }
@@ -308,23 +309,66 @@ async fn apply_serving_secrets(
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), instance.namespace());
     let lifetimes = *ctx.operand_ca.lifetimes();
     let mut next: Option<OffsetDateTime> = None;
+    let owner = (instance.namespace().to_owned(), instance.name().to_owned());
+    // A certificate found good stays good until it is due, as long as neither the Secret (its
+    // resourceVersion in the cache) nor the CA changed: no read, no parsing until then.
+    let ca_fingerprint =
+        child_cache::fingerprint(&ca.cert_pem()).map_err(|source| ReconcileError::Encode {
+            what: "the operand CA",
+            source,
+        })?;
+    let memory = &ctx.children.certificates;
     for (secret_name, service_name) in operand_tls::serving_secrets(instance.name()) {
+        let now = OffsetDateTime::now_utc();
+        let cached = child_cache::lookup(
+            &ctx.children.secrets,
+            Some(instance.namespace()),
+            &secret_name,
+        );
+        if let Some(renew_at) =
+            memory.current(&owner, "Secret", &secret_name, ca_fingerprint, &cached)
+            && now < renew_at
+        {
+            next = Some(next.map_or(renew_at, |n| n.min(renew_at)));
+            continue;
+        }
         let live = api
             .get_opt(&secret_name)
             .await
             .map_err(ReconcileError::kube("reading", "Secret", &secret_name))?;
-        let now = OffsetDateTime::now_utc();
         let names = ServiceNames::new(&service_name, instance.namespace());
         let renew_at = match operand_tls::decide(live.as_ref(), &ca, &names, now) {
             Decision::Foreign => continue,
-            Decision::Keep { renew_at } => renew_at,
+            Decision::Keep { renew_at } => {
+                let live_rv = live
+                    .as_ref()
+                    .and_then(|l| l.metadata.resource_version.as_deref());
+                memory.record(
+                    &owner,
+                    "Secret",
+                    &secret_name,
+                    ca_fingerprint,
+                    live_rv,
+                    renew_at,
+                );
+                renew_at
+            }
             Decision::Issue(reason) => {
                 tracing::info!(secret = %secret_name, %reason, "issuing an operand certificate");
                 let secret =
                     operand_tls::issue(instance, &ca, &lifetimes, &secret_name, &service_name, now)
                         .await?;
                 let live_rv = live.and_then(|l| l.metadata.resource_version);
-                apply::apply_after(&api, "Secret", &secret, live_rv).await?;
+                let applied = apply::apply_after(&api, "Secret", &secret, live_rv).await?;
+                let renew_at = now + lifetimes.serving * 2 / 3;
+                memory.record(
+                    &owner,
+                    "Secret",
+                    &secret_name,
+                    ca_fingerprint,
+                    applied.object.metadata.resource_version.as_deref(),
+                    renew_at,
+                );
                 ctx.events
                     .normal(
                         instance.service(),
@@ -333,7 +377,7 @@ async fn apply_serving_secrets(
                         format!("Serving certificate Secret {secret_name} issued ({reason})"),
                     )
                     .await;
-                now + lifetimes.serving * 2 / 3
+                renew_at
             }
         };
         next = Some(next.map_or(renew_at, |n| n.min(renew_at)));
@@ -496,11 +540,17 @@ pub async fn custom_ca_bundle_exists(
 }
 
 /// Whether the Secret `name` exists in `namespace` (metadata only: its content is not needed).
+/// The Secret metadata cache answers once it has listed them.
 pub async fn secret_exists(
     ctx: &Context,
     namespace: &str,
     name: &str,
 ) -> Result<bool, ReconcileError> {
+    match child_cache::lookup(&ctx.children.secrets, Some(namespace), name) {
+        Cached::Present(_) => return Ok(true),
+        Cached::Absent => return Ok(false),
+        Cached::Unknown => {}
+    }
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
     api.get_metadata_opt(name)
         .await

@@ -438,7 +438,6 @@ async fn cleanup(
     set_finalizers(ctx, service, &remaining).await?;
     ctx.events.forget(service);
     ctx.children
-        .applied
         .forget_owner(&(service.namespace().unwrap_or_default(), service.name_any()));
     tracing::info!("finalized");
     Ok(Action::await_change())

@@ -1,18 +1,20 @@
 //! The controller: which watches trigger a reconcile, and the loop that runs them until the
 //! stop token is cancelled.
 //!
-//! Triggers (all cheap: label-scoped or metadata-only where possible, nothing cached but the
-//! TrustyAIServices and the operator ConfigMap):
+//! Triggers (all cheap: label-scoped or metadata-only where possible). Full objects are cached
+//! only for the TrustyAIServices and the operator ConfigMap; the watches marked *cached* keep
+//! metadata (without managedFields) in [`super::child_cache`], so reconciles skip no-op applies
+//! and answer "does it exist" without a request.
 //!
 //! | Watch | Scope | Reconciles |
 //! |---|---|---|
 //! | TrustyAIServices | all; generation, finalizers, annotations, deletion only | itself |
-//! | Deployments, Services, ServiceAccounts, ConfigMaps, PVCs | `app.kubernetes.io/part-of=trustyai`, metadata | the owner |
+//! | Deployments, Services, ServiceAccounts, ConfigMaps (*cached*), PVCs | `app.kubernetes.io/part-of=trustyai`, metadata | the owner |
 //! | PVCs | same label | `<cr>` of a `<cr>-pvc` (retained PVCs have no owner) |
-//! | ClusterRoleBindings | owner labels | the owner |
+//! | ClusterRoleBindings (*cached*) | owner labels, metadata | the owner |
 //! | Deployments | `modelmesh-service=modelmesh-serving` | every TrustyAIService of the namespace |
-//! | ConfigMaps | `config.openshift.io/inject-trusted-cabundle=true` | every TrustyAIService of the namespace |
-//! | Secrets | metadata only | the TrustyAIServices reading it (credentials, DB CA, certificates) |
+//! | ConfigMaps (*cached*) | `config.openshift.io/inject-trusted-cabundle=true`, metadata | every TrustyAIService of the namespace |
+//! | Secrets (*cached*: name and resourceVersion only) | metadata | the TrustyAIServices reading it (credentials, DB CA, certificates) |
 //! | operator ConfigMap | its name, operator namespace | all |
 //! | optional APIs (discovery) | — | all, when one appears or goes |
 //! | Routes, ServiceMonitors, InferenceServices | while served | the owner; the namespace |
@@ -113,6 +115,7 @@ pub async fn run_controller(
     let (config_maps, config_maps_writer) = reflector::store();
     let (bindings, bindings_writer) = reflector::store();
     let (ca_bundles, ca_bundles_writer) = reflector::store();
+    let (secrets, secrets_writer) = reflector::store();
     let children = ChildCaches {
         deployments,
         services: services_cache,
@@ -120,7 +123,9 @@ pub async fn run_controller(
         config_maps,
         bindings,
         ca_bundles,
+        secrets,
         applied: AppliedMemory::default(),
+        certificates: AppliedMemory::default(),
     };
     let context = Context::new(
         client.clone(),
@@ -230,6 +235,15 @@ pub async fn run_controller(
                 watcher::Config::default(),
             )
             .default_backoff()
+            .modify(|secret| {
+                // Name, namespace and resourceVersion are all the reconciles ask of it.
+                let meta = &mut secret.metadata;
+                meta.managed_fields = None;
+                meta.annotations = None;
+                meta.labels = None;
+                meta.owner_references = None;
+            })
+            .reflect(secrets_writer)
             .touched_objects(),
             move |secret| {
                 triggers::secret_readers(
