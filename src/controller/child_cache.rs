@@ -25,6 +25,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use serde::Serialize;
 use trustyai_certs::time::OffsetDateTime;
 
+use super::db_secret::DbSecretError;
+
 /// What a metadata cache says about one object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cached {
@@ -209,6 +211,8 @@ pub struct ChildCaches {
     pub applied: AppliedMemory,
     /// The operand serving certificates last found good (or issued), with when they are due.
     pub certificates: AppliedMemory<OffsetDateTime>,
+    /// The verdicts on the database credentials Secrets.
+    pub db_credentials: AppliedMemory<Result<(), DbSecretError>>,
 }
 
 impl ChildCaches {
@@ -216,6 +220,7 @@ impl ChildCaches {
     pub fn forget_owner(&self, owner: &Owner) {
         self.applied.forget_owner(owner);
         self.certificates.forget_owner(owner);
+        self.db_credentials.forget_owner(owner);
     }
 }
 

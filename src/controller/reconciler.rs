@@ -25,6 +25,7 @@ use trustyai_crds::validation::image_allowed;
 
 use super::apply::update_params;
 use super::backoff::{self, CONFLICT_RETRY};
+use super::child_cache;
 use super::children::{self, Inputs, delete_ignoring_absent};
 use super::context::Context;
 use super::db_secret::{self, DbSecretError};
@@ -271,12 +272,26 @@ async fn check_database(
     instance: &Instance<'_>,
 ) -> Result<Result<(), DbSecretError>, ReconcileError> {
     let name = names::db_credentials(instance.name(), instance.spec());
-    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), instance.namespace());
-    let secret = api
-        .get_opt(&name)
-        .await
-        .map_err(ReconcileError::kube("reading", "Secret", &name))?;
-    let checked = db_secret::check_secret(&name, instance.namespace(), secret.as_ref());
+    // The verdict (never the data) is remembered for the resourceVersion it was reached on.
+    let owner = (instance.namespace().to_owned(), instance.name().to_owned());
+    let cached = child_cache::lookup(&ctx.children.secrets, Some(instance.namespace()), &name);
+    let memory = &ctx.children.db_credentials;
+    let checked = match memory.current(&owner, "Secret", &name, 0, &cached) {
+        Some(verdict) => verdict,
+        None => {
+            let api: Api<Secret> = Api::namespaced(ctx.client.clone(), instance.namespace());
+            let secret = api
+                .get_opt(&name)
+                .await
+                .map_err(ReconcileError::kube("reading", "Secret", &name))?;
+            let verdict = db_secret::check_secret(&name, instance.namespace(), secret.as_ref());
+            let rv = secret
+                .as_ref()
+                .and_then(|s| s.metadata.resource_version.as_deref());
+            memory.record(&owner, "Secret", &name, 0, rv, verdict.clone());
+            verdict
+        }
+    };
     match &checked {
         Err(e) => {
             ctx.events

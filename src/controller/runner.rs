@@ -126,6 +126,7 @@ pub async fn run_controller(
         secrets,
         applied: AppliedMemory::default(),
         certificates: AppliedMemory::default(),
+        db_credentials: AppliedMemory::default(),
     };
     let context = Context::new(
         client.clone(),
