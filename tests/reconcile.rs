@@ -772,6 +772,27 @@ async fn drift_is_corrected() {
         .then_some(())
     })
     .await;
+    // The same on the Deployment, whose applies are skipped across status updates (by
+    // generation) but not across metadata changes.
+    deployments
+        .patch(
+            "tas",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"labels": {"app.kubernetes.io/version": "tampered"}}}),
+            ),
+        )
+        .await
+        .expect("editing the Deployment's labels");
+    env.wait("the Deployment's labels restored", || async {
+        let d = deployments.get("tas").await.ok()?;
+        (d.labels()
+            .get("app.kubernetes.io/version")
+            .map(String::as_str)
+            != Some("tampered"))
+        .then_some(())
+    })
+    .await;
 
     // Operand serving certificates: a deleted one is issued again, and so is one whose
     // content was replaced (the operator remembers a good certificate only for the

@@ -19,6 +19,7 @@ use futures::FutureExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -30,27 +31,67 @@ use super::db_secret::DbSecretError;
 /// What a metadata cache says about one object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cached {
-    /// The cache has not finished its first list (or the object has no resourceVersion): it
-    /// cannot tell, ask the API server.
+    /// The cache has not finished its first list (or the object lacks what [`Tracking`] needs):
+    /// it cannot tell, ask the API server.
     Unknown,
     /// The object is not in the cache.
     Absent,
-    /// The object's resourceVersion.
+    /// The object's version as [`Tracking`] defines it.
     Present(String),
 }
 
 impl Cached {
-    /// The resourceVersion, when present.
-    pub fn resource_version(&self) -> Option<&str> {
+    /// The version, when present.
+    pub fn version(&self) -> Option<&str> {
         match self {
-            Self::Present(rv) => Some(rv),
+            Self::Present(version) => Some(version),
             Self::Unknown | Self::Absent => None,
         }
     }
 }
 
-/// Looks `name` (in `namespace`, `None` for cluster-scoped kinds) up in `store`.
+/// Which changes of a child mean its apply must be repeated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tracking {
+    /// Any change: the version is the resourceVersion.
+    ResourceVersion,
+    /// Changes of the spec (`metadata.generation`) and of labels, annotations and owner
+    /// references; not of the status. For Deployments, whose status moves with every pod
+    /// and would otherwise cost a no-op apply each time.
+    GenerationAndMetadata,
+}
+
+impl Tracking {
+    /// The version of an object with metadata `meta`; `None` when it lacks what is tracked.
+    pub fn version(self, meta: &ObjectMeta) -> Option<String> {
+        match self {
+            Self::ResourceVersion => meta.resource_version.clone(),
+            Self::GenerationAndMetadata => {
+                let generation = meta.generation?;
+                let digest =
+                    fingerprint(&(&meta.labels, &meta.annotations, &meta.owner_references)).ok()?;
+                Some(format!("{generation}/{digest:x}"))
+            }
+        }
+    }
+}
+
+/// Looks `name` (in `namespace`, `None` for cluster-scoped kinds) up in `store`, by
+/// resourceVersion.
 pub fn lookup<K>(store: &Store<PartialObjectMeta<K>>, namespace: Option<&str>, name: &str) -> Cached
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    lookup_tracked(store, namespace, name, Tracking::ResourceVersion)
+}
+
+/// [`lookup`] with the version `tracking` defines.
+pub fn lookup_tracked<K>(
+    store: &Store<PartialObjectMeta<K>>,
+    namespace: Option<&str>,
+    name: &str,
+    tracking: Tracking,
+) -> Cached
 where
     K: Resource<DynamicType = ()> + Clone,
 {
@@ -64,10 +105,9 @@ where
     }
     match store.get(&reference) {
         None => Cached::Absent,
-        Some(meta) => match &meta.metadata.resource_version {
-            Some(rv) => Cached::Present(rv.clone()),
-            None => Cached::Unknown,
-        },
+        Some(meta) => tracking
+            .version(&meta.metadata)
+            .map_or(Cached::Unknown, Cached::Present),
     }
 }
 
@@ -119,13 +159,22 @@ impl<V: Clone> AppliedMemory<V> {
         fingerprint: u64,
         cached: &Cached,
     ) -> Option<V> {
-        let live = cached.resource_version()?;
+        let live = cached.version()?;
         let by_owner = self.by_owner.lock().unwrap_or_else(PoisonError::into_inner);
         by_owner
             .get(owner)
             .and_then(|children| children.get(&(kind, name.to_owned())))
             .filter(|r| r.fingerprint == fingerprint && r.resource_version == live)
             .map(|r| r.value.clone())
+    }
+
+    /// Whether anything is remembered about the child.
+    pub fn knows(&self, owner: &Owner, kind: &'static str, name: &str) -> bool {
+        self.by_owner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(owner)
+            .is_some_and(|children| children.contains_key(&(kind, name.to_owned())))
     }
 
     /// Whether [`Self::current`] knows the child.
@@ -227,7 +276,6 @@ impl ChildCaches {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use kube::runtime::reflector::store;
     use kube::runtime::watcher::Event;
 
@@ -293,6 +341,45 @@ mod tests {
             memory.current(&owner(), "Secret", "tas-tls", 8, &present),
             None
         );
+    }
+
+    #[test]
+    fn knows_what_was_recorded() {
+        let memory = AppliedMemory::<()>::default();
+        assert!(!memory.knows(&owner(), "Service", "tas"));
+        memory.record(&owner(), "Service", "tas", 1, Some("7"), ());
+        assert!(memory.knows(&owner(), "Service", "tas"));
+        assert!(!memory.knows(&owner(), "Service", "tas-tls"));
+    }
+
+    #[test]
+    fn generation_tracking_ignores_status_but_not_metadata() {
+        let tracking = Tracking::GenerationAndMetadata;
+        let mut meta = ObjectMeta {
+            generation: Some(2),
+            resource_version: Some("10".to_owned()),
+            labels: Some([("app".to_owned(), "tas".to_owned())].into()),
+            ..ObjectMeta::default()
+        };
+        let version = tracking.version(&meta).expect("a version");
+        // A status update: new resourceVersion, same generation and metadata.
+        meta.resource_version = Some("11".to_owned());
+        assert_eq!(tracking.version(&meta), Some(version.clone()));
+        assert_ne!(
+            Tracking::ResourceVersion.version(&meta),
+            Some("10".to_owned())
+        );
+        // A label edited by someone, or a spec change: another version.
+        let mut relabelled = meta.clone();
+        relabelled.labels = Some([("app".to_owned(), "other".to_owned())].into());
+        assert_ne!(tracking.version(&relabelled), Some(version.clone()));
+        let mut annotated = meta.clone();
+        annotated.annotations = Some([("a".to_owned(), "b".to_owned())].into());
+        assert_ne!(tracking.version(&annotated), Some(version.clone()));
+        meta.generation = Some(3);
+        assert_ne!(tracking.version(&meta), Some(version));
+        meta.generation = None;
+        assert_eq!(tracking.version(&meta), None);
     }
 
     #[test]

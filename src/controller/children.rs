@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{
     ConfigMap, PersistentVolumeClaim, Secret, Service, ServiceAccount,
 };
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, DynamicObject};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::Store;
@@ -22,7 +23,7 @@ use trustyai_crds::TrustyAIService;
 use trustyai_crds::contract::custom_ca_bundle;
 
 use super::apply::{self, Applied, Outcome};
-use super::child_cache::{self, Cached, Owner};
+use super::child_cache::{self, Cached, Owner, Tracking};
 use super::context::Context;
 use super::discovery::OptionalApis;
 use super::error::{ReconcileError, is_not_found};
@@ -159,6 +160,7 @@ struct Known {
     kind: &'static str,
     name: String,
     fingerprint: u64,
+    tracking: Tracking,
     cached: Cached,
     /// The child is exactly as the last apply of this rendering left it.
     current: bool,
@@ -171,13 +173,15 @@ impl Known {
         kind: &'static str,
         object: &K,
         store: &Store<PartialObjectMeta<K>>,
+        tracking: Tracking,
     ) -> Result<Self, ReconcileError>
     where
         K: Resource<DynamicType = ()> + Clone + Serialize,
     {
         let owner = (instance.namespace().to_owned(), instance.name().to_owned());
         let name = object.name_any();
-        let cached = child_cache::lookup(store, object.meta().namespace.as_deref(), &name);
+        let cached =
+            child_cache::lookup_tracked(store, object.meta().namespace.as_deref(), &name, tracking);
         let fingerprint =
             child_cache::fingerprint(object).map_err(|source| ReconcileError::Encode {
                 what: "a rendered child",
@@ -192,21 +196,45 @@ impl Known {
             kind,
             name,
             fingerprint,
+            tracking,
             cached,
             current,
         })
     }
 
-    /// Remembers the apply of this rendering that produced `resource_version`.
-    fn record(&self, ctx: &Context, resource_version: Option<&str>) {
+    /// The child does not exist: the cache has listed and does not show it, and this process
+    /// never applied it (else the cache might only lag behind that apply). No need to read it.
+    fn surely_absent(&self, ctx: &Context) -> bool {
+        self.cached == Cached::Absent
+            && !ctx
+                .children
+                .applied
+                .knows(&self.owner, self.kind, &self.name)
+    }
+
+    /// Remembers the apply of this rendering, which the API server answered with `applied`.
+    fn record(&self, ctx: &Context, applied: &ObjectMeta) {
         ctx.children.applied.record(
             &self.owner,
             self.kind,
             &self.name,
             self.fingerprint,
-            resource_version,
+            self.tracking.version(applied).as_deref(),
             (),
         );
+    }
+
+    /// The live object, read unless it is [surely absent](Self::surely_absent).
+    async fn read<K>(&self, ctx: &Context, api: &Api<K>) -> Result<Option<K>, ReconcileError>
+    where
+        K: Resource + Clone + std::fmt::Debug + DeserializeOwned,
+    {
+        if self.surely_absent(ctx) {
+            return Ok(None);
+        }
+        api.get_opt(&self.name)
+            .await
+            .map_err(ReconcileError::kube("reading", self.kind, &self.name))
     }
 }
 
@@ -224,15 +252,25 @@ async fn apply_cached<K>(
 where
     K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + Serialize + DeserializeOwned,
 {
-    let known = Known::of(ctx, instance, kind, object, store)?;
+    let known = Known::of(
+        ctx,
+        instance,
+        kind,
+        object,
+        store,
+        Tracking::ResourceVersion,
+    )?;
     if known.current {
         return Ok(Outcome::Unchanged);
     }
-    let applied = match known.cached.resource_version() {
-        Some(before) => apply::apply_after(api, kind, object, Some(before.to_owned())).await?,
-        None => apply::apply(api, kind, object).await?,
+    let applied = match &known.cached {
+        Cached::Present(before) => {
+            apply::apply_after(api, kind, object, Some(before.clone())).await?
+        }
+        _ if known.surely_absent(ctx) => apply::apply_after(api, kind, object, None).await?,
+        _ => apply::apply(api, kind, object).await?,
     };
-    known.record(ctx, applied.object.meta().resource_version.as_deref());
+    known.record(ctx, applied.object.meta());
     announce(ctx, instance.service(), kind, &known.name, applied.outcome).await;
     Ok(applied.outcome)
 }
@@ -269,16 +307,13 @@ async fn apply_binding(ctx: &Context, instance: &Instance<'_>) -> Result<(), Rec
         "ClusterRoleBinding",
         &desired,
         &ctx.children.bindings,
+        Tracking::ResourceVersion,
     )?;
     if known.current {
         return Ok(());
     }
     let api: Api<ClusterRoleBinding> = Api::all(ctx.client.clone());
-    let live = api.get_opt(&name).await.map_err(ReconcileError::kube(
-        "reading",
-        "ClusterRoleBinding",
-        &name,
-    ))?;
+    let live = known.read(ctx, &api).await?;
     let live_rv = match live {
         Some(live) if live.role_ref != desired.role_ref => {
             delete_ignoring_absent(&api, "ClusterRoleBinding", &name).await?;
@@ -287,7 +322,7 @@ async fn apply_binding(ctx: &Context, instance: &Instance<'_>) -> Result<(), Rec
         live => live.and_then(|l| l.metadata.resource_version),
     };
     let applied = apply::apply_after(&api, "ClusterRoleBinding", &desired, live_rv).await?;
-    known.record(ctx, applied.object.meta().resource_version.as_deref());
+    known.record(ctx, applied.object.meta());
     announce(
         ctx,
         instance.service(),
@@ -451,15 +486,13 @@ async fn apply_deployment(
         "Deployment",
         &desired,
         &ctx.children.deployments,
+        Tracking::GenerationAndMetadata,
     )?;
     if known.current {
         return Ok(None);
     }
     let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), instance.namespace());
-    let live =
-        api.get_opt(&name)
-            .await
-            .map_err(ReconcileError::kube("reading", "Deployment", &name))?;
+    let live = known.read(ctx, &api).await?;
     let live_rv = match live {
         Some(live) if deployment::must_recreate(&live, &desired) => {
             delete_ignoring_absent(&api, "Deployment", &name).await?;
@@ -478,7 +511,7 @@ async fn apply_deployment(
         live => live.and_then(|l| l.metadata.resource_version),
     };
     let applied = apply::apply_after(&api, "Deployment", &desired, live_rv).await?;
-    known.record(ctx, applied.object.meta().resource_version.as_deref());
+    known.record(ctx, applied.object.meta());
     announce(
         ctx,
         instance.service(),

@@ -331,15 +331,19 @@ async fn observe_deployment(
             deployment
         }
     };
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), instance.namespace());
-    let selector = labels::selector_string(&labels::selector(instance.name()));
-    let pods = pods
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(ReconcileError::kube("listing", "Pod", instance.namespace()))?;
+    let pods = if status::pods_may_be_failing(&deployment) {
+        let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), instance.namespace());
+        let selector = labels::selector_string(&labels::selector(instance.name()));
+        pods.list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(ReconcileError::kube("listing", "Pod", instance.namespace()))?
+            .items
+    } else {
+        Vec::new()
+    };
     Ok(Some(DeploymentObservation::from_deployment(
         &deployment,
-        &pods.items,
+        &pods,
     )))
 }
 

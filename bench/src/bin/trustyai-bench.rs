@@ -34,8 +34,10 @@ struct Args {
     /// Where `latest.json` and `latest.md` go.
     #[arg(long, default_value = "bench/results")]
     out: PathBuf,
+    /// Skip the HTTPS load benchmark (e.g. for a `--n 1000` run of the cluster part alone).
     #[arg(long)]
     skip_http: bool,
+    /// Skip the benchmark against the local control plane.
     #[arg(long)]
     skip_cluster: bool,
 }

@@ -86,6 +86,29 @@ impl DeploymentObservation {
     }
 }
 
+/// Whether the pods must be read to tell if one is failing. Not when every desired replica is
+/// updated, ready and available and no other pod remains: a crash-looping or exited container
+/// makes its pod unready, which the Deployment's status then shows (and that change triggers
+/// a reconcile, which reads the pods).
+pub fn pods_may_be_failing(deployment: &Deployment) -> bool {
+    let Some(status) = deployment.status.as_ref() else {
+        return true;
+    };
+    let desired = deployment.spec.replicas.unwrap_or(1);
+    let current = match (deployment.metadata.generation, status.observed_generation) {
+        (Some(generation), Some(observed)) => observed >= generation,
+        (None, _) => true,
+        (Some(_), None) => false,
+    };
+    let settled = current
+        && status.replicas.unwrap_or(0) == desired
+        && status.updated_replicas.unwrap_or(0) == desired
+        && status.ready_replicas.unwrap_or(0) == desired
+        && status.available_replicas.unwrap_or(0) == desired
+        && status.unavailable_replicas.unwrap_or(0) == 0;
+    !settled
+}
+
 /// Whether a container of `pods` waits in `CrashLoopBackOff` or terminated with a non-zero exit
 /// code.
 pub fn pods_failing(pods: &[Pod]) -> bool {
@@ -234,6 +257,37 @@ mod tests {
         assert!(!observed.up_to_date);
         assert_eq!(observed.desired_replicas, 1);
         assert_eq!(observed.ready_replicas, 0);
+    }
+
+    #[test]
+    fn pods_are_read_unless_the_deployment_is_settled() {
+        let settled = json!({
+            "metadata": {"generation": 2},
+            "spec": {"replicas": 2, "selector": {}, "template": {}},
+            "status": {"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2,
+                       "readyReplicas": 2, "availableReplicas": 2}
+        });
+        assert!(!pods_may_be_failing(&deployment(settled.clone())));
+        let with = |path: &str, value: serde_json::Value| {
+            let mut d = settled.clone();
+            d["status"][path] = value;
+            pods_may_be_failing(&deployment(d))
+        };
+        assert!(with("readyReplicas", json!(1)), "a pod unready");
+        assert!(
+            with("availableReplicas", json!(1)),
+            "a pod not yet available"
+        );
+        assert!(with("updatedReplicas", json!(1)), "a rollout under way");
+        assert!(with("replicas", json!(3)), "an old pod still there");
+        assert!(with("unavailableReplicas", json!(1)), "a pod unavailable");
+        assert!(
+            with("observedGeneration", json!(1)),
+            "a status behind the spec"
+        );
+        let mut no_status = settled.clone();
+        no_status["status"] = serde_json::Value::Null;
+        assert!(pods_may_be_failing(&deployment(no_status)));
     }
 
     #[test]
