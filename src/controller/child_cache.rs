@@ -50,6 +50,9 @@ impl Cached {
     }
 }
 
+/// Prefix of the annotations the Deployment controller writes on Deployments.
+const DEPLOYMENT_CONTROLLER_PREFIX: &str = "deployment.kubernetes.io/";
+
 /// Which changes of a child mean its apply must be repeated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tracking {
@@ -68,8 +71,16 @@ impl Tracking {
             Self::ResourceVersion => meta.resource_version.clone(),
             Self::GenerationAndMetadata => {
                 let generation = meta.generation?;
+                // The Deployment controller's own annotations (the revision) change on every
+                // rollout and are none of this operator's business.
+                let annotations: Vec<_> = meta
+                    .annotations
+                    .iter()
+                    .flatten()
+                    .filter(|(key, _)| !key.starts_with(DEPLOYMENT_CONTROLLER_PREFIX))
+                    .collect();
                 let digest =
-                    fingerprint(&(&meta.labels, &meta.annotations, &meta.owner_references)).ok()?;
+                    fingerprint(&(&meta.labels, annotations, &meta.owner_references)).ok()?;
                 Some(format!("{generation}/{digest:x}"))
             }
         }
@@ -376,6 +387,16 @@ mod tests {
         let mut annotated = meta.clone();
         annotated.annotations = Some([("a".to_owned(), "b".to_owned())].into());
         assert_ne!(tracking.version(&annotated), Some(version.clone()));
+        // The Deployment controller's revision annotation is not ours to track.
+        let mut revised = meta.clone();
+        revised.annotations = Some(
+            [(
+                "deployment.kubernetes.io/revision".to_owned(),
+                "2".to_owned(),
+            )]
+            .into(),
+        );
+        assert_eq!(tracking.version(&revised), Some(version.clone()));
         meta.generation = Some(3);
         assert_ne!(tracking.version(&meta), Some(version));
         meta.generation = None;
