@@ -140,7 +140,7 @@ type Child = (&'static str, String);
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Record<V> {
     fingerprint: u64,
-    resource_version: String,
+    version: String,
     value: V,
 }
 
@@ -175,7 +175,7 @@ impl<V: Clone> AppliedMemory<V> {
         by_owner
             .get(owner)
             .and_then(|children| children.get(&(kind, name.to_owned())))
-            .filter(|r| r.fingerprint == fingerprint && r.resource_version == live)
+            .filter(|r| r.fingerprint == fingerprint && r.version == live)
             .map(|r| r.value.clone())
     }
 
@@ -188,39 +188,27 @@ impl<V: Clone> AppliedMemory<V> {
             .is_some_and(|children| children.contains_key(&(kind, name.to_owned())))
     }
 
-    /// Whether [`Self::current`] knows the child.
-    pub fn is_current(
-        &self,
-        owner: &Owner,
-        kind: &'static str,
-        name: &str,
-        fingerprint: u64,
-        cached: &Cached,
-    ) -> bool {
-        self.current(owner, kind, name, fingerprint, cached)
-            .is_some()
-    }
-
-    /// Records an apply or check; without a resourceVersion, forgets the child instead.
+    /// Records an apply or check that left the child at `version`; without one, forgets the
+    /// child instead.
     pub fn record(
         &self,
         owner: &Owner,
         kind: &'static str,
         name: &str,
         fingerprint: u64,
-        resource_version: Option<&str>,
+        version: Option<&str>,
         value: V,
     ) {
         let mut by_owner = self.by_owner.lock().unwrap_or_else(PoisonError::into_inner);
         let children = by_owner.entry(owner.clone()).or_default();
         let child = (kind, name.to_owned());
-        match resource_version {
+        match version {
             Some(rv) => {
                 children.insert(
                     child,
                     Record {
                         fingerprint,
-                        resource_version: rv.to_owned(),
+                        version: rv.to_owned(),
                         value,
                     },
                 );
@@ -310,19 +298,24 @@ mod tests {
     #[test]
     fn current_only_when_fingerprint_and_resource_version_match() {
         let memory = AppliedMemory::<()>::default();
+        let known = |kind: &'static str, name: &str, fingerprint: u64, cached: &Cached| {
+            memory
+                .current(&owner(), kind, name, fingerprint, cached)
+                .is_some()
+        };
         let present = Cached::Present("7".to_owned());
-        assert!(!memory.is_current(&owner(), "Service", "tas", 1, &present));
+        assert!(!known("Service", "tas", 1, &present));
         memory.record(&owner(), "Service", "tas", 1, Some("7"), ());
-        assert!(memory.is_current(&owner(), "Service", "tas", 1, &present));
+        assert!(known("Service", "tas", 1, &present));
         // Another rendering, another object, another kind: not current.
-        assert!(!memory.is_current(&owner(), "Service", "tas", 2, &present));
-        assert!(!memory.is_current(&owner(), "Service", "tas-tls", 1, &present));
-        assert!(!memory.is_current(&owner(), "ConfigMap", "tas", 1, &present));
+        assert!(!known("Service", "tas", 2, &present));
+        assert!(!known("Service", "tas-tls", 1, &present));
+        assert!(!known("ConfigMap", "tas", 1, &present));
         // Someone changed it, or the cache cannot tell, or it is gone: apply again.
         let moved = Cached::Present("8".to_owned());
-        assert!(!memory.is_current(&owner(), "Service", "tas", 1, &moved));
-        assert!(!memory.is_current(&owner(), "Service", "tas", 1, &Cached::Unknown));
-        assert!(!memory.is_current(&owner(), "Service", "tas", 1, &Cached::Absent));
+        assert!(!known("Service", "tas", 1, &moved));
+        assert!(!known("Service", "tas", 1, &Cached::Unknown));
+        assert!(!known("Service", "tas", 1, &Cached::Absent));
     }
 
     #[test]
@@ -331,12 +324,18 @@ mod tests {
         let present = Cached::Present("7".to_owned());
         memory.record(&owner(), "Service", "tas", 1, Some("7"), ());
         memory.record(&owner(), "Service", "tas", 1, None, ());
-        assert!(!memory.is_current(&owner(), "Service", "tas", 1, &present));
+        assert_eq!(
+            memory.current(&owner(), "Service", "tas", 1, &present),
+            None
+        );
         memory.record(&owner(), "Service", "tas", 1, Some("7"), ());
         assert_eq!(memory.owners(), 1);
         memory.forget_owner(&owner());
         assert_eq!(memory.owners(), 0);
-        assert!(!memory.is_current(&owner(), "Service", "tas", 1, &present));
+        assert_eq!(
+            memory.current(&owner(), "Service", "tas", 1, &present),
+            None
+        );
     }
 
     #[test]

@@ -190,7 +190,8 @@ impl Known {
         let current = ctx
             .children
             .applied
-            .is_current(&owner, kind, &name, fingerprint, &cached);
+            .current(&owner, kind, &name, fingerprint, &cached)
+            .is_some();
         Ok(Self {
             owner,
             kind,

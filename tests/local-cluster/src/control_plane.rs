@@ -221,36 +221,36 @@ impl ControlPlane {
         let log_path = self.dir.join("logs").join(format!("{name}.log"));
         let log = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
         let log_err = log.try_clone().map_err(|e| e.to_string())?;
-        let mut child = Command::new("sh")
+        let mut command = Command::new("sh");
+        command
             .arg("-c")
             .arg(GUARD)
             .arg("guard")
             .arg(self.bin.join(name))
             .args(args)
-            .stdin(Stdio::piped())
             .stdout(log)
-            .stderr(log_err)
-            .spawn()
-            .map_err(|e| format!("starting {name}: {e}"))?;
-        let stdin = child.stdin.take().ok_or("no stdin pipe")?;
-        self.guards
-            .get_mut()
-            .map_err(|e| e.to_string())?
-            .push((child, stdin));
-        Ok(())
+            .stderr(log_err);
+        self.spawn_on_pipe(command, name)
     }
 
     fn start_janitor(&mut self) -> Result<(), String> {
-        let mut child = Command::new("sh")
+        let mut command = Command::new("sh");
+        command
             .arg("-c")
             .arg(JANITOR)
             .arg("janitor")
             .arg(&self.dir)
-            .stdin(Stdio::piped())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::null());
+        self.spawn_on_pipe(command, "the working-folder janitor")
+    }
+
+    /// Spawns `command` with its stdin on a pipe this process keeps open until it exits.
+    fn spawn_on_pipe(&mut self, mut command: Command, what: &str) -> Result<(), String> {
+        let mut child = command
+            .stdin(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("starting the working-folder janitor: {e}"))?;
+            .map_err(|e| format!("starting {what}: {e}"))?;
         let stdin = child.stdin.take().ok_or("no stdin pipe")?;
         self.guards
             .get_mut()
