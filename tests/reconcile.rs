@@ -752,47 +752,10 @@ async fn drift_is_corrected() {
 
     // A metadata-only change (no new generation) is corrected too: the operator skips applies
     // it knows to be no-ops, and this one is not.
-    let accounts = env.api::<ServiceAccount>(&ns);
-    accounts
-        .patch(
-            "tas-proxy",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"metadata": {"labels": {"app.kubernetes.io/version": "tampered"}}}),
-            ),
-        )
-        .await
-        .expect("editing the ServiceAccount's labels");
-    env.wait("the ServiceAccount's labels restored", || async {
-        let sa = accounts.get("tas-proxy").await.ok()?;
-        (sa.labels()
-            .get("app.kubernetes.io/version")
-            .map(String::as_str)
-            != Some("tampered"))
-        .then_some(())
-    })
-    .await;
+    restores_tampered_version_label(&env, &env.api::<ServiceAccount>(&ns), "tas-proxy").await;
     // The same on the Deployment, whose applies are skipped across status updates (by
     // generation) but not across metadata changes.
-    deployments
-        .patch(
-            "tas",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"metadata": {"labels": {"app.kubernetes.io/version": "tampered"}}}),
-            ),
-        )
-        .await
-        .expect("editing the Deployment's labels");
-    env.wait("the Deployment's labels restored", || async {
-        let d = deployments.get("tas").await.ok()?;
-        (d.labels()
-            .get("app.kubernetes.io/version")
-            .map(String::as_str)
-            != Some("tampered"))
-        .then_some(())
-    })
-    .await;
+    restores_tampered_version_label(&env, &deployments, "tas").await;
 
     // Operand serving certificates: a deleted one is issued again, and so is one whose
     // content was replaced (the operator remembers a good certificate only for the
@@ -823,6 +786,31 @@ async fn drift_is_corrected() {
             .ok()?
             .contains("BEGIN CERTIFICATE")
             .then_some(())
+    })
+    .await;
+}
+
+/// Sets the `app.kubernetes.io/version` label of `name` to `tampered` and waits for the
+/// operator to restore it.
+async fn restores_tampered_version_label<K>(env: &Env, api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app.kubernetes.io/version": "tampered"}}})),
+    )
+    .await
+    .expect("editing the labels");
+    env.wait(&format!("the labels of {name} restored"), || async {
+        let object = api.get(name).await.ok()?;
+        (object
+            .labels()
+            .get("app.kubernetes.io/version")
+            .map(String::as_str)
+            != Some("tampered"))
+        .then_some(())
     })
     .await;
 }
