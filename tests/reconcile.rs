@@ -690,6 +690,30 @@ async fn migration_mode_keeps_the_pvc_and_adds_the_database() {
         mounts.iter().any(|m| m == "/inputs"),
         "the PVC is mounted at the folder: {mounts:?}"
     );
+
+    // The Go operator's migration trigger: consumed (removed) once the Deployment runs the
+    // current spec, as scripts written for the Go operator wait for.
+    let services = env.api::<TrustyAIService>(&ns);
+    services
+        .patch(
+            "tas",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"trustyai.opendatahub.io/db-migration": "true"}}}),
+            ),
+        )
+        .await
+        .expect("annotating for migration");
+    env.wait("the migration annotation removed", || async {
+        let tas = services.get("tas").await.ok()?;
+        (!tas
+            .annotations()
+            .contains_key("trustyai.opendatahub.io/db-migration"))
+        .then_some(())
+    })
+    .await;
+    env.wait_event(&ns, "tas", "MigrationAnnotationRemoved")
+        .await;
 }
 
 #[tokio::test]

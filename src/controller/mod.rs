@@ -9,6 +9,7 @@
 //! - [`wiring`]: the minimal JSON patches that connect InferenceServices and ModelMesh
 //!   Deployments (objects owned by others) to a TrustyAIService, and undo it.
 //! - [`db_secret`]: the database credentials Secret check.
+//! - [`migration_trigger`]: removing the Go operator's migration annotation.
 //! - [`status`]: the status computed from observations.
 //! - [`finalizer`], [`pvc_plan`], [`backoff`], [`triggers`]: the pure decisions of the loop
 //!   (finalizer list, PVC apply body, retry delays, what triggers a reconcile).
@@ -35,6 +36,7 @@ pub mod error;
 pub mod events;
 pub mod finalizer;
 pub mod integration;
+pub mod migration_trigger;
 pub mod operand_tls;
 pub mod pvc_plan;
 pub mod reconciler;

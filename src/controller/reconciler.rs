@@ -20,6 +20,7 @@ use serde_json::json;
 use tracing::Instrument;
 use trustyai_certs::time::OffsetDateTime;
 use trustyai_crds::TrustyAIService;
+use trustyai_crds::contract::DB_MIGRATION_ANNOTATION;
 use trustyai_crds::defaults::StorageMode;
 use trustyai_crds::validation::image_allowed;
 
@@ -32,6 +33,7 @@ use super::db_secret::{self, DbSecretError};
 use super::error::ReconcileError;
 use super::finalizer::{self, Step};
 use super::integration;
+use super::migration_trigger;
 use super::resources::images::{self, ImageSources, Images};
 use super::resources::{Instance, cluster_role_binding, labels, names, route};
 use super::status::{self, DeploymentObservation, Observations, PvcObservation, RouteObservation};
@@ -215,6 +217,7 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
     if let Some(e) = provisioning_error.or(wired.error) {
         return Err(e);
     }
+    remove_migration_trigger(ctx, service).await?;
     tracing::info!("reconciled");
     let uid = service.uid().unwrap_or_default();
     let mut next = backoff::jittered(ctx.config.safety_requeue, &uid);
@@ -224,6 +227,40 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
         next = next.min(Duration::try_from(until).unwrap_or(Duration::ZERO));
     }
     Ok(Action::requeue(next))
+}
+
+/// Removes the Go operator's migration annotation once the children of the current spec are
+/// applied (see [`migration_trigger`]).
+async fn remove_migration_trigger(
+    ctx: &Context,
+    service: &TrustyAIService,
+) -> Result<(), ReconcileError> {
+    let Some(patch) = migration_trigger::removal_patch(&service.metadata) else {
+        return Ok(());
+    };
+    let name = service.name_any();
+    let patch = patch
+        .to_kube_patch::<()>()
+        .map_err(|source| ReconcileError::Encode {
+            what: "the migration annotation patch",
+            source,
+        })?;
+    let api: Api<TrustyAIService> =
+        Api::namespaced(ctx.client.clone(), &service.namespace().unwrap_or_default());
+    api.patch(&name, &update_params(), &patch)
+        .await
+        .map_err(ReconcileError::kube("patching", "TrustyAIService", &name))?;
+    ctx.events
+        .normal(
+            service,
+            "MigrationAnnotationRemoved",
+            "Reconcile",
+            format!(
+                "{DB_MIGRATION_ANNOTATION} removed: the Deployment already runs the current spec"
+            ),
+        )
+        .await;
+    Ok(())
 }
 
 /// The images, and a warning when `spec.image` is not allowed (it is then ignored, as the
