@@ -3,7 +3,8 @@
 //! the Deployment, and last the optional monitoring and Route objects.
 //!
 //! Every object is rendered by the pure builders of [`super::resources`] and server-side
-//! applied; a `Normal` event reports each one created or changed.
+//! applied; a `Normal` event reports each one created or changed. Applies that the child
+//! caches show to be no-ops are skipped ([`super::child_cache`]).
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{
