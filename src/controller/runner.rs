@@ -237,7 +237,9 @@ pub async fn run_controller(
             )
             .default_backoff()
             .modify(|secret| {
-                // Name, namespace and resourceVersion are all the reconciles ask of it.
+                // Not the webhook's `SecretCache` (every replica, its own watch): a reconcile must
+                // see at least the change that triggered it, so the store and the trigger share
+                // this one watch. Name, namespace and resourceVersion are all it needs.
                 let meta = &mut secret.metadata;
                 meta.managed_fields = None;
                 meta.annotations = None;
