@@ -47,6 +47,12 @@ struct VersionLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ApplyLabels {
+    kind: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
 }
@@ -63,6 +69,7 @@ pub struct Metrics {
     reconcile_duration: Histogram,
     reconcile_errors: Family<CategoryLabel, Counter>,
     managed: Gauge,
+    child_applies: Family<ApplyLabels, Counter>,
     webhook_requests: Family<RequestLabels, Counter>,
     webhook_duration: Family<EndpointLabel, Histogram, fn() -> Histogram>,
     denials: Family<RuleLabel, Counter>,
@@ -86,6 +93,7 @@ impl Metrics {
             reconcile_duration: latency_histogram(),
             reconcile_errors: Family::default(),
             managed: Gauge::default(),
+            child_applies: Family::default(),
             webhook_requests: Family::default(),
             webhook_duration: Family::new_with_constructor(latency_histogram),
             denials: Family::default(),
@@ -113,6 +121,11 @@ impl Metrics {
             "trustyaiservices",
             "TrustyAIServices the operator manages",
             m.managed.clone(),
+        );
+        registry.register(
+            "child_applies",
+            "Children of TrustyAIServices, by kind and what their apply did (created, changed, unchanged; skipped: known to be a no-op, no request made)",
+            m.child_applies.clone(),
         );
         registry.register(
             "webhook_requests",
@@ -184,6 +197,13 @@ impl Metrics {
         self.managed.set(count);
     }
 
+    /// A child's apply: `outcome` is `created`, `changed`, `unchanged` or `skipped`.
+    pub fn child_applied(&self, kind: &'static str, outcome: &'static str) {
+        self.child_applies
+            .get_or_create(&ApplyLabels { kind, outcome })
+            .inc();
+    }
+
     /// The serving certificate's expiry.
     pub fn set_certificate_expiry(&self, unix_seconds: i64) {
         self.certificate_expiry.set(unix_seconds);
@@ -245,6 +265,8 @@ mod tests {
         m.reconciled(Duration::from_millis(20), None);
         m.set_certificate_expiry(1_900_000_000);
         m.set_leader(true);
+        m.child_applied("Service", "skipped");
+        m.child_applied("Service", "skipped");
         let text = m.render();
         for line in [
             "trustyai_operator_webhook_requests_total{endpoint=\"validate\",outcome=\"denied\"} 1",
@@ -255,6 +277,7 @@ mod tests {
             "trustyai_operator_reconcile_errors_total{category=\"kube_api\"} 1",
             "trustyai_operator_serving_certificate_expiry_timestamp_seconds 1900000000",
             "trustyai_operator_leader 1",
+            "trustyai_operator_child_applies_total{kind=\"Service\",outcome=\"skipped\"} 2",
         ] {
             assert!(text.contains(line), "missing {line:?} in:\n{text}");
         }

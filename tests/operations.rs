@@ -1021,6 +1021,47 @@ async fn metrics_parse_as_prometheus_text_and_counters_move() {
     );
     assert!(sum(&last, "trustyai_operator_trustyaiservices", &[]) >= 1.0);
     eprintln!("reconciles_total{{result=success}}: {success0} -> {success1}");
+
+    // The children were created by an apply each; a reconcile with nothing to change (an
+    // annotation on the TrustyAIService triggers one) skips their applies without a request.
+    let applies = "trustyai_operator_child_applies_total";
+    assert!(
+        sum(
+            &last,
+            applies,
+            &[("kind", "Deployment"), ("outcome", "created")]
+        ) >= 1.0,
+        "the Deployment's creation is counted"
+    );
+    let skipped0 = sum(
+        &last,
+        applies,
+        &[("kind", "Service"), ("outcome", "skipped")],
+    );
+    tas_api(&client, &apps, "v1")
+        .patch(
+            "counted",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"annotations": {"poke": "1"}}})),
+        )
+        .await
+        .expect("annotating");
+    let skipped1 = wait_for(
+        "child_applies_total{kind=Service,outcome=skipped} to grow by both Services",
+        TIMEOUT,
+        || operator.logs(),
+        || async {
+            let samples = metrics(ops).await?;
+            let s = sum(
+                &samples,
+                applies,
+                &[("kind", "Service"), ("outcome", "skipped")],
+            );
+            (s >= skipped0 + 2.0).then_some(s)
+        },
+    )
+    .await;
+    eprintln!("child_applies_total{{kind=Service,outcome=skipped}}: {skipped0} -> {skipped1}");
     stop(operator).await;
 }
 

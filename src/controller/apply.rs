@@ -39,6 +39,15 @@ impl Outcome {
         }
     }
 
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Changed => "changed",
+            Self::Unchanged => "unchanged",
+        }
+    }
+
     /// The event reason for `kind`: `<Kind>Created`/`<Kind>Updated`; `None` when unchanged.
     pub fn reason(self, kind: &str) -> Option<String> {
         match self {

@@ -204,6 +204,13 @@ impl Known {
         })
     }
 
+    /// Counts what happened to the child (`skipped` when no request was made).
+    fn count(&self, ctx: &Context, outcome: &'static str) {
+        if let Some(metrics) = &ctx.config.metrics {
+            metrics.child_applied(self.kind, outcome);
+        }
+    }
+
     /// The child does not exist: the cache has listed and does not show it, and this process
     /// never applied it (else the cache might only lag behind that apply). No need to read it.
     fn surely_absent(&self, ctx: &Context) -> bool {
@@ -214,8 +221,10 @@ impl Known {
                 .knows(&self.owner, self.kind, &self.name)
     }
 
-    /// Remembers the apply of this rendering, which the API server answered with `applied`.
-    fn record(&self, ctx: &Context, applied: &ObjectMeta) {
+    /// Remembers the apply of this rendering, which the API server answered with `applied`,
+    /// and counts what it did.
+    fn record(&self, ctx: &Context, applied: &ObjectMeta, outcome: Outcome) {
+        self.count(ctx, outcome.label());
         ctx.children.applied.record(
             &self.owner,
             self.kind,
@@ -263,6 +272,7 @@ where
         Tracking::ResourceVersion,
     )?;
     if known.current {
+        known.count(ctx, "skipped");
         return Ok(Outcome::Unchanged);
     }
     let applied = match &known.cached {
@@ -272,7 +282,7 @@ where
         _ if known.surely_absent(ctx) => apply::apply_after(api, kind, object, None).await?,
         _ => apply::apply(api, kind, object).await?,
     };
-    known.record(ctx, applied.object.meta());
+    known.record(ctx, applied.object.meta(), applied.outcome);
     announce(ctx, instance.service(), kind, &known.name, applied.outcome).await;
     Ok(applied.outcome)
 }
@@ -312,6 +322,7 @@ async fn apply_binding(ctx: &Context, instance: &Instance<'_>) -> Result<(), Rec
         Tracking::ResourceVersion,
     )?;
     if known.current {
+        known.count(ctx, "skipped");
         return Ok(());
     }
     let api: Api<ClusterRoleBinding> = Api::all(ctx.client.clone());
@@ -324,7 +335,7 @@ async fn apply_binding(ctx: &Context, instance: &Instance<'_>) -> Result<(), Rec
         live => live.and_then(|l| l.metadata.resource_version),
     };
     let applied = apply::apply_after(&api, "ClusterRoleBinding", &desired, live_rv).await?;
-    known.record(ctx, applied.object.meta());
+    known.record(ctx, applied.object.meta(), applied.outcome);
     announce(
         ctx,
         instance.service(),
@@ -491,6 +502,7 @@ async fn apply_deployment(
         Tracking::GenerationAndMetadata,
     )?;
     if known.current {
+        known.count(ctx, "skipped");
         return Ok(None);
     }
     let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), instance.namespace());
@@ -513,7 +525,7 @@ async fn apply_deployment(
         live => live.and_then(|l| l.metadata.resource_version),
     };
     let applied = apply::apply_after(&api, "Deployment", &desired, live_rv).await?;
-    known.record(ctx, applied.object.meta());
+    known.record(ctx, applied.object.meta(), applied.outcome);
     announce(
         ctx,
         instance.service(),
