@@ -35,16 +35,19 @@ pub const SERVICE_CIDR: &str = "10.96.0.0/16";
 
 /// Runs the command given as arguments, and kills it when stdin (the test binary's pipe)
 /// reaches end-of-file. fd 3 keeps the pipe because asynchronous lists get /dev/null as stdin.
+/// The killer ignores INT, TERM and HUP: Ctrl-C on `make run` (or `timeout`) signals the whole
+/// process group, and a killer that died with it would leave a process stuck in its graceful
+/// shutdown (kube-apiserver waiting for a dead etcd) without its KILL.
 const GUARD: &str = r#"exec 3<&0
 "$@" </dev/null &
 child=$!
-( read -r _ <&3; kill -TERM "$child" 2>/dev/null; sleep 5; kill -KILL "$child" 2>/dev/null ) &
+( trap '' INT TERM HUP; read -r _ <&3; kill -TERM "$child" 2>/dev/null; sleep 5; kill -KILL "$child" 2>/dev/null ) &
 wait "$child""#;
 
 /// Removes the working folder once the test binary's pipe closes and the guards above have
 /// killed their processes (TERM, then KILL after 5 s). Without it every test binary left
 /// ~150 MB (etcd preallocates its WAL) in the temp folder, until the disk filled up.
-const JANITOR: &str = r#"read -r _; sleep 7; rm -rf "$1""#;
+const JANITOR: &str = r#"trap '' INT TERM HUP; read -r _; sleep 7; rm -rf "$1""#;
 
 /// Prefix of the working folders in the temp folder; the process id follows.
 const DIR_PREFIX: &str = "trustyai-control-plane-";
