@@ -2,9 +2,10 @@
 //! `trustyai-operator convert` as a user runs it: the binary, files under
 //! `tests/fixtures/convert/`, stdin, exit codes and messages. No cluster needed.
 
-use std::io::Write;
+mod support;
+
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use serde_json::Value;
 use trustyai_crds::manifests::parse_documents;
@@ -21,22 +22,7 @@ fn read(name: &str) -> String {
 
 /// Runs `convert` with `args`, feeding `stdin` when given.
 fn convert(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_trustyai-operator"))
-        .arg("convert")
-        .args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary starts");
-    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(text.as_bytes()).expect("stdin");
-    }
-    child.wait_with_output().expect("the binary ends")
+    support::cli::run("convert", args, stdin, &[], &[])
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -2,9 +2,9 @@
 //! `trustyai-operator validate` as a user runs it: the binary, fixture files under
 //! `tests/fixtures/validate/`, stdin, exit statuses and the exact lines printed. No cluster.
 
-use std::io::Write;
+mod support;
+
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 /// What one run printed and how it ended.
 struct Run {
@@ -24,24 +24,13 @@ fn fixture(name: &str) -> String {
 /// Runs `validate` with `args`, feeding `stdin` if given. The environment's
 /// ALLOWED_IMAGE_PREFIXES is removed so the default prefix applies unless a test sets one.
 fn validate(args: &[&str], stdin: Option<&str>) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_trustyai-operator"))
-        .arg("validate")
-        .args(args)
-        .env_remove("ALLOWED_IMAGE_PREFIXES")
-        .env("RUST_LOG", "warn")
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary starts");
-    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(text.as_bytes()).expect("stdin");
-    }
-    let out = child.wait_with_output().expect("the binary ends");
+    let out = support::cli::run(
+        "validate",
+        args,
+        stdin,
+        &[("RUST_LOG", "warn")],
+        &["ALLOWED_IMAGE_PREFIXES"],
+    );
     Run {
         code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into(),
@@ -111,11 +100,13 @@ fn allowed_image_prefixes_come_from_the_flag_or_the_environment() {
     );
     assert_eq!(run.code, Some(0), "{}", run.stderr);
 
-    let out = Command::new(env!("CARGO_BIN_EXE_trustyai-operator"))
-        .args(["validate", "-f", &file])
-        .env("ALLOWED_IMAGE_PREFIXES", "registry.example.com/")
-        .output()
-        .expect("runs");
+    let out = support::cli::run(
+        "validate",
+        &["-f", &file],
+        None,
+        &[("ALLOWED_IMAGE_PREFIXES", "registry.example.com/")],
+        &[],
+    );
     assert_eq!(
         out.status.code(),
         Some(0),

@@ -1,10 +1,12 @@
 //! Test support shared by the integration tests.
 #![allow(dead_code)] // each test binary uses a different part of the support code
 
+pub mod cli;
 pub mod cluster;
 pub mod operator;
 pub mod proxy;
 
+#[allow(unused_imports)] // as for dead_code: not every test binary uses it
 pub use trustyai_local_cluster::ControlPlane;
 
 /// Serializes the tests of one binary that run an operator: the CRD's conversion webhook and
