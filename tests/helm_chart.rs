@@ -7,40 +7,19 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{Api, PostParams};
 use serde_json::json;
 use support::ControlPlane;
+use support::cluster::tas_api;
+use support::helm::helm;
 
 const KUBE_VERSION: &str = "1.37.2";
 
 fn chart_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("charts/trustyai-operator")
-}
-
-/// Runs the helm built by `make control-plane`, with the control plane's kubeconfig.
-fn helm(cp: Option<&ControlPlane>, args: &[&str]) -> (bool, String, String) {
-    let bin = trustyai_local_cluster::binary("helm").unwrap_or_else(|e| panic!("{e}"));
-    let mut cmd = Command::new(bin);
-    cmd.args(args);
-    // Keep helm's caches and config out of the user's home.
-    let home = std::env::temp_dir().join(format!("trustyai-helm-{}", std::process::id()));
-    cmd.env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_DATA_HOME", home.join("data"));
-    if let Some(cp) = cp {
-        cmd.arg("--kubeconfig").arg(&cp.kubeconfig);
-    }
-    let out = cmd.output().expect("helm runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
 }
 
 fn template(extra: &[&str]) -> String {
@@ -215,15 +194,6 @@ async fn every_certificate_mode_renders_objects_the_api_server_accepts() {
     }
 }
 
-fn tas_api(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("trustyai.opendatahub.io", "v1", "TrustyAIService");
-    Api::namespaced_with(
-        client.clone(),
-        ns,
-        &ApiResource::from_gvk_with_plural(&gvk, "trustyaiservices"),
-    )
-}
-
 #[tokio::test]
 async fn install_upgrade_and_uninstall_keep_the_crd_and_every_trustyaiservice() {
     let cp = ControlPlane::shared();
@@ -296,7 +266,7 @@ async fn install_upgrade_and_uninstall_keep_the_crd_and_every_trustyaiservice() 
     );
     assert!(ok, "helm upgrade failed:\n{out}\n{err}");
     let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let tas = tas_api(&client, &ns);
+    let tas = tas_api(&client, &ns, "v1");
     tas.create(
         &PostParams::default(),
         &serde_json::from_value(json!({

@@ -8,35 +8,21 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use support::ControlPlane;
+use support::cluster::tas_api;
 use support::operator::Operator;
 
 const RELEASE: &str = "rbac";
 const FULLNAME: &str = "rbac-trustyai-operator";
 
+/// Runs helm against `cp`; it must succeed.
 fn helm(cp: &ControlPlane, args: &[&str]) {
-    let bin = trustyai_local_cluster::binary("helm").unwrap_or_else(|e| panic!("{e}"));
-    let home = std::env::temp_dir().join(format!("trustyai-helm-rbac-{}", std::process::id()));
-    let out = Command::new(bin)
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(&cp.kubeconfig)
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_DATA_HOME", home.join("data"))
-        .output()
-        .expect("helm runs");
-    assert!(
-        out.status.success(),
-        "helm {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (ok, _, err) = support::helm::helm(Some(cp), args);
+    assert!(ok, "helm {args:?}: {err}");
 }
 
 /// A kubeconfig with the admin's credentials that impersonates the chart's ServiceAccount, so
@@ -50,15 +36,6 @@ fn impersonating_kubeconfig(cp: &ControlPlane, ns: &str) -> PathBuf {
     let path = cp.dir.join(format!("kubeconfig-{FULLNAME}"));
     std::fs::write(&path, text).expect("write kubeconfig");
     path
-}
-
-fn tas_api(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("trustyai.opendatahub.io", "v1", "TrustyAIService");
-    Api::namespaced_with(
-        client.clone(),
-        ns,
-        &ApiResource::from_gvk_with_plural(&gvk, "trustyaiservices"),
-    )
 }
 
 async fn create_db_service(client: &kube::Client, ns: &str, name: &str) {
@@ -78,7 +55,7 @@ async fn create_db_service(client: &kube::Client, ns: &str, name: &str) {
         "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService", "metadata": {"name": name},
         "spec": {"storage": {"format": "DATABASE"}, "metrics": {"schedule": "5s"}}
     });
-    tas_api(client, ns)
+    tas_api(client, ns, "v1")
         .create(
             &PostParams::default(),
             &serde_json::from_value(tas).expect("tas"),
@@ -143,7 +120,7 @@ async fn the_chart_rbac_is_sufficient_and_a_missing_verb_is_caught() {
 
     let apps = cp.namespace(&client, "chart-rbac-apps").await;
     create_db_service(&client, &apps, "allowed").await;
-    let tas = tas_api(&client, &apps);
+    let tas = tas_api(&client, &apps, "v1");
     wait_for(
         "allowed to become Ready",
         Duration::from_secs(90),

@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod cluster;
+pub mod helm;
 pub mod operator;
 pub mod proxy;
 
