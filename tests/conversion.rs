@@ -738,10 +738,15 @@ async fn the_operator_migrates_storage_at_start() {
     // to storedVersions), then its start-up migration re-writes everything.
     let started = Instant::now();
     let mut operator = start_operator(cp, &client, &ns, &[]).await;
+    // The migration's last step is its event, after pruning storedVersions and logging:
+    // waiting for storedVersions alone races the log line.
     wait_until(
-        "status.storedVersions == [v1] after the start-up migration",
+        "status.storedVersions == [v1] and a StorageMigrated event after the start-up migration",
         Duration::from_secs(90),
-        || async { stored_versions(&client).await == ["v1"] },
+        || async {
+            stored_versions(&client).await == ["v1"]
+                && !migration_events(&client).await.is_subset(&events_before)
+        },
     )
     .await;
     eprintln!(
