@@ -125,14 +125,16 @@ async fn elect(
             leading.send_replace(false);
             last_renewed = None;
         }
-        // Bounded, so a hanging API server cannot keep us "leading" past the renew deadline.
-        let outcome =
-            tokio::time::timeout(config.retry_period, attempt(&api, &config, &mut last_seen)).await;
+        let budget = attempt_budget(*leading.borrow(), last_renewed, &config);
+        // A renewal counts from when it was sent, not answered: the write may have happened
+        // anywhere in between, and others time the lease from when they see it change.
+        let sent = Instant::now();
+        let outcome = tokio::time::timeout(budget, attempt(&api, &config, &mut last_seen)).await;
         match outcome
             .unwrap_or_else(|_| Err(kube::Error::Service("lease request timed out".into())))
         {
             Ok(true) => {
-                last_renewed = Some(Instant::now());
+                last_renewed = Some(sent);
                 if !was_leading {
                     tracing::info!("became the leader");
                     leading.send_replace(true);
@@ -155,6 +157,17 @@ async fn elect(
     if *leading.borrow() {
         leading.send_replace(false);
         release(&api, &config).await;
+    }
+}
+
+/// How long one look at the lease may take. The holder may wait for a slow API server up to
+/// what is left of its renew deadline (a busy but answering server must not cost it the lease,
+/// as a fixed `retry_period` cap would), and never past it, so a hanging server cannot keep it
+/// "leading". A candidate gets the whole renew deadline: a late answer only delays its turn.
+fn attempt_budget(leading: bool, last_renewed: Option<Instant>, config: &LeaderConfig) -> Duration {
+    match last_renewed {
+        Some(renewed) if leading => config.renew_deadline.saturating_sub(renewed.elapsed()),
+        _ => config.renew_deadline,
     }
 }
 
@@ -278,6 +291,36 @@ mod tests {
 
     const LEASE: Duration = Duration::from_secs(15);
 
+    fn timing() -> LeaderConfig {
+        LeaderConfig {
+            lease_name: "lease".into(),
+            namespace: "ns".into(),
+            identity: "me".into(),
+            lease_duration: LEASE,
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+
+    #[test]
+    fn a_holder_waits_for_a_slow_answer_only_until_its_renew_deadline() {
+        let config = timing();
+        let renewed = Instant::now() - Duration::from_secs(7);
+        let budget = attempt_budget(true, Some(renewed), &config);
+        assert!(budget <= Duration::from_secs(3), "{budget:?}");
+        assert!(budget > config.retry_period, "{budget:?}");
+        let long_ago = Instant::now() - Duration::from_secs(11);
+        assert_eq!(
+            attempt_budget(true, Some(long_ago), &config),
+            Duration::ZERO
+        );
+        assert_eq!(attempt_budget(false, None, &config), config.renew_deadline);
+        assert_eq!(
+            attempt_budget(false, Some(renewed), &config),
+            config.renew_deadline
+        );
+    }
+
     #[test]
     fn a_free_or_released_lease_is_taken() {
         assert_eq!(
@@ -317,14 +360,7 @@ mod tests {
 
     #[test]
     fn timing_must_leave_room_between_giving_up_and_takeover() {
-        let ok = LeaderConfig {
-            lease_name: "l".into(),
-            namespace: "n".into(),
-            identity: "i".into(),
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
-        };
+        let ok = timing();
         assert!(ok.validate().is_ok());
         let bad = LeaderConfig {
             renew_deadline: Duration::from_secs(15),
