@@ -7,14 +7,15 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::json;
 use support::ControlPlane;
 use support::cluster::tas_api;
 use support::helm::helm;
+use trustyai_crds::contract::CRD_NAME;
 
 const KUBE_VERSION: &str = "1.37.2";
 
@@ -142,10 +143,12 @@ fn values_table_documents_every_value() {
 async fn every_certificate_mode_renders_objects_the_api_server_accepts() {
     let cp = ControlPlane::shared();
     // cert-manager's kinds, as minimal CRDs, so its Issuer and Certificate can be dry-run.
-    let (ok, _, err) = cp.kubectl(
+    let (ok, applied, err) = cp.kubectl(
         &[
             "apply",
             "--server-side",
+            "-o",
+            "name",
             "-f",
             &format!(
                 "{}/tests/fixtures/crds/cert-manager.yaml",
@@ -155,9 +158,12 @@ async fn every_certificate_mode_renders_objects_the_api_server_accepts() {
         None,
     );
     assert!(ok, "{err}");
+    let mut wait = vec!["wait", "--for=condition=Established", "--timeout=60s"];
+    wait.extend(applied.lines());
+    let (ok, out, err) = cp.kubectl(&wait, None);
+    assert!(ok, "cert-manager's CRDs established: {out}{err}");
     let (ok, _, err) = cp.kubectl(&["create", "namespace", "trustyai-system"], None);
     assert!(ok || err.contains("AlreadyExists"), "{err}");
-    tokio::time::sleep(Duration::from_secs(2)).await;
     for extra in [
         vec![],
         vec!["--set", "certs.mode=certManager"],
@@ -176,17 +182,25 @@ async fn every_certificate_mode_renders_objects_the_api_server_accepts() {
         ],
     ] {
         let manifest = template(&extra);
-        let (ok, out, err) = cp.kubectl(
-            &[
-                "apply",
-                "--dry-run=server",
-                "--server-side",
-                "--force-conflicts",
-                "-f",
-                "-",
-            ],
-            Some(&manifest),
-        );
+        let apply = [
+            "apply",
+            "--dry-run=server",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            "-",
+        ];
+        // Established comes before the kinds show in discovery, which kubectl maps them by.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let (ok, out, err) = loop {
+            let (ok, out, err) = cp.kubectl(&apply, Some(&manifest));
+            let unmapped = err.contains("no matches for kind")
+                || err.contains("ensure CRDs are installed first");
+            if ok || !unmapped || Instant::now() > deadline {
+                break (ok, out, err);
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
         assert!(
             ok,
             "the API server refused the chart rendered with {extra:?}:\n{err}\n{out}"
@@ -240,7 +254,7 @@ async fn install_upgrade_and_uninstall_keep_the_crd_and_every_trustyaiservice() 
             "trustyai-trustyai-operator-mutating",
             false,
         ),
-        ("crd", "trustyaiservices.trustyai.opendatahub.io", false),
+        ("crd", CRD_NAME, false),
     ] {
         let mut args = vec!["get", kind, name];
         if namespaced {
@@ -265,18 +279,38 @@ async fn install_upgrade_and_uninstall_keep_the_crd_and_every_trustyaiservice() 
         ],
     );
     assert!(ok, "helm upgrade failed:\n{out}\n{err}");
+    let (ok, out, err) = cp.kubectl(
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            &format!("crd/{CRD_NAME}"),
+        ],
+        None,
+    );
+    assert!(ok, "the chart's CRD established: {out}{err}");
     let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let tas = tas_api(&client, &ns, "v1");
-    tas.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({
-            "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService", "metadata": {"name": "keep-me"},
-            "spec": {"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}}
-        }))
-        .expect("tas"),
-    )
-    .await
-    .expect("TrustyAIService created");
+    let keep_me: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService", "metadata": {"name": "keep-me"},
+        "spec": {"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}}
+    }))
+    .expect("tas");
+    // The API server reloads webhook registrations from a watch: until it has seen the upgrade,
+    // the installed Fail policy still refuses the create.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match tas.create(&PostParams::default(), &keep_me).await {
+            Ok(_) => break,
+            Err(kube::Error::Api(status))
+                if status.message.contains("failed calling webhook")
+                    && Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(e) => panic!("TrustyAIService created with failurePolicy=Ignore: {e}"),
+        }
+    }
 
     // Upgrade to a chart whose CRD gained a field.
     let upgraded =
@@ -306,10 +340,7 @@ async fn install_upgrade_and_uninstall_keep_the_crd_and_every_trustyaiservice() 
         ],
     );
     assert!(ok, "helm upgrade to the new CRD failed:\n{out}\n{err}");
-    let crd = crd_api
-        .get("trustyaiservices.trustyai.opendatahub.io")
-        .await
-        .expect("crd");
+    let crd = crd_api.get(CRD_NAME).await.expect("crd");
     let v1 = crd
         .spec
         .versions
@@ -334,14 +365,33 @@ async fn install_upgrade_and_uninstall_keep_the_crd_and_every_trustyaiservice() 
 
     let (ok, out, err) = helm(Some(cp), &["uninstall", "trustyai", "--namespace", &ns]);
     assert!(ok, "helm uninstall failed:\n{out}\n{err}");
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    crd_api
-        .get("trustyaiservices.trustyai.opendatahub.io")
+    // helm returns once its deletes are accepted, and a CRD it had deleted would at once carry
+    // a deletionTimestamp (its cleanup finalizer then deletes every TrustyAIService): so the
+    // CRD and the TrustyAIService are checked for one, right away.
+    let (ok, _, err) = cp.kubectl(
+        &["get", "deployment", "trustyai-trustyai-operator", "-n", &ns],
+        None,
+    );
+    assert!(
+        !ok && err.contains("NotFound"),
+        "helm uninstall deleted the release's Deployment: {err}"
+    );
+    let crd = crd_api
+        .get(CRD_NAME)
         .await
         .expect("the CRD survived helm uninstall");
-    tas.get("keep-me")
+    assert!(
+        crd.metadata.deletion_timestamp.is_none(),
+        "helm uninstall deleted the CRD"
+    );
+    let kept = tas
+        .get("keep-me")
         .await
         .expect("the TrustyAIService survived helm uninstall");
+    assert!(
+        kept.metadata.deletion_timestamp.is_none(),
+        "helm uninstall deleted the TrustyAIService"
+    );
     let _ = std::fs::remove_dir_all(&upgraded);
 }
 

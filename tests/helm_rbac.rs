@@ -72,19 +72,48 @@ fn condition(object: &DynamicObject, type_: &str) -> Option<Value> {
         .cloned()
 }
 
-async fn wait_for<T>(
-    what: &str,
-    timeout: Duration,
-    mut check: impl AsyncFnMut() -> Option<T>,
-) -> T {
+/// Polls `check` until it yields a value; `None` after `timeout`.
+async fn wait_for<T>(timeout: Duration, mut check: impl AsyncFnMut() -> Option<T>) -> Option<T> {
     let started = Instant::now();
     while started.elapsed() < timeout {
         if let Some(found) = check().await {
-            return found;
+            return Some(found);
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    panic!("timed out after {timeout:?} waiting for {what}");
+    None
+}
+
+/// Waits until the API server's authorizer answers `allowed` for every `(verb, resource)` the
+/// chart's ServiceAccount asks in `ns`: it applies RBAC changes from a watch, a moment after
+/// they are written.
+async fn wait_for_access(cp: &ControlPlane, ns: &str, checks: &[(&str, &str)], allowed: bool) {
+    let account = format!("system:serviceaccount:{ns}:{FULLNAME}");
+    let mut answers = Vec::new();
+    let settled = wait_for(Duration::from_secs(30), async || {
+        answers.clear();
+        let mut settled = true;
+        for (verb, resource) in checks {
+            let (_, out, err) = cp.kubectl(
+                &["auth", "can-i", verb, resource, "-n", ns, "--as", &account],
+                None,
+            );
+            // `yes`, or `no` with an optional ` - reason`; an error prints neither.
+            let answer = out.trim();
+            settled &= if allowed {
+                answer == "yes"
+            } else {
+                answer == "no" || answer.starts_with("no - ")
+            };
+            answers.push(format!("{verb} {resource}: {answer} {}", err.trim()));
+        }
+        settled.then_some(())
+    })
+    .await;
+    assert!(
+        settled.is_some(),
+        "the authorizer did not settle on allowed={allowed} within 30s: {answers:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,6 +133,17 @@ async fn the_chart_rbac_is_sufficient_and_a_missing_verb_is_caught() {
         ],
     );
 
+    // One verb of each role bound to the account: the authorizer's cache holds each role whole.
+    wait_for_access(
+        cp,
+        &ns,
+        &[
+            ("create", "deployments.apps"),
+            ("create", "leases.coordination.k8s.io"),
+        ],
+        true,
+    )
+    .await;
     let kubeconfig = impersonating_kubeconfig(cp, &ns);
     let flags = [
         "--service-name",
@@ -121,19 +161,26 @@ async fn the_chart_rbac_is_sufficient_and_a_missing_verb_is_caught() {
     let apps = cp.namespace(&client, "chart-rbac-apps").await;
     create_db_service(&client, &apps, "allowed").await;
     let tas = tas_api(&client, &apps, "v1");
-    wait_for(
-        "allowed to become Ready",
-        Duration::from_secs(90),
-        async || {
-            let object = tas.get_opt("allowed").await.ok()??;
-            (condition(&object, "Ready")?["status"] == "True").then_some(())
-        },
-    )
-    .await;
-    let logs = operator.logs();
+    wait_for(Duration::from_secs(90), async || {
+        let object = tas.get_opt("allowed").await.ok()??;
+        (condition(&object, "Ready")?["status"] == "True").then_some(())
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "allowed did not become Ready within 90s:\n{}",
+            operator.logs()
+        )
+    });
+    let log = std::fs::read_to_string(&operator.log).expect("operator log");
+    let refused: Vec<&str> = log
+        .lines()
+        .filter(|l| l.to_lowercase().contains("forbidden"))
+        .collect();
     assert!(
-        !logs.to_lowercase().contains("forbidden"),
-        "the chart's RBAC refused something:\n{logs}"
+        refused.is_empty(),
+        "the chart's RBAC refused something:\n{}",
+        refused.join("\n")
     );
 
     // Take `create` on Deployments away from the chart's ClusterRole.
@@ -157,23 +204,35 @@ async fn the_chart_rbac_is_sufficient_and_a_missing_verb_is_caught() {
     }
     let (ok, _, err) = cp.kubectl(&["replace", "-f", "-"], Some(&role.to_string()));
     assert!(ok, "{err}");
-
-    create_db_service(&client, &apps, "denied").await;
-    let reported = wait_for(
-        "denied to report the refused Deployment",
-        Duration::from_secs(90),
-        async || {
-            let object = tas.get_opt("denied").await.ok()??;
-            let provisioning = condition(&object, "ProvisioningSucceeded")?;
-            (provisioning["status"] == "False"
-                && provisioning["message"]
-                    .as_str()?
-                    .to_lowercase()
-                    .contains("forbidden"))
-            .then_some(provisioning)
-        },
+    wait_for_access(
+        cp,
+        &apps,
+        &[
+            ("create", "deployments.apps"),
+            ("patch", "deployments.apps"),
+        ],
+        false,
     )
     .await;
+
+    create_db_service(&client, &apps, "denied").await;
+    let reported = wait_for(Duration::from_secs(90), async || {
+        let object = tas.get_opt("denied").await.ok()??;
+        let provisioning = condition(&object, "ProvisioningSucceeded")?;
+        (provisioning["status"] == "False"
+            && provisioning["message"]
+                .as_str()?
+                .to_lowercase()
+                .contains("forbidden"))
+        .then_some(provisioning)
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "denied did not report the refused Deployment within 90s:\n{}",
+            operator.logs()
+        )
+    });
     eprintln!("with a verb missing: {reported}");
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
         Api::namespaced(client.clone(), &apps);
