@@ -127,6 +127,15 @@ impl Env {
         log
     }
 
+    /// The running operator's log file.
+    fn operator_log(&self) -> std::path::PathBuf {
+        running()
+            .operator
+            .as_ref()
+            .map(|o| o.log.clone())
+            .expect("a running operator")
+    }
+
     fn operator_logs(&self) -> String {
         running()
             .operator
@@ -158,6 +167,38 @@ impl Env {
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
+    }
+
+    /// Polls `read` every 500 ms until its answer has not changed for 5 s, and returns it; fails
+    /// with the operator's log if it keeps changing for 60 s. A snapshot taken while the writes
+    /// that follow a creation are still landing (follow-up reconciles, the rollout, the claim's
+    /// binding) would differ from a later one for reasons that are not under test.
+    async fn settled<T, F, Fut>(&self, what: &str, mut read: F) -> T
+    where
+        T: PartialEq,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = T>,
+    {
+        const QUIET: Duration = Duration::from_secs(5);
+        const LIMIT: Duration = Duration::from_secs(60);
+        let deadline = Instant::now() + LIMIT;
+        let mut last = read().await;
+        let mut unchanged_since = Instant::now();
+        while unchanged_since.elapsed() < QUIET {
+            if Instant::now() > deadline {
+                panic!(
+                    "{what} still changing after {LIMIT:?}\n--- operator log ---\n{}",
+                    self.operator_logs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let now = read().await;
+            if now != last {
+                last = now;
+                unchanged_since = Instant::now();
+            }
+        }
+        last
     }
 
     fn services(&self, ns: &str) -> Api<TrustyAIService> {
@@ -202,6 +243,17 @@ impl Env {
                 (c.status == status && reason.is_none_or(|r| c.reason.as_deref() == Some(r)))
                     .then_some(object)
             }
+        })
+        .await
+    }
+
+    /// Waits until `name` exists, and returns it.
+    async fn wait_exists<K>(&self, api: &Api<K>, name: &str) -> K
+    where
+        K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+    {
+        self.wait(&format!("{} {name}", api.resource_url()), || async {
+            api.get_opt(name).await.ok().flatten()
         })
         .await
     }
@@ -532,15 +584,7 @@ async fn database_mode_reports_bad_credentials_and_recovers() {
             .contains("db-creds")
     );
     // The Deployment is applied regardless, reading the named Secret; no PVC in this mode.
-    let deployment = env
-        .wait(&format!("Deployment {ns}/tas"), || async {
-            env.api::<Deployment>(&ns)
-                .get_opt("tas")
-                .await
-                .ok()
-                .flatten()
-        })
-        .await;
+    let deployment = env.wait_exists(&env.api::<Deployment>(&ns), "tas").await;
     let refs: Vec<String> = service_container(&deployment)
         .env
         .iter()
@@ -983,15 +1027,16 @@ async fn instances_do_not_interfere() {
         );
     }
     let bindings = Api::<ClusterRoleBinding>::all(env.client.clone());
-    // Let the follow-up reconciles and Deployment status updates settle.
-    tokio::time::sleep(Duration::from_secs(3)).await;
     let version = |ns: &str, name: &str| {
         let api = env.api::<Deployment>(ns);
         let name = name.to_owned();
-        async move { api.get(&name).await.expect("Deployment").resource_version() }
+        async move { operator_written_of(&api, &name).await }
     };
-    let beta_before = version(&one, "beta").await;
-    let alpha_two_before = version(&two, "alpha").await;
+    let (beta_before, alpha_two_before) = env
+        .settled("the neighbours' Deployments", || async {
+            (version(&one, "beta").await, version(&two, "alpha").await)
+        })
+        .await;
 
     env.delete_service(&one, "alpha").await;
     env.wait("alpha's Deployment in the first namespace gone", || async {
@@ -1084,88 +1129,82 @@ async fn an_image_change_in_the_operator_config_map_rolls_the_deployment() {
     .await;
 }
 
-/// Every child of `tas` in `ns` and the TrustyAIService itself, by kind/name, with its
-/// resourceVersion.
-async fn versions(env: &Env, ns: &str) -> BTreeMap<String, String> {
+/// What the operator writes of a child: all of it but its resourceVersion and its status
+/// (with the status' managedFields entries), which the control plane writes on its own
+/// schedule (the Deployment's rollout, the claim's binding). Any write of the operator (a
+/// server-side apply of a changed rendering) shows here, in the content or in the time of its
+/// managedFields entry.
+fn operator_written<K: serde::Serialize>(object: &K) -> Value {
+    let mut value = serde_json::to_value(object).expect("a JSON object");
+    let fields = value.as_object_mut().expect("a JSON object");
+    fields.remove("status");
+    let meta = fields
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .expect("metadata");
+    meta.remove("resourceVersion");
+    if let Some(entries) = meta.get_mut("managedFields").and_then(Value::as_array_mut) {
+        entries.retain(|entry| entry["subresource"] != "status");
+    }
+    value
+}
+
+/// [`operator_written`] of `name`.
+async fn operator_written_of<K>(api: &Api<K>, name: &str) -> Value
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let object = api
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("reading {name}: {e}"));
+    operator_written(&object)
+}
+
+/// Every child of `tas` in `ns` as [`operator_written`], and the TrustyAIService itself by its
+/// resourceVersion (the operator is the only writer of its status too), by kind/name.
+async fn versions(env: &Env, ns: &str) -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
-    let mut put = |key: &str, rv: Option<String>| {
-        out.insert(key.to_owned(), rv.expect("a resourceVersion"));
-    };
-    put(
-        "TrustyAIService",
-        env.services(ns)
-            .get("tas")
-            .await
-            .expect("tas")
-            .metadata
-            .resource_version,
+    let tas = env.services(ns).get("tas").await.expect("tas");
+    out.insert(
+        "TrustyAIService".to_owned(),
+        json!(tas.metadata.resource_version.expect("a resourceVersion")),
     );
-    put(
-        "Deployment",
-        env.api::<Deployment>(ns)
-            .get("tas")
-            .await
-            .expect("d")
-            .metadata
-            .resource_version,
+    out.insert(
+        "Deployment".to_owned(),
+        operator_written_of(&env.api::<Deployment>(ns), "tas").await,
     );
     for name in ["tas", "tas-tls"] {
-        put(
-            &format!("Service/{name}"),
-            env.api::<Service>(ns)
-                .get(name)
-                .await
-                .expect("svc")
-                .metadata
-                .resource_version,
+        out.insert(
+            format!("Service/{name}"),
+            operator_written_of(&env.api::<Service>(ns), name).await,
         );
     }
     for name in ["tas-tls", "tas-internal"] {
-        put(
-            &format!("Secret/{name}"),
-            env.api::<Secret>(ns)
-                .get(name)
-                .await
-                .expect("secret")
-                .metadata
-                .resource_version,
+        out.insert(
+            format!("Secret/{name}"),
+            operator_written_of(&env.api::<Secret>(ns), name).await,
         );
     }
-    put(
-        "ServiceAccount",
-        env.api::<ServiceAccount>(ns)
-            .get("tas-proxy")
-            .await
-            .expect("sa")
-            .metadata
-            .resource_version,
+    out.insert(
+        "ServiceAccount".to_owned(),
+        operator_written_of(&env.api::<ServiceAccount>(ns), "tas-proxy").await,
     );
-    put(
-        "ConfigMap",
-        env.api::<ConfigMap>(ns)
-            .get("tas-kube-rbac-proxy-config")
-            .await
-            .expect("cm")
-            .metadata
-            .resource_version,
+    out.insert(
+        "ConfigMap".to_owned(),
+        operator_written_of(&env.api::<ConfigMap>(ns), "tas-kube-rbac-proxy-config").await,
     );
-    put(
-        "PVC",
-        env.api::<PersistentVolumeClaim>(ns)
-            .get("tas-pvc")
-            .await
-            .expect("pvc")
-            .metadata
-            .resource_version,
+    out.insert(
+        "PVC".to_owned(),
+        operator_written_of(&env.api::<PersistentVolumeClaim>(ns), "tas-pvc").await,
     );
-    put(
-        "ClusterRoleBinding",
-        Api::<ClusterRoleBinding>::all(env.client.clone())
-            .get(&format!("tas-{ns}-proxy-rolebinding"))
-            .await
-            .expect("crb")
-            .metadata
-            .resource_version,
+    out.insert(
+        "ClusterRoleBinding".to_owned(),
+        operator_written_of(
+            &Api::<ClusterRoleBinding>::all(env.client.clone()),
+            &format!("tas-{ns}-proxy-rolebinding"),
+        )
+        .await,
     );
     out
 }
@@ -1190,9 +1229,9 @@ async fn an_operator_restart_changes_no_object() {
     env.volume_for(&ns, "tas-pvc").await;
     env.create(&ns, "tas", pvc_spec()).await;
     env.wait_ready(&ns, "tas").await;
-    // Let the follow-up reconciles of the creation settle.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let before = versions(&env, &ns).await;
+    let before = env
+        .settled("the objects after the creation", || versions(&env, &ns))
+        .await;
 
     let log = env.restart_operator();
     env.wait(
@@ -1200,8 +1239,11 @@ async fn an_operator_restart_changes_no_object() {
         || async { reconciled_in_log(&log, &ns, "tas").then_some(()) },
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let after = versions(&env, &ns).await;
+    // Settled, so a write that comes some time after the new operator's first reconcile shows
+    // too (as a difference, or as objects that never settle).
+    let after = env
+        .settled("the objects after the restart", || versions(&env, &ns))
+        .await;
     assert_eq!(before, after, "no object was written after the restart");
 }
 
@@ -1249,10 +1291,53 @@ impl Drop for OptionalCrds<'_> {
     }
 }
 
+/// The optional APIs the operator logging to `log` last reported (at its start, or as a
+/// change since), by field: its JSON log carries them in their `Debug` form,
+/// `OptionalApis { routes: true, service_monitors: false, .. }`.
+fn reported_optional_apis(log: &std::path::Path) -> Option<BTreeMap<String, bool>> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let last = text
+        .lines()
+        .rev()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find_map(|line| {
+            let field = match line["message"].as_str()? {
+                "optional APIs discovered" => "apis",
+                "optional APIs changed" => "found",
+                _ => return None,
+            };
+            line[field].as_str().map(str::to_owned)
+        })?;
+    let (_, fields) = last.split_once('{')?;
+    fields
+        .trim_end_matches('}')
+        .split(',')
+        .map(|field| {
+            let (name, value) = field.split_once(':')?;
+            Some((name.trim().to_owned(), value.trim().parse().ok()?))
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn optional_apis_get_their_objects_and_modelmesh_is_wired_and_unwired() {
     let env = Env::exclusive().await;
     let _crds = OptionalCrds::install(env.cp);
+    // Established CRDs are not yet known to the operator, which discovers them a moment after
+    // each CRD event, possibly one at a time. A TrustyAIService reconciled before it knows
+    // Routes gets operator-issued certificates (service-ca is assumed only with Routes).
+    let log = env.operator_log();
+    env.wait(
+        "the operator to discover Routes, ServiceMonitors and InferenceServices",
+        || async {
+            let apis = reported_optional_apis(&log)?;
+            ["routes", "service_monitors", "inference_services"]
+                .iter()
+                .all(|api| apis.get(*api) == Some(&true))
+                .then_some(())
+        },
+    )
+    .await;
     let ns = env.namespace("optional").await;
     let client = &env.client;
 
@@ -1302,37 +1387,42 @@ async fn optional_apis_get_their_objects_and_modelmesh_is_wired_and_unwired() {
     env.volume_for(&ns, "tas-pvc").await;
     let created = env.create(&ns, "tas", pvc_spec()).await;
     // A Route exists but no router admits it: not ready, for that reason only.
-    let waiting = env
-        .wait_condition(&ns, "tas", "RouteAvailable", "False", Some("RouteNotFound"))
-        .await;
-    assert!(condition(&waiting, "InferenceServicesPresent").is_some_and(|c| c.status == "True"));
+    let services = env.services(&ns);
+    env.wait(
+        "RouteAvailable=False (RouteNotFound) and InferenceServicesPresent=True",
+        || async {
+            let object = services.get_opt("tas").await.ok()??;
+            let route = condition(&object, "RouteAvailable")?;
+            let present = condition(&object, "InferenceServicesPresent")?;
+            (route.status == "False"
+                && route.reason.as_deref() == Some("RouteNotFound")
+                && present.status == "True")
+                .then_some(())
+        },
+    )
+    .await;
 
     let routes = dynamic_api(client, &ns, "route.openshift.io", "v1", "Route", "routes");
-    let route = routes.get("tas").await.expect("the Route");
+    let route = env.wait_exists(&routes, "tas").await;
     assert_eq!(route.data["spec"]["to"]["name"], "tas-tls");
     assert_owned_by(&route.metadata, &created, "the Route");
-    let monitors = dynamic_api(
-        client,
-        &ns,
-        "monitoring.coreos.com",
-        "v1",
-        "ServiceMonitor",
-        "servicemonitors",
-    );
-    let local = monitors.get("tas").await.expect("the local ServiceMonitor");
+    let monitors = |ns: &str| {
+        dynamic_api(
+            client,
+            ns,
+            "monitoring.coreos.com",
+            "v1",
+            "ServiceMonitor",
+            "servicemonitors",
+        )
+    };
+    let local = env.wait_exists(&monitors(&ns), "tas").await;
     assert_owned_by(&local.metadata, &created, "the local ServiceMonitor");
-    dynamic_api(
-        client,
-        &env.operator_ns,
-        "monitoring.coreos.com",
-        "v1",
-        "ServiceMonitor",
-        "servicemonitors",
-    )
-    .get("trustyai-metrics")
-    .await
-    .expect("the central ServiceMonitor");
-    // service-ca is assumed where Routes exist: no operator-issued certificates.
+    env.wait_exists(&monitors(&env.operator_ns), "trustyai-metrics")
+        .await;
+    // service-ca is assumed where Routes exist: no operator-issued certificates. The operator
+    // knew Routes before the TrustyAIService existed, and a reconcile issues certificates
+    // before it applies the Route: once the Route exists, a single read suffices.
     assert!(
         env.api::<Secret>(&ns)
             .get_opt("tas-tls")

@@ -150,8 +150,9 @@ pub async fn maintain(client: Client, tx: watch::Sender<OptionalApis>, stop: Can
         let previous = *tx.borrow();
         let found = discover(&client, previous).await;
         if found != previous {
-            tracing::info!(?found, "optional APIs changed");
+            // Published before it is logged: whoever reads the log line may rely on it.
             tx.send_replace(found);
+            tracing::info!(?found, "optional APIs changed");
         }
     }
 }
