@@ -149,9 +149,15 @@ async fn elect(
             }
             Err(e) => tracing::debug!(error = %e, "lease attempt failed; retrying"),
         }
+        // A holder wakes up at its renew deadline at the latest, so it stops leading by then
+        // and not up to a retry period later.
+        let pause =
+            config
+                .retry_period
+                .min(attempt_budget(*leading.borrow(), last_renewed, &config));
         tokio::select! {
             _ = stop.cancelled() => break,
-            _ = tokio::time::sleep(config.retry_period) => {}
+            _ = tokio::time::sleep(pause) => {}
         }
     }
     if *leading.borrow() {

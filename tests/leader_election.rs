@@ -1,6 +1,10 @@
 #![allow(clippy::expect_used)] // a test fails loudly on unexpected data
 //! Leader election through the real API server: one leader at a time, never two; a released
 //! lease is taken over at once; a crashed leader's lease after it expires.
+//!
+//! The timing leaves room for a loaded machine: a holder may wait for a slow lease answer up to
+//! what is left of its `RENEW_DEADLINE`, and drops leadership when that passes without a
+//! renewal, counted from when the renewal was sent; `LEASE_DURATION` adds a margin on top.
 
 mod support;
 
@@ -8,11 +12,22 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::jiff::SignedDuration;
+use kube::Api;
 use support::ControlPlane;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use trustyai_operator::leader::{LeaderConfig, run};
+
+const LEASE_NAME: &str = "trustyai-operator-leader";
+const LEASE_DURATION: Duration = Duration::from_secs(10);
+const RENEW_DEADLINE: Duration = Duration::from_secs(6);
+const RETRY_PERIOD: Duration = Duration::from_secs(1);
+/// The lease times are written by this process's wall clock and the takeover is decided on its
+/// monotonic clock; they may drift apart a little.
+const CLOCK_TOLERANCE: Duration = Duration::from_millis(100);
 
 struct Elector {
     leading: watch::Receiver<bool>,
@@ -22,12 +37,12 @@ struct Elector {
 
 fn config(ns: &str, identity: &str) -> LeaderConfig {
     LeaderConfig {
-        lease_name: "trustyai-operator-leader".into(),
+        lease_name: LEASE_NAME.into(),
         namespace: ns.into(),
         identity: identity.into(),
-        lease_duration: Duration::from_secs(3),
-        renew_deadline: Duration::from_secs(2),
-        retry_period: Duration::from_millis(300),
+        lease_duration: LEASE_DURATION,
+        renew_deadline: RENEW_DEADLINE,
+        retry_period: RETRY_PERIOD,
     }
 }
 
@@ -77,31 +92,69 @@ async fn wait_leading(e: &Elector, timeout: Duration) -> Duration {
     panic!("did not become leader within {timeout:?}");
 }
 
+async fn lease(leases: &Api<Lease>) -> LeaseSpec {
+    leases
+        .get(LEASE_NAME)
+        .await
+        .expect("the Lease")
+        .spec
+        .expect("the Lease's spec")
+}
+
+fn holder(spec: &LeaseSpec) -> Option<&str> {
+    spec.holder_identity.as_deref()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_leader_at_a_time_and_a_released_lease_is_taken_at_once() {
     let cp = ControlPlane::shared();
     let client = cp.client().await;
     let ns = cp.namespace(&client, "leader").await;
+    let leases = Api::<Lease>::namespaced(client.clone(), &ns);
     let a = start(cp, &ns, "a").await;
-    wait_leading(&a, Duration::from_secs(10)).await;
+    wait_leading(&a, Duration::from_secs(30)).await;
     let b = start(cp, &ns, "b").await;
     let done = CancellationToken::new();
     let overlapped = watch_overlap(a.leading.clone(), b.leading.clone(), done.clone());
 
-    // b waits while a renews.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // b waits while a renews: for longer than a lease duration (after which b would take a
+    // lease that was not renewed), a keeps the lease, renewing it, and b never leads.
+    let mut renewals = Vec::new();
+    let watched = Instant::now();
+    while watched.elapsed() < LEASE_DURATION + 2 * RETRY_PERIOD {
+        let spec = lease(&leases).await;
+        assert_eq!(
+            holder(&spec),
+            Some("a"),
+            "a lost the lease it renews after {:?}: {spec:?}",
+            watched.elapsed()
+        );
+        assert!(!*b.leading.borrow(), "b leads while a renews");
+        if renewals.last() != Some(&spec.renew_time) {
+            renewals.push(spec.renew_time);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(
-        *a.leading.borrow() && !*b.leading.borrow(),
-        "a keeps leading while it renews"
+        renewals.len() >= 2,
+        "a did not renew the lease within {:?}: {renewals:?}",
+        watched.elapsed()
     );
 
-    // a stops and releases: b takes over well before the lease would have expired.
+    // a stops and releases: b takes over within its next attempts, well before the lease would
+    // have expired.
+    wait_leading(&a, RENEW_DEADLINE).await;
     a.stop.cancel();
     a.task.await.expect("a stopped");
-    let took = wait_leading(&b, Duration::from_secs(10)).await;
+    let released = lease(&leases).await;
     assert!(
-        took < Duration::from_secs(3),
-        "takeover after a release took {took:?}"
+        matches!(holder(&released), None | Some("" | "b")),
+        "a did not release the lease: {released:?}"
+    );
+    let took = wait_leading(&b, 3 * LEASE_DURATION).await;
+    assert!(
+        took < 3 * RETRY_PERIOD,
+        "takeover after a release took {took:?} (retry period {RETRY_PERIOD:?})"
     );
     done.cancel();
     assert!(!overlapped.load(Ordering::SeqCst), "two leaders at once");
@@ -114,18 +167,44 @@ async fn a_crashed_leader_is_replaced_after_its_lease_expires_never_before() {
     let cp = ControlPlane::shared();
     let client = cp.client().await;
     let ns = cp.namespace(&client, "crash").await;
+    let leases = Api::<Lease>::namespaced(client.clone(), &ns);
     let a = start(cp, &ns, "a").await;
-    wait_leading(&a, Duration::from_secs(10)).await;
+    wait_leading(&a, Duration::from_secs(30)).await;
     let b = start(cp, &ns, "b").await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    // A crash: the task is gone without releasing.
+    tokio::time::sleep(2 * RETRY_PERIOD).await;
+    // A crash: the task is gone without releasing. A renewal already on the wire may still land,
+    // and a may have failed to renew for a while before: so "never before" counts from the last
+    // renewal the Lease shows, which the polling below sees (it stays for a lease duration).
     a.task.abort();
-    let crashed_at = Instant::now();
-    let took = wait_leading(&b, Duration::from_secs(15)).await;
-    let since_crash = crashed_at.elapsed();
+    let mut last_renewal = None;
+    let polled = Instant::now();
+    let taken = loop {
+        let spec = lease(&leases).await;
+        match holder(&spec) {
+            Some("a") => last_renewal = spec.renew_time.clone().or(last_renewal),
+            Some("b") => break spec,
+            other => panic!("unexpected Lease holder {other:?}: {spec:?}"),
+        }
+        assert!(
+            polled.elapsed() < 3 * LEASE_DURATION,
+            "b did not take the expired lease within {:?}: {spec:?}",
+            polled.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let last_renewal = last_renewal.expect("a's lease had a renewTime").0;
+    let acquired = taken.acquire_time.clone().expect("b's acquireTime").0;
+    let unrenewed = acquired.duration_since(last_renewal);
+    let minimum = SignedDuration::try_from(LEASE_DURATION - CLOCK_TOLERANCE).expect("duration");
     assert!(
-        since_crash >= Duration::from_secs(2),
-        "b took an unexpired lease after {since_crash:?} ({took:?})"
+        unrenewed >= minimum,
+        "b took a's lease {unrenewed:#} after its last renewal, before it expired \
+         (lease duration {LEASE_DURATION:?}): {taken:?}"
+    );
+    wait_leading(&b, 3 * RETRY_PERIOD).await;
+    eprintln!(
+        "b took over {unrenewed:#} after a's last renewal, {:?} after the crash",
+        polled.elapsed()
     );
     b.stop.cancel();
     b.task.await.expect("b stopped");

@@ -14,11 +14,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use rustls::pki_types::pem::PemObject;
 use serde_json::{Value, json};
@@ -29,21 +30,30 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
+use tokio_util::sync::CancellationToken;
 
 const SECRET: &str = "trustyai-operator-webhook-tls";
 const LEASE: &str = "trustyai-operator-leader";
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 const TIMEOUT: Duration = Duration::from_secs(90);
-/// Leader-election timing of these tests (`--lease-duration`).
-const LEASE_DURATION: Duration = Duration::from_secs(4);
+/// Leader-election timing of these tests: roomy enough that a loaded machine costs a leader a
+/// few renewal attempts (each capped at the retry period), not its lease; and renew deadline
+/// plus three retry periods within the lease duration (see tests/leader_election.rs).
+const RETRY_PERIOD: Duration = Duration::from_secs(1);
 const ELECTION_FLAGS: [&str; 6] = [
     "--lease-duration",
-    "4s",
+    "10s",
     "--renew-deadline",
-    "3s",
+    "6s",
     "--retry-period",
-    "500ms",
+    "1s",
 ];
+/// Bound on a handover once the lease is released: the follower's next attempt comes within a
+/// retry period and takes at most another, plus the polling of its `/metrics`.
+const HANDOVER_AFTER_RELEASE: Duration = Duration::from_secs(3);
+/// Bound from SIGTERM to the follower leading: the old leader lets its in-flight reconciles
+/// finish (up to 20 s) before it releases the lease.
+const HANDOVER_AFTER_SIGTERM: Duration = Duration::from_secs(30);
 
 // --- cluster helpers -----------------------------------------------------------------------
 
@@ -116,6 +126,49 @@ async fn lease_holder(client: &Client, ns: &str) -> Option<String> {
         .ok()??
         .spec?
         .holder_identity
+}
+
+/// Watches the Lease from its current version and records each holder with when it was seen,
+/// until `until` accepts one. Returns once the watch is established, so a change made after the
+/// call is never missed.
+async fn watch_lease_holders(
+    client: &Client,
+    ns: &str,
+    until: impl Fn(Option<&str>) -> bool + Send + 'static,
+) -> tokio::task::JoinHandle<Vec<(Option<String>, Instant)>> {
+    let leases = Api::<Lease>::namespaced(client.clone(), ns);
+    let version = leases
+        .get(LEASE)
+        .await
+        .expect("the Lease")
+        .metadata
+        .resource_version
+        .expect("the Lease's resourceVersion");
+    let params = WatchParams::default().fields(&format!("metadata.name={LEASE}"));
+    let changes = leases
+        .watch(&params, &version)
+        .await
+        .expect("watching the Lease");
+    tokio::spawn(async move {
+        let mut changes = std::pin::pin!(changes);
+        let mut holders = Vec::new();
+        while let Some(event) = changes.next().await {
+            match event.expect("a Lease watch event") {
+                WatchEvent::Added(lease) | WatchEvent::Modified(lease) => {
+                    let holder = lease.spec.and_then(|s| s.holder_identity);
+                    let done = until(holder.as_deref());
+                    holders.push((holder, Instant::now()));
+                    if done {
+                        return holders;
+                    }
+                }
+                WatchEvent::Deleted(_) => panic!("the Lease was deleted: {holders:?}"),
+                WatchEvent::Bookmark(_) => {}
+                WatchEvent::Error(e) => panic!("the Lease watch failed: {e:?} after {holders:?}"),
+            }
+        }
+        panic!("the Lease watch ended early: {holders:?}");
+    })
 }
 
 /// The leader identity embeds the process id (`<host>-<pid>-<suffix>`).
@@ -606,6 +659,28 @@ async fn two_replicas_one_leader_both_serve_handover_and_rolling_restarts_withou
         }
     };
 
+    wait_for(
+        "exactly one leader",
+        TIMEOUT,
+        || logs(&replicas),
+        one_leader,
+    )
+    .await;
+    // Never two leaders, while both keep trying for the lease for a few retry periods.
+    let watched = Instant::now();
+    while watched.elapsed() < 3 * RETRY_PERIOD {
+        let gauges = [
+            leader_gauge(ports[0].1).await,
+            leader_gauge(ports[1].1).await,
+        ];
+        assert_ne!(
+            gauges,
+            [Some(1.0); 2],
+            "two leaders at once:\n{}",
+            logs(&replicas)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     // Exactly one leads: the leader gauge and the Lease agree.
     let leader = wait_for(
         "exactly one leader",
@@ -621,10 +696,6 @@ async fn two_replicas_one_leader_both_serve_handover_and_rolling_restarts_withou
         "the Lease holder {holder:?} is not the replica reporting leader=1 (pid {})",
         pid(&replicas, leader)
     );
-    // Still exactly one a few retry periods later.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(leader_gauge(ports[leader].1).await, Some(1.0));
-    assert_eq!(leader_gauge(ports[follower].1).await, Some(0.0));
 
     tas_api(&client, &apps, "v1")
         .create(&PostParams::default(), &tas("v1", "first"))
@@ -664,21 +735,52 @@ async fn two_replicas_one_leader_both_serve_handover_and_rolling_restarts_withou
     let set_phase = |p: &'static str| *phase.lock().expect("phase") = p;
     tokio::time::sleep(Duration::from_secs(2)).await;
 
-    // Stop the leader: the follower takes over quickly (the lease is released).
+    // Stop the leader: it finishes its in-flight reconciles (the clients keep it busy), then
+    // releases the lease, and the follower takes it at once rather than after it expires.
     set_phase("stopping the leader");
+    let follower_pid = pid(&replicas, follower);
+    let lease_changes = watch_lease_holders(&client, &ns, move |holder| {
+        holds_lease(holder, follower_pid)
+    })
+    .await;
     let signalled = Instant::now();
-    stop(replicas[leader].take().expect("the leader")).await;
-    let took = wait_for(
+    let stopping = tokio::spawn(stop(replicas[leader].take().expect("the leader")));
+    let leading_at = wait_for(
         "the follower takes over",
         TIMEOUT,
         || logs(&replicas),
-        || async { (leader_gauge(ports[follower].1).await? == 1.0).then(|| signalled.elapsed()) },
+        || async { (leader_gauge(ports[follower].1).await? == 1.0).then(Instant::now) },
     )
     .await;
-    eprintln!("handover {took:?} after SIGTERM to the leader");
+    stopping.await.expect("stopping the leader");
+    let holders = tokio::time::timeout(TIMEOUT, lease_changes)
+        .await
+        .expect("the Lease watch ends once the follower holds it")
+        .expect("the Lease watch");
+    let released_at = holders
+        .iter()
+        .find(|(holder, _)| holder.as_deref().is_none_or(str::is_empty))
+        .map(|(_, seen)| *seen)
+        .unwrap_or_else(|| {
+            panic!(
+                "the follower took the lease without a release (it expired?): {holders:?}\n{}",
+                logs(&replicas)
+            )
+        });
+    let after_sigterm = leading_at - signalled;
+    let after_release = leading_at.saturating_duration_since(released_at);
+    eprintln!(
+        "handover {after_release:?} after the release, {after_sigterm:?} after SIGTERM to the leader"
+    );
     assert!(
-        took < LEASE_DURATION + Duration::from_secs(3),
-        "handover took {took:?}, lease duration {LEASE_DURATION:?}"
+        after_release < HANDOVER_AFTER_RELEASE,
+        "the follower led {after_release:?} after the lease was released:\n{}",
+        logs(&replicas)
+    );
+    assert!(
+        after_sigterm < HANDOVER_AFTER_SIGTERM,
+        "the follower led {after_sigterm:?} after SIGTERM to the leader:\n{}",
+        logs(&replicas)
     );
     let holder = lease_holder(&client, &ns).await;
     assert!(
@@ -758,16 +860,100 @@ async fn two_replicas_one_leader_both_serve_handover_and_rolling_restarts_withou
 
 // --- 2. SIGTERM during a burst ----------------------------------------------------------------
 
+/// One admission request sent with `Expect: 100-continue`. The server answers `100 Continue`
+/// only once its handler reads the body, which marks the request as accepted: until then a
+/// drain may close the connection unread (hyper does, for connections it has read nothing
+/// from), and the client cannot tell "sent" from "read".
 #[derive(Debug)]
 enum Attempt {
-    /// Refused before a request was sent (connect or handshake failed).
+    /// Not accepted: refused, or closed before the server read the request.
     Refused(String),
-    /// The request head (and half the body) was written at `sent`; then the answer or error.
-    Sent {
-        sent: Instant,
+    /// Neither accepted nor closed (a hang, or an answer other than `100 Continue`).
+    Stalled(String),
+    /// Accepted at `accepted`; then the answer or error at `finished`.
+    Accepted {
+        accepted: Instant,
         answer: Result<(u16, Value), String>,
         finished: Instant,
     },
+}
+
+/// How many requests are held in flight across SIGTERM.
+const HELD: usize = 10;
+
+/// Reads the interim `100 Continue`, and nothing after it. `Ok(false)`: the connection closed
+/// first.
+async fn read_continue(stream: &mut TlsStream<TcpStream>) -> Result<bool, String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match tokio::time::timeout(Duration::from_secs(20), stream.read(&mut byte)).await {
+            Err(_) => return Err("no 100 Continue within 20s".into()),
+            Ok(Ok(0) | Err(_)) => return Ok(false),
+            Ok(Ok(_)) => head.push(byte[0]),
+        }
+    }
+    if head.starts_with(b"HTTP/1.1 100 ") {
+        Ok(true)
+    } else {
+        Err(format!(
+            "expected 100 Continue: {}",
+            String::from_utf8_lossy(&head)
+        ))
+    }
+}
+
+/// Sends the request's head and, once accepted, half its body; reports the acceptance on
+/// `accepted`, waits for `hold`, then sends the rest and reads the answer.
+async fn admission_request(
+    tls: TlsConnector,
+    port: u16,
+    uid: String,
+    accepted: Option<tokio::sync::mpsc::Sender<()>>,
+    hold: impl Future<Output = ()>,
+) -> (String, Attempt) {
+    let body = serde_json::to_vec(&invalid_admission_review(&uid)).expect("json");
+    let half = body.len() / 2;
+    let head = post_head("/validate", body.len())
+        .replacen("\r\n", "\r\nExpect: 100-continue\r\n", 1)
+        .into_bytes();
+    let mut stream = match tls_connect(&tls, port).await {
+        Ok(stream) => stream,
+        Err(e) => return (uid, Attempt::Refused(e)),
+    };
+    if let Err(e) = stream.write_all(&head).await {
+        return (uid, Attempt::Refused(format!("write: {e}")));
+    }
+    match read_continue(&mut stream).await {
+        Ok(true) => {}
+        Ok(false) => return (uid, Attempt::Refused("closed unread".into())),
+        Err(e) => return (uid, Attempt::Stalled(e)),
+    }
+    let accepted_at = Instant::now();
+    let answer = async {
+        stream
+            .write_all(&body[..half])
+            .await
+            .map_err(|e| format!("writing half the body: {e}"))?;
+        if let Some(accepted) = accepted {
+            let _ = accepted.send(()).await;
+        }
+        hold.await;
+        stream
+            .write_all(&body[half..])
+            .await
+            .map_err(|e| format!("writing the rest of the body: {e}"))?;
+        read_answer(&mut stream).await
+    }
+    .await;
+    (
+        uid,
+        Attempt::Accepted {
+            accepted: accepted_at,
+            answer,
+            finished: Instant::now(),
+        },
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -776,64 +962,100 @@ async fn sigterm_during_a_burst_of_admission_requests_answers_every_accepted_req
     let cp = ControlPlane::shared();
     let client = cp.client().await;
     let ns = cp.namespace(&client, "burst").await;
-    let mut flags = vec!["--drain-timeout", "10s"];
+    // Readiness needs the caBundle published into the registrations, so this test creates them
+    // rather than relying on an earlier test having done it.
+    let mut flags = vec!["--drain-timeout", "10s", "--create-webhook-configurations"];
     flags.extend(ELECTION_FLAGS);
     let operator = ready(start(cp, &ns, free_port(), free_port(), &flags)).await;
     let tls = connector(&client, &ns).await;
     let port = operator.webhook_port;
 
-    // 200 requests started 4 ms apart over 0.8 s, each sending its body in two halves 150 ms
-    // apart, so that many are in flight (head read, body pending) when SIGTERM arrives.
+    // Requests certainly in flight at the signal, however the machine schedules: accepted,
+    // with the rest of their bodies held back until the server drains. They are held for far
+    // less than the operator's 5 s request deadline.
+    let release = CancellationToken::new();
+    let (accepted_tx, mut accepted) = tokio::sync::mpsc::channel(HELD);
+    let held: Vec<_> = (0..HELD)
+        .map(|i| {
+            let release = release.clone();
+            tokio::spawn(admission_request(
+                tls.clone(),
+                port,
+                format!("held-{i}"),
+                Some(accepted_tx.clone()),
+                async move { release.cancelled().await },
+            ))
+        })
+        .collect();
+    drop(accepted_tx);
+    for _ in 0..HELD {
+        if !matches!(
+            tokio::time::timeout(TIMEOUT, accepted.recv()).await,
+            Ok(Some(()))
+        ) {
+            release.cancel();
+            let mut attempts = Vec::new();
+            for task in held {
+                attempts.push(task.await.expect("request task"));
+            }
+            panic!(
+                "the held requests were not all accepted: {attempts:?}\n{}",
+                operator.logs()
+            );
+        }
+    }
+
+    // Around them, 200 requests started 4 ms apart over 0.8 s, each sending its body in two
+    // halves 150 ms apart: the signal lands among connections at every stage.
     const REQUESTS: usize = 200;
     let started = Instant::now();
-    let mut tasks = Vec::new();
-    for i in 0..REQUESTS {
-        let tls = tls.clone();
-        tasks.push(tokio::spawn(async move {
-            tokio::time::sleep_until((started + Duration::from_millis(4 * i as u64)).into()).await;
-            let uid = format!("burst-{i}");
-            let body = serde_json::to_vec(&invalid_admission_review(&uid)).expect("json");
-            let mut stream = match tls_connect(&tls, port).await {
-                Ok(stream) => stream,
-                Err(e) => return (uid, Attempt::Refused(e)),
-            };
-            let half = body.len() / 2;
-            let mut first = post_head("/validate", body.len()).into_bytes();
-            first.extend_from_slice(&body[..half]);
-            if let Err(e) = stream.write_all(&first).await {
-                return (uid, Attempt::Refused(format!("write: {e}")));
-            }
-            let sent = Instant::now();
-            tokio::time::sleep(Duration::from_millis(150)).await;
-            let answer = match stream.write_all(&body[half..]).await {
-                Ok(()) => read_answer(&mut stream).await,
-                Err(e) => Err(format!("writing the rest of the body: {e}")),
-            };
-            (
-                uid,
-                Attempt::Sent {
-                    sent,
-                    answer,
-                    finished: Instant::now(),
-                },
-            )
-        }));
-    }
+    let burst: Vec<_> = (0..REQUESTS)
+        .map(|i| {
+            let tls = tls.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep_until((started + Duration::from_millis(4 * i as u64)).into())
+                    .await;
+                admission_request(
+                    tls,
+                    port,
+                    format!("burst-{i}"),
+                    None,
+                    tokio::time::sleep(Duration::from_millis(150)),
+                )
+                .await
+            })
+        })
+        .collect();
     tokio::time::sleep(Duration::from_millis(400)).await;
     let signalled = Instant::now();
     operator.signal_term();
 
+    // Draining: new connections are refused, and only then do the held requests go on.
+    let closed = wait_for(
+        "the webhook listener to refuse connections after SIGTERM",
+        Duration::from_secs(10),
+        || operator.logs(),
+        || async {
+            TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_err()
+                .then(|| signalled.elapsed())
+        },
+    )
+    .await;
+    release.cancel();
+
     let mut attempts = Vec::new();
-    for task in tasks {
+    for task in held.into_iter().chain(burst) {
         attempts.push(task.await.expect("request task"));
     }
     stop(operator).await;
     eprintln!(
-        "the operator exited {:?} after SIGTERM",
+        "the operator refused connections {closed:?} and exited {:?} after SIGTERM",
         signalled.elapsed()
     );
 
-    let (mut before, mut in_flight, mut refused, mut after_ok) = (0, 0, 0, 0);
+    let (mut before, mut in_flight, mut after, mut refused) = (0, 0, 0, 0);
     let mut broken = Vec::new();
     let mut refusal = None;
     for (uid, attempt) in &attempts {
@@ -842,44 +1064,41 @@ async fn sigterm_during_a_burst_of_admission_requests_answers_every_accepted_req
                 refused += 1;
                 refusal.get_or_insert_with(|| why.clone());
             }
-            Attempt::Sent {
-                sent,
+            Attempt::Stalled(e) => broken.push(format!("{uid}: {e}")),
+            Attempt::Accepted {
+                accepted,
                 answer,
                 finished,
-            } if *sent < signalled => {
-                before += 1;
-                if *finished > signalled {
-                    in_flight += 1;
+            } => {
+                if *accepted < signalled {
+                    before += 1;
+                    if *finished > signalled {
+                        in_flight += 1;
+                    }
+                } else {
+                    after += 1;
                 }
                 match answer {
                     Ok(answer) => assert_denied(answer, uid),
                     Err(e) => broken.push(format!("{uid}: {e}")),
                 }
             }
-            Attempt::Sent { answer, .. } => {
-                // Accepted by the server after the signal: a connection that made it in
-                // before the listener closed; answered or closed, both fine.
-                if let Ok(answer) = answer {
-                    assert_denied(answer, uid);
-                    after_ok += 1;
-                }
-            }
         }
     }
     eprintln!(
-        "burst: {before} sent before SIGTERM ({in_flight} still in flight at the signal), {after_ok} answered after, {refused} refused (first: {refusal:?})"
+        "burst: {before} accepted before SIGTERM ({in_flight} still in flight at the signal), {after} after, {refused} not accepted (first: {refusal:?})"
     );
     assert!(
         broken.is_empty(),
-        "{} of {before} requests sent before SIGTERM got no complete answer:\n{}",
+        "{} of {} accepted requests got no complete answer:\n{}",
         broken.len(),
+        before + after,
         broken.join("\n")
     );
     assert!(
-        in_flight >= 10,
+        in_flight >= HELD,
         "only {in_flight} requests were in flight at the signal"
     );
-    assert!(refused > 0, "no request was refused after the signal");
 }
 
 // --- 3. /metrics ---------------------------------------------------------------------------
@@ -1019,7 +1238,21 @@ async fn metrics_parse_as_prometheus_text_and_counters_move() {
         ) >= success1,
         "every reconcile is timed"
     );
-    assert!(sum(&last, "trustyai_operator_trustyaiservices", &[]) >= 1.0);
+    // The gauge is set after a reconcile's result is emitted, so it may trail the counters.
+    wait_for(
+        "trustyaiservices >= 1",
+        TIMEOUT,
+        || operator.logs(),
+        || async {
+            let managed = sum(
+                &metrics(ops).await?,
+                "trustyai_operator_trustyaiservices",
+                &[],
+            );
+            (managed >= 1.0).then_some(())
+        },
+    )
+    .await;
     eprintln!("reconciles_total{{result=success}}: {success0} -> {success1}");
 
     // The children were created by an apply each; a reconcile with nothing to change (an

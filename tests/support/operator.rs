@@ -9,6 +9,10 @@ use std::time::{Duration, Instant};
 
 use trustyai_local_cluster::ControlPlane;
 
+/// How long [`Operator::stop`] waits: the operator's own shutdown budget is 30 s, so this leaves
+/// it time to exit on its own at the end of that budget on a loaded machine.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(45);
+
 pub struct Operator {
     child: Child,
     pub webhook_port: u16,
@@ -166,10 +170,10 @@ impl Operator {
             .status();
     }
 
-    /// SIGTERM, then waits up to 30 s for the exit status.
+    /// SIGTERM, then waits up to [`STOP_TIMEOUT`] for the exit status.
     pub fn stop(&mut self) -> ExitStatus {
         self.signal_term();
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + STOP_TIMEOUT;
         while Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return status;
@@ -178,7 +182,7 @@ impl Operator {
         }
         let _ = self.child.kill();
         panic!(
-            "the operator did not stop within 30s of SIGTERM:\n{}",
+            "the operator did not stop within {STOP_TIMEOUT:?} of SIGTERM:\n{}",
             self.logs()
         );
     }
