@@ -17,22 +17,18 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::Status;
 use serde_json::{Value, json};
-use support::cluster::{manifest, published_bundles, tas, tas_api};
+use support::cluster::{
+    VALIDATING_WEBHOOK, manifest, remove_webhook_registrations, tas, tas_api,
+    wait_for_published_bundle, wait_for_webhooks_served, webhook_only_violations,
+};
 use support::operator::Operator;
 use support::{CLUSTER_WIDE, ControlPlane};
 
-const CERT_SECRET: &str = "trustyai-operator-webhook-tls";
-const VWC: &str = "trustyai-operator-validating";
-const MWC: &str = "trustyai-operator-mutating";
-const VALIDATING_WEBHOOK: &str = "validate.trustyaiservices.trustyai.opendatahub.io";
 /// A finalizer only these tests manage, so no controller ever removes it for them.
 const TEST_FINALIZER: &str = "tests.trustyai.opendatahub.io/hold";
 
@@ -44,16 +40,6 @@ fn pvc_spec() -> Value {
 
 fn db_spec() -> Value {
     json!({"storage": {"format": "DATABASE"}, "metrics": {"schedule": "5s"}})
-}
-
-/// Violations of three rules that only the webhook checks: the schema and CEL accept them.
-fn webhook_only_violations() -> Value {
-    json!({
-        "image": "docker.io/someone/trustyai:1",
-        "storage": {"format": "PVC"},
-        "data": {"format": "JSON"},
-        "metrics": {"schedule": "500ms"}
-    })
 }
 
 /// The API server's refusal, or a panic naming what happened instead.
@@ -95,78 +81,15 @@ fn json_patch(value: Value) -> Patch<Value> {
 }
 
 /// Starts the operator with its webhook registrations and waits until the API server calls
-/// them: the CA bundle is published everywhere, and a dry-run create of an object only the
-/// webhook refuses is refused by it.
+/// them.
 async fn start_operator(cp: &ControlPlane, client: &Client, ns: &str) -> Operator {
     let started = Instant::now();
     let mut operator = Operator::start(cp, ns, &["--create-webhook-configurations"]);
     operator.wait_ready(Duration::from_secs(60));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    loop {
-        let ca = secrets
-            .get_opt(CERT_SECRET)
-            .await
-            .ok()
-            .flatten()
-            .and_then(|s| s.data)
-            .and_then(|d| d.get("ca.crt").map(|b| b.0.clone()));
-        if let Some(ca) = ca
-            && published_bundles(client)
-                .await
-                .iter()
-                .all(|b| b.as_deref() == Some(ca.as_slice()))
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the CA bundle was not published within 60s:\n{}",
-            operator.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    let probe = tas("v1", "probe", webhook_only_violations());
-    let dry_run = PostParams {
-        dry_run: true,
-        ..PostParams::default()
-    };
-    let api = tas_api(client, ns, "v1");
-    loop {
-        match api.create(&dry_run, &probe).await {
-            Err(kube::Error::Api(status)) if status.message.contains(VALIDATING_WEBHOOK) => break,
-            other => assert!(
-                Instant::now() < deadline,
-                "the API server did not call the validating webhook within 60s (last: {other:?}):\n{}",
-                operator.logs()
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    wait_for_published_bundle(client, ns, &operator).await;
+    wait_for_webhooks_served(client, ns, &operator).await;
     eprintln!("operator serving admission after {:?}", started.elapsed());
     operator
-}
-
-/// Removes the webhook registrations (an earlier test's operator may have left them, pointing
-/// at a port nobody listens on any more).
-async fn unregister_webhooks(client: &Client) {
-    let dp = DeleteParams::default();
-    for result in [
-        Api::<ValidatingWebhookConfiguration>::all(client.clone())
-            .delete(VWC, &dp)
-            .await
-            .map(|_| ()),
-        Api::<MutatingWebhookConfiguration>::all(client.clone())
-            .delete(MWC, &dp)
-            .await
-            .map(|_| ()),
-    ] {
-        match result {
-            Ok(()) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(e) => panic!("removing a webhook registration: {e}"),
-        }
-    }
 }
 
 /// Runs `kubectl <args> -n <ns> -f -` with `object` as YAML on stdin.
@@ -590,7 +513,7 @@ async fn legacy_objects_ratchet() {
 
     // An object stored before the webhooks existed (the Go operator validated nothing): the
     // schema and CEL accept it, but today's webhook rules do not.
-    unregister_webhooks(&client).await;
+    remove_webhook_registrations(&client).await;
     trustyai_operator::crd_maintenance::apply_crd(&client)
         .await
         .expect("CRD applied");

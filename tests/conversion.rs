@@ -15,9 +15,6 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceConversion, CustomResourceDefinition,
@@ -25,13 +22,14 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use support::cluster::{minimal_spec, tas, tas_api, wait_for_published_bundle};
+use support::cluster::{
+    minimal_spec, remove_webhook_registrations, tas, tas_api, wait_for_published_bundle,
+    wait_for_webhooks_served,
+};
 use support::operator::Operator;
 use support::{CLUSTER_WIDE, ControlPlane};
 use trustyai_crds::contract::{CONVERSION_PRESERVED_ANNOTATION, CRD_NAME};
 
-const VWC: &str = "trustyai-operator-validating";
-const MWC: &str = "trustyai-operator-mutating";
 const IMAGE: &str = "quay.io/trustyai/trustyai-service:v0.28.0";
 
 fn api_version(object: &DynamicObject) -> &str {
@@ -50,13 +48,15 @@ fn is_code(error: &kube::Error, code: u16) -> bool {
 // The operator and its webhooks.
 
 /// Starts the operator with `--create-webhook-configurations` (and `extra`) and waits until the
-/// API server can call it: ready, and its CA in the CRD and both registrations.
+/// API server calls it: ready, its CA in the CRD and both registrations, and conversion and
+/// admission answered by it.
 async fn start_operator(cp: &ControlPlane, client: &Client, ns: &str, extra: &[&str]) -> Operator {
     let mut args = vec!["--create-webhook-configurations"];
     args.extend_from_slice(extra);
     let mut operator = Operator::start(cp, ns, &args);
     operator.wait_ready(Duration::from_secs(60));
     wait_for_published_bundle(client, ns, &operator).await;
+    wait_for_webhooks_served(client, ns, &operator).await;
     operator
 }
 
@@ -205,27 +205,6 @@ fn stored_as(etcd: &str, ns: &str, name: &str) -> String {
 
 /// The test's own finalizer, holding deleted objects in place.
 const HOLD: &str = "conversion-test.trustyai.opendatahub.io/hold";
-
-/// Removes the webhook registrations left by earlier operators: with no operator running they
-/// would refuse every write.
-async fn remove_webhook_registrations(client: &Client) {
-    for result in [
-        Api::<ValidatingWebhookConfiguration>::all(client.clone())
-            .delete(VWC, &DeleteParams::default())
-            .await
-            .map(|_| ()),
-        Api::<MutatingWebhookConfiguration>::all(client.clone())
-            .delete(MWC, &DeleteParams::default())
-            .await
-            .map(|_| ()),
-    ] {
-        if let Err(e) = result
-            && !is_code(&e, 404)
-        {
-            panic!("deleting a webhook registration: {e}");
-        }
-    }
-}
 
 /// Creates `object` (with [`HOLD`]) through `api` and deletes it, so it stays, being deleted.
 /// Retries the create while the API server still calls removed webhook registrations.
@@ -418,6 +397,15 @@ async fn assert_migrated(client: &Client, etcd: &str, ns: &str, before: &[(Strin
     drop_v1alpha1(client)
         .await
         .expect("v1alpha1 can be dropped after the migration");
+    // The API server rebuilds its handlers for the CRD when its informer delivers the change:
+    // until then it still serves v1alpha1.
+    let alpha = tas_api(client, ns, "v1alpha1");
+    wait_until(
+        "v1alpha1 is no longer served once dropped",
+        Duration::from_secs(30),
+        || async { matches!(alpha.get("old-0").await, Err(e) if is_code(&e, 404)) },
+    )
+    .await;
     // With v1alpha1 gone from spec.versions the API server could no longer decode an object
     // stored as v1alpha1: every read below proves etcd holds v1.
     let listed = v1
@@ -453,11 +441,6 @@ async fn assert_migrated(client: &Client, etcd: &str, ns: &str, before: &[(Strin
     assert_eq!(
         old0.data["status"]["conditions"][0]["message"],
         "written by an older operator"
-    );
-    let gone = tas_api(client, ns, "v1alpha1").get("old-0").await;
-    assert!(
-        matches!(&gone, Err(e) if is_code(e, 404)),
-        "v1alpha1 is no longer served: {gone:?}"
     );
 }
 

@@ -14,7 +14,9 @@ use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use rustls::pki_types::pem::PemObject;
 use serde_json::json;
-use support::cluster::{minimal_spec, secret_field, tas, tas_api, wait_for_published_bundle};
+use support::cluster::{
+    minimal_spec, secret_field, tas, tas_api, wait_for_published_bundle, wait_for_webhooks_served,
+};
 use support::operator::Operator;
 use support::{CLUSTER_WIDE, ControlPlane};
 
@@ -29,6 +31,7 @@ async fn api_server_reaches_the_webhooks_with_the_injected_bundle() {
     let mut operator = Operator::start(cp, &ns, &["--create-webhook-configurations"]);
     operator.wait_ready(Duration::from_secs(60));
     wait_for_published_bundle(&client, &ns, &operator).await;
+    wait_for_webhooks_served(&client, &ns, &operator).await;
 
     // v1alpha1 in, v1 stored: the API server must call /convert; and /mutate defaults the spec.
     let v1alpha1 = tas_api(&client, &ns, "v1alpha1");
@@ -99,6 +102,7 @@ async fn a_cleared_ca_bundle_is_restored() {
         "restored, but only after {:?}",
         cleared_at.elapsed()
     );
+    wait_for_webhooks_served(&client, &ns, &operator).await;
 
     tas_api(&client, &ns, "v1")
         .create(
@@ -124,23 +128,32 @@ async fn certificates_rotate_under_load_without_a_failed_request() {
             "--serving-cert-lifetime",
             "30s",
             "--ca-lifetime",
-            "75s",
+            "90s",
             "--ca-overlap",
-            "5s",
+            "15s",
         ],
     );
     operator.wait_ready(Duration::from_secs(60));
     wait_for_published_bundle(&client, &ns, &operator).await;
+    wait_for_webhooks_served(&client, &ns, &operator).await;
 
+    // The serving certificate is renewed about every 20 s. The CA rotates at two thirds of its
+    // lifetime (about 60 s in); the serving certificate moves onto the new CA one overlap later
+    // by the clock, so the overlap is all the time the API server gets to load the bundle
+    // holding both CAs. After one more overlap the previous CA leaves (about 90 s in); the load
+    // runs until a little after that.
     let (v1, v1alpha1) = (
         tas_api(&client, &ns, "v1"),
         tas_api(&client, &ns, "v1alpha1"),
     );
     let (mut serving, mut cas) = (BTreeSet::new(), BTreeSet::new());
+    let (mut previous_ca_seen, mut rotated_at) = (false, None::<Instant>);
     let (mut requests, mut failures) = (0u32, Vec::new());
     let started = Instant::now();
     let mut i = 0;
-    while started.elapsed() < Duration::from_secs(110) {
+    while rotated_at.is_none_or(|at| at.elapsed() < Duration::from_secs(3))
+        && started.elapsed() < Duration::from_secs(110)
+    {
         i += 1;
         let name = format!("load-{i}");
         let results = [
@@ -173,10 +186,18 @@ async fn certificates_rotate_under_load_without_a_failed_request() {
         if let Some(ca) = secret_field(&client, &ns, "ca.crt").await {
             cas.insert(ca);
         }
+        let previous_ca = secret_field(&client, &ns, "ca-previous.crt")
+            .await
+            .is_some();
+        previous_ca_seen |= previous_ca;
+        if previous_ca_seen && !previous_ca && rotated_at.is_none() {
+            rotated_at = Some(Instant::now());
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     eprintln!(
-        "{requests} requests, {} serving certificates, {} CA bundles seen",
+        "{requests} requests in {:?}, {} serving certificates, {} CA bundles seen",
+        started.elapsed(),
         serving.len(),
         cas.len()
     );
@@ -199,6 +220,12 @@ async fn certificates_rotate_under_load_without_a_failed_request() {
         cas.len(),
         operator.logs()
     );
+    assert!(
+        rotated_at.is_some(),
+        "the CA rotation did not complete within {:?} (ca-previous.crt seen: {previous_ca_seen}):\n{}",
+        started.elapsed(),
+        operator.logs()
+    );
     assert!(operator.stop().success());
 }
 
@@ -212,8 +239,20 @@ async fn two_replicas_starting_together_share_one_ca() {
         support::operator::free_port(),
         support::operator::free_port(),
     );
+    // A replica is ready once it has published the CA, which needs the CRD and the
+    // registrations to exist, whatever earlier tests left. The CRD is applied here rather than
+    // by the replicas, so that their start is only what this test is about: both finding no
+    // certificate Secret at once.
+    trustyai_operator::crd_maintenance::apply_crd(&client)
+        .await
+        .expect("CRD applied");
     let url = format!("https://127.0.0.1:{port_a}");
-    let flags = ["--webhook-url", url.as_str(), "--no-crd-maintenance"];
+    let flags = [
+        "--webhook-url",
+        url.as_str(),
+        "--no-crd-maintenance",
+        "--create-webhook-configurations",
+    ];
     let (mut a, mut b) = std::thread::scope(|s| {
         let a = s.spawn(|| Operator::start_on(cp, &ns, port_a, &flags));
         let b = s.spawn(|| Operator::start_on(cp, &ns, port_b, &flags));

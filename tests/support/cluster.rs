@@ -7,9 +7,10 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
+use std::time::{Duration, Instant};
 
 /// The operator's certificate Secret (default `--cert-secret`).
 pub const CERT_SECRET: &str = "trustyai-operator-webhook-tls";
@@ -17,6 +18,9 @@ pub const CERT_SECRET: &str = "trustyai-operator-webhook-tls";
 pub const VWC: &str = "trustyai-operator-validating";
 /// Default `--mutating-webhook-configuration`.
 pub const MWC: &str = "trustyai-operator-mutating";
+/// The validating webhook's name in the registration the operator creates; the API server
+/// names it in every refusal of its.
+pub const VALIDATING_WEBHOOK: &str = "validate.trustyaiservices.trustyai.opendatahub.io";
 
 /// TrustyAIServices in `ns`, through `version` (`v1` or `v1alpha1`).
 pub fn tas_api(client: &Client, ns: &str, version: &str) -> Api<DynamicObject> {
@@ -44,6 +48,17 @@ pub fn tas(version: &str, name: &str, spec: Value) -> DynamicObject {
 /// The smallest valid spec.
 pub fn minimal_spec() -> Value {
     json!({"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}})
+}
+
+/// Violations of three rules that only the validating webhook checks: the schema and CEL accept
+/// them.
+pub fn webhook_only_violations() -> Value {
+    json!({
+        "image": "docker.io/someone/trustyai:1",
+        "storage": {"format": "PVC"},
+        "data": {"format": "JSON"},
+        "metrics": {"schedule": "500ms"}
+    })
 }
 
 /// One key of the operator's certificate Secret in `ns`.
@@ -88,14 +103,15 @@ pub async fn published_bundles(client: &Client) -> Vec<Option<Vec<u8>>> {
 }
 
 /// Waits until the CRD and both registrations carry exactly the CA bundle the operator keeps in
-/// its Secret in `ns`; panics with the operator's log after 60 s.
+/// its Secret in `ns`; panics with the operator's log after 60 s. The objects only: a test that
+/// then goes through the webhooks waits for [`wait_for_webhooks_served`] too.
 pub async fn wait_for_published_bundle(
     client: &Client,
     ns: &str,
     operator: &super::operator::Operator,
 ) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while std::time::Instant::now() < deadline {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
         if let Some(ca) = secret_field(client, ns, "ca.crt").await
             && published_bundles(client)
                 .await
@@ -104,10 +120,97 @@ pub async fn wait_for_published_bundle(
         {
             return;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     panic!(
         "the CA bundle was not published within 60s:\n{}",
         operator.logs()
     );
+}
+
+/// Waits until the API server calls the operator's webhooks. It takes registrations and
+/// caBundles from its own informers, a moment after the objects carry them (which is all
+/// [`wait_for_published_bundle`] sees); until then a call fails TLS verification or is not made
+/// at all. Each round dry-runs an object only the validating webhook refuses, and a valid one
+/// through v1 and through v1alpha1 that must come back defaulted by the mutating webhook (the
+/// registrations match v1 only, so v1alpha1 also needs /convert, both ways). Panics with the
+/// operator's log after 60 s.
+pub async fn wait_for_webhooks_served(
+    client: &Client,
+    ns: &str,
+    operator: &super::operator::Operator,
+) {
+    let started = Instant::now();
+    loop {
+        let Err(not_yet) = webhooks_answer(client, ns).await else {
+            eprintln!(
+                "the API server calls the webhooks after {:?}",
+                started.elapsed()
+            );
+            return;
+        };
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the API server did not call the webhooks within 60s ({not_yet}):\n{}",
+            operator.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// One round of [`wait_for_webhooks_served`]: the first answer that is not the webhooks'.
+async fn webhooks_answer(client: &Client, ns: &str) -> Result<(), String> {
+    const PROBE: &str = "webhook-probe";
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    match tas_api(client, ns, "v1")
+        .create(&dry_run, &tas("v1", PROBE, webhook_only_violations()))
+        .await
+    {
+        Err(kube::Error::Api(status)) if status.message.contains(VALIDATING_WEBHOOK) => {}
+        other => {
+            return Err(format!(
+                "an invalid object was not refused by {VALIDATING_WEBHOOK}: {other:?}"
+            ));
+        }
+    }
+    for version in ["v1", "v1alpha1"] {
+        match tas_api(client, ns, version)
+            .create(&dry_run, &tas(version, PROBE, minimal_spec()))
+            .await
+        {
+            Ok(answer) if answer.data["spec"]["replicas"] == 1 => {}
+            other => {
+                return Err(format!(
+                    "a valid object through {version} was not defaulted by the mutating webhook: {other:?}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes the two default webhook registrations (an earlier operator may have left them,
+/// pointing at a port nobody listens on any more: with no operator running they would refuse
+/// every write).
+pub async fn remove_webhook_registrations(client: &Client) {
+    let dp = DeleteParams::default();
+    for result in [
+        Api::<ValidatingWebhookConfiguration>::all(client.clone())
+            .delete(VWC, &dp)
+            .await
+            .map(|_| ()),
+        Api::<MutatingWebhookConfiguration>::all(client.clone())
+            .delete(MWC, &dp)
+            .await
+            .map(|_| ()),
+    ] {
+        match result {
+            Ok(()) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(e) => panic!("removing a webhook registration: {e}"),
+        }
+    }
 }
