@@ -407,6 +407,34 @@ async fn updates_follow_the_immutability_rules(client: &Client, ns: &str) {
         );
         assert_invalid(&status, &["spec.storage", "pv"], what);
     }
+    // In migration mode it stays while the volume is mounted, and goes with the migration's end.
+    create(
+        "migrating",
+        json!({"storage": {"format": "DATABASE", "folder": "/inputs", "pv": "pv-m"},
+               "data": {"filename": "data.csv"}, "metrics": {"schedule": "5s"}}),
+    )
+    .await;
+    let status = refusal(
+        api.patch(
+            "migrating",
+            &pp,
+            &merge(json!({"spec": {"storage": {"pv": null}}})),
+        )
+        .await,
+        "removing the pv while migrating",
+    );
+    assert_invalid(
+        &status,
+        &["spec.storage.pv", "the end of a migration"],
+        "removing the pv while migrating",
+    );
+    api.patch(
+        "migrating",
+        &pp,
+        &merge(json!({"spec": {"storage": {"pv": null}, "data": {"filename": null}}})),
+    )
+    .await
+    .expect("the end of a migration takes the pv with it");
 
     // The mount path may not move while the volume holds the data: only the webhook knows.
     create("folder", pvc_spec()).await;

@@ -263,6 +263,41 @@ async fn crd_is_served_in_both_versions_and_validates() {
         "{err}"
     );
 
+    // A migration from a bound volume: the volume stays named while it is mounted, and goes
+    // with the end of the migration. The error names the field, though the rule sits on spec.
+    v1.create(
+        &PostParams::default(),
+        &object(tas(
+            "migrating",
+            json!({"storage": {"format": "DATABASE", "folder": "/inputs", "pv": "pv-m"},
+                   "data": {"filename": "data.csv"}, "metrics": {"schedule": "5s"}}),
+        )),
+    )
+    .await
+    .expect("valid object");
+    let err = v1
+        .patch(
+            "migrating",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"storage": {"pv": null}}})),
+        )
+        .await
+        .expect_err("refused");
+    assert!(
+        err.to_string().contains("spec.storage.pv: Invalid value")
+            && err
+                .to_string()
+                .contains("removed only with the end of a migration"),
+        "{err}"
+    );
+    v1.patch(
+        "migrating",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"spec": {"storage": {"pv": null}, "data": {"filename": null}}})),
+    )
+    .await
+    .expect("the end of the migration takes the volume's name with it");
+
     // kubectl: printer columns and explain text.
     let (ok, out, err) = cp.kubectl(&["get", "tas", "-n", &ns], None);
     assert!(ok, "{err}");

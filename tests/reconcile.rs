@@ -685,11 +685,13 @@ async fn migration_mode_keeps_the_pvc_and_adds_the_database() {
         .await
         .expect("creating the Secret");
     env.volume_for(&ns, "tas-pvc").await;
-    // Migration mode: DATABASE with storage.folder and data.filename (the Go operator's rule).
+    let volume = format!("{ns}-tas-pvc");
+    // Migration mode: DATABASE with storage.folder and data.filename (the Go operator's rule),
+    // from the files on a named volume.
     env.create(
         &ns,
         "tas",
-        json!({"storage": {"format": "DATABASE", "folder": "/inputs", "size": "1Gi"},
+        json!({"storage": {"format": "DATABASE", "folder": "/inputs", "size": "1Gi", "pv": volume},
                "data": {"filename": "data.csv", "format": "CSV"},
                "metrics": {"schedule": "5s"}}),
     )
@@ -758,6 +760,56 @@ async fn migration_mode_keeps_the_pvc_and_adds_the_database() {
     .await;
     env.wait_event(&ns, "tas", "MigrationAnnotationRemoved")
         .await;
+
+    // The end of the migration: without data.filename the storage is the database alone, and
+    // the volume's name goes with it. The claim, still bound to the volume, is kept (it holds
+    // the files the migration read); the service no longer mounts it.
+    services
+        .patch(
+            "tas",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"storage": {"pv": null}, "data": {"filename": null}}})),
+        )
+        .await
+        .expect("ending the migration");
+    let ended = env
+        .wait("the Deployment without the migration", || async {
+            let deployment = env.api::<Deployment>(&ns).get("tas").await.ok()?;
+            let mounted = service_container(&deployment)
+                .volume_mounts
+                .iter()
+                .flatten()
+                .any(|m| m.mount_path == "/inputs");
+            (!mounted && env_value(&deployment, "STORAGE_MIGRATION_CONFIG_FROM_FOLDER").is_none())
+                .then_some(deployment)
+        })
+        .await;
+    assert_eq!(
+        env_value(&ended, "QUARKUS_HIBERNATE_ORM_ACTIVE").as_deref(),
+        Some("true")
+    );
+    let ready = env
+        .wait("Ready with the database alone", || async {
+            let tas = services.get("tas").await.ok()?;
+            (condition(&tas, "Ready").is_some_and(|c| c.status == "True")
+                && condition(&tas, "PVCAvailable").is_none()
+                && tas.status.as_ref()?.observed_generation == tas.metadata.generation)
+                .then_some(tas)
+        })
+        .await;
+    assert_eq!(
+        condition(&ready, "DBAvailable").map(|c| c.status),
+        Some("True".to_owned())
+    );
+    let claim = env
+        .api::<PersistentVolumeClaim>(&ns)
+        .get("tas-pvc")
+        .await
+        .expect("the PVC is kept after the migration");
+    assert_eq!(
+        claim.spec.and_then(|s| s.volume_name).as_deref(),
+        Some(volume.as_str())
+    );
 }
 
 #[tokio::test]

@@ -46,6 +46,18 @@ struct CelRule {
     message: String,
     /// `optionalOldSelf`: the rule also runs on create, where `oldSelf` has no value.
     optional_old_self: bool,
+    /// `fieldPath`, relative to `path`: the field the API server names in the error, for a rule
+    /// that has to sit higher up to see the fields it relates.
+    field_path: Option<&'static str>,
+}
+
+impl CelRule {
+    fn reported_at(self, field_path: &'static str) -> Self {
+        Self {
+            field_path: Some(field_path),
+            ..self
+        }
+    }
 }
 
 fn rule(
@@ -58,8 +70,13 @@ fn rule(
         rule: rule.into(),
         message: message.into(),
         optional_old_self: false,
+        field_path: None,
     }
 }
+
+/// Migration mode, in CEL on `spec` (the Go operator's rule: DATABASE storage reading the files
+/// of `storage.folder` and `data.filename`).
+const MIGRATION: &str = "has(self.storage.folder) && has(self.data) && has(self.data.filename)";
 
 /// Rules a schema can carry, so the most important constraints hold even while the admission
 /// webhook is down. The webhook checks the same rules with the same patterns and adds the ones
@@ -85,22 +102,29 @@ fn cel_rules() -> Vec<CelRule> {
                 patterns::SERVICE_NAME_MAX
             ),
             optional_old_self: true,
+            field_path: None,
         },
         rule(
             &["spec"],
-            "!has(self.storage.pv) || self.storage.format == 'PVC' || (has(self.storage.folder) && has(self.data) && has(self.data.filename))",
+            format!("!has(self.storage.pv) || self.storage.format == 'PVC' || {MIGRATION}"),
             "spec.storage.pv is allowed only with PVC storage or in migration mode (DATABASE with storage.folder and data.filename set)",
-        ),
+        )
+        .reported_at(".storage.pv"),
         rule(
             &["spec", "storage"],
             "!(oldSelf.format == 'DATABASE' && self.format == 'PVC')",
             "spec.storage.format cannot change from DATABASE back to PVC",
         ),
+        // On `spec`, to see whether the volume is still used: the field goes only with the end
+        // of a migration.
         rule(
-            &["spec", "storage"],
-            "!has(oldSelf.pv) || (has(self.pv) && self.pv == oldSelf.pv)",
-            "spec.storage.pv cannot change once set",
-        ),
+            &["spec"],
+            format!(
+                "!has(oldSelf.storage.pv) || (has(self.storage.pv) ? self.storage.pv == oldSelf.storage.pv : (self.storage.format == 'DATABASE' && !({MIGRATION})))"
+            ),
+            "spec.storage.pv cannot change once set, and is removed only with the end of a migration (DATABASE storage without storage.folder or data.filename)",
+        )
+        .reported_at(".storage.pv"),
         rule(
             &["spec", "storage"],
             "!has(oldSelf.size) || !has(self.size) || !isQuantity(oldSelf.size) || !isQuantity(self.size) || quantity(self.size).compareTo(quantity(oldSelf.size)) >= 0",
@@ -219,6 +243,9 @@ fn add_rule(schema: &mut Value, rule: &CelRule) -> Result<(), CrdError> {
         let mut entry = json!({ "rule": rule.rule, "message": rule.message });
         if rule.optional_old_self {
             entry["optionalOldSelf"] = json!(true);
+        }
+        if let Some(field_path) = rule.field_path {
+            entry["fieldPath"] = json!(field_path);
         }
         list.push(entry);
     }

@@ -90,7 +90,7 @@ pub struct StorageSpec {
 
     /// Name of an existing PersistentVolume to bind the PVC to (the PVC then gets
     /// `volumeName` and an empty `storageClassName`). Only with PVC storage or in migration mode.
-    /// Cannot be changed once set.
+    /// Cannot be changed once set; removed only with the end of a migration (the PVC is kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 253))]
     pub pv: Option<String>,

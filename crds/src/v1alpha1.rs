@@ -72,7 +72,8 @@ pub struct StorageSpec {
     #[schemars(length(max = 253))]
     pub database_configurations: Option<String>,
 
-    /// Name of an existing PersistentVolume to bind the PVC to. Cannot be changed once set.
+    /// Name of an existing PersistentVolume to bind the PVC to. Cannot be changed once set;
+    /// removed only with the end of a migration (the PVC is kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 253))]
     pub pv: Option<String>,

@@ -198,7 +198,8 @@ pub enum Rule {
     StorageFormatChange,
     /// UPDATE: `spec.storage.size` does not shrink.
     StorageSizeShrink,
-    /// UPDATE: `spec.storage.pv` does not change once set.
+    /// UPDATE: `spec.storage.pv` does not change once set; it is removed only with the end of a
+    /// migration, when no PVC is mounted any more.
     StoragePvImmutable,
     /// UPDATE: `spec.storage.folder` does not change while a PVC is in use.
     StorageFolderImmutable,
@@ -258,6 +259,15 @@ impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// Whether `object` (a whole TrustyAIService) keeps its data on a PersistentVolumeClaim: PVC
+/// storage, or a migration from one.
+fn uses_pvc(object: &Value) -> bool {
+    object
+        .get("spec")
+        .and_then(storage_mode)
+        .is_some_and(StorageMode::uses_pvc)
 }
 
 /// One violation, displayed like the API server's field errors:
@@ -1026,21 +1036,20 @@ impl<'a> Validator<'a> {
                 to.clone(),
                 format!("may not change once set ({was})"),
             )),
+            // The end of a migration: the volume is no longer mounted (and the claim is kept,
+            // still bound to it), so the field goes with the folder and the file name.
+            None if !uses_pvc(self.new) => {}
             None => self.error(FieldError::forbidden(
                 Rule::StoragePvImmutable,
                 dotted(PV),
-                format!("may not be removed once set ({was})"),
+                format!(
+                    "may not be removed while the PersistentVolumeClaim is in use ({was}); it goes only with the end of a migration (DATABASE storage without storage.folder or data.filename)"
+                ),
             )),
         }
     }
 
     fn folder_change(&mut self, before: &Value) {
-        let uses_pvc = |object: &Value| {
-            object
-                .get("spec")
-                .and_then(storage_mode)
-                .is_some_and(StorageMode::uses_pvc)
-        };
         // Only a different mount path for a volume that stays in use loses the data. Leaving
         // the volume (the end of a migration) makes the folder irrelevant; format_change
         // judges whether leaving is allowed.

@@ -793,7 +793,28 @@ fn update_rules_table() {
             "pv removed",
             with_pv(pvc(), "pv-1"),
             pvc(),
-            vec![r#"spec.storage.pv: Forbidden: may not be removed once set (it is "pv-1")"#.into()],
+            vec![r#"spec.storage.pv: Forbidden: may not be removed while the PersistentVolumeClaim is in use (it is "pv-1"); it goes only with the end of a migration (DATABASE storage without storage.folder or data.filename)"#.into()],
+        ),
+        (
+            "pv removed in migration mode",
+            with_pv(migration(), "pv-1"),
+            migration(),
+            vec![r#"spec.storage.pv: Forbidden: may not be removed while the PersistentVolumeClaim is in use (it is "pv-1"); it goes only with the end of a migration (DATABASE storage without storage.folder or data.filename)"#.into()],
+        ),
+        (
+            "pv removed with the end of a migration",
+            with_pv(migration(), "pv-1"),
+            without(migration(), "/spec/data/filename"),
+            vec![],
+        ),
+        (
+            "pv changed with the end of a migration",
+            with_pv(migration(), "pv-1"),
+            with_pv(without(migration(), "/spec/data/filename"), "pv-2"),
+            vec![
+                r#"spec.storage.pv: Forbidden: may be set only with PVC storage or in migration mode (DATABASE with spec.storage.folder and spec.data.filename set)"#.into(),
+                r#"spec.storage.pv: Invalid value: "pv-2": may not change once set (it is "pv-1")"#.into(),
+            ],
         ),
         (
             "folder changed while the PVC is in use",
