@@ -337,6 +337,7 @@ impl Drop for Env {
 struct Cond {
     status: String,
     reason: Option<String>,
+    message: String,
 }
 
 fn condition(object: &TrustyAIService, type_: &str) -> Option<Cond> {
@@ -350,6 +351,7 @@ fn condition(object: &TrustyAIService, type_: &str) -> Option<Cond> {
         .map(|c| Cond {
             status: c.status.clone(),
             reason: c.reason.clone(),
+            message: c.message.clone().unwrap_or_default(),
         })
 }
 
@@ -1052,6 +1054,146 @@ async fn retained_pvc_survives_deletion_and_is_adopted_while_delete_removes_it()
     })
     .await;
     assert!(env.events(&ns, "gone", "PVCRetained").await.is_empty());
+}
+
+/// The requested size of the claim `name`.
+async fn claim_size(env: &Env, ns: &str, name: &str) -> Option<String> {
+    env.api::<PersistentVolumeClaim>(ns)
+        .get(name)
+        .await
+        .ok()?
+        .spec?
+        .resources?
+        .requests?
+        .get("storage")
+        .map(|q| q.0.clone())
+}
+
+#[tokio::test]
+async fn a_claim_grows_where_its_class_can_expand_and_a_refused_growth_blocks_nothing() {
+    let env = Env::shared().await;
+    let ns = env.namespace("grow").await;
+
+    // An adopted claim of a class that can expand, bound to its volume.
+    let class = format!("{ns}-expandable");
+    let classes = Api::<DynamicObject>::all_with(
+        env.client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("storage.k8s.io", "v1", "StorageClass"),
+            "storageclasses",
+        ),
+    );
+    classes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                "metadata": {"name": class},
+                "provisioner": "kubernetes.io/no-provisioner",
+                "allowVolumeExpansion": true
+            }))
+            .expect("a StorageClass"),
+        )
+        .await
+        .expect("creating the StorageClass");
+    let volume = format!("{ns}-wide-pvc");
+    Api::<PersistentVolume>::all(env.client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": volume},
+                "spec": {
+                    "capacity": {"storage": "5Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "storageClassName": class,
+                    "hostPath": {"path": format!("/tmp/{volume}")},
+                    "claimRef": {"namespace": ns, "name": "wide-pvc"}
+                }
+            }))
+            .expect("a PV"),
+        )
+        .await
+        .expect("creating the PV");
+    let claims = env.api::<PersistentVolumeClaim>(&ns);
+    claims
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "wide-pvc"},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": class,
+                    "volumeName": volume,
+                    "resources": {"requests": {"storage": "1Gi"}}
+                }
+            }))
+            .expect("a PVC"),
+        )
+        .await
+        .expect("creating the PVC");
+    env.create(&ns, "wide", pvc_spec()).await;
+    env.wait_ready(&ns, "wide").await;
+    let services = env.services(&ns);
+    services
+        .patch(
+            "wide",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"storage": {"size": "2Gi"}}})),
+        )
+        .await
+        .expect("growing");
+    env.wait("the expandable claim asks for 2Gi", || async {
+        (claim_size(&env, &ns, "wide-pvc").await.as_deref() == Some("2Gi")).then_some(())
+    })
+    .await;
+
+    // A claim bound to a volume of no class: the API server refuses to grow it. The claim keeps
+    // its size, the refusal is reported, and the rest of the spec still reaches the Deployment.
+    env.volume_for(&ns, "fixed-pvc").await;
+    env.create(&ns, "fixed", pvc_spec()).await;
+    env.wait_ready(&ns, "fixed").await;
+    services
+        .patch(
+            "fixed",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"storage": {"size": "2Gi"}, "metrics": {"schedule": "10s"}}}),
+            ),
+        )
+        .await
+        .expect("growing and changing the schedule");
+    env.wait("the new schedule in the Deployment", || async {
+        let deployment = env.api::<Deployment>(&ns).get("fixed").await.ok()?;
+        (env_value(&deployment, "SERVICE_METRICS_SCHEDULE").as_deref() == Some("10s")).then_some(())
+    })
+    .await;
+    // Ready again once the new schedule has rolled out: the claim still serves.
+    let reported = env
+        .wait("Ready, with the refused growth in the status", || async {
+            let tas = services.get("fixed").await.ok()?;
+            let pvc = condition(&tas, "PVCAvailable")?;
+            (tas.status.as_ref()?.observed_generation == tas.metadata.generation
+                && pvc.message.contains("2Gi")
+                && condition(&tas, "Ready")?.status == "True")
+                .then_some(tas)
+        })
+        .await;
+    let pvc = condition(&reported, "PVCAvailable").expect("PVCAvailable");
+    eprintln!("refused growth: {}", pvc.message);
+    assert_eq!(pvc.status, "True", "the claim is still bound and in use");
+    assert!(
+        pvc.message.contains("could not grow from 1Gi to 2Gi"),
+        "{}",
+        pvc.message
+    );
+    let events = env.wait_event(&ns, "fixed", "PVCGrowthRefused").await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        claim_size(&env, &ns, "fixed-pvc").await.as_deref(),
+        Some("1Gi")
+    );
+    let _ = classes.delete(&class, &DeleteParams::default()).await;
 }
 
 #[tokio::test]

@@ -45,6 +45,8 @@ pub struct ChildrenApplied {
     /// The Deployment as the API server answered its apply (status included); `None` when
     /// the apply was skipped as a no-op.
     pub deployment: Option<Deployment>,
+    /// Why the PVC could not grow to the spec's size (it kept its size).
+    pub pvc_growth_refused: Option<String>,
 }
 
 /// The inputs of the Deployment that come from other objects of the namespace.
@@ -103,7 +105,7 @@ pub async fn apply_all(
     if !inputs.apis.service_ca() {
         out.renew_at = apply_serving_secrets(ctx, instance).await?;
     }
-    apply_pvc(ctx, instance).await?;
+    out.pvc_growth_refused = apply_pvc(ctx, instance).await?;
     out.deployment = apply_deployment(ctx, instance, inputs).await?;
     if inputs.apis.service_monitors {
         let api = Api::<DynamicObject>::namespaced_with(
@@ -435,10 +437,13 @@ async fn apply_serving_secrets(
 
 /// The PVC, in PVC and migration modes: created when absent, grown when the spec asks for
 /// more, never shrunk or re-created; with `retention: Retain`, an owner reference to this
-/// TrustyAIService (the Go operator's) is removed.
-async fn apply_pvc(ctx: &Context, instance: &Instance<'_>) -> Result<(), ReconcileError> {
+/// TrustyAIService (the Go operator's) is removed. Returns why a growth was refused.
+async fn apply_pvc(
+    ctx: &Context,
+    instance: &Instance<'_>,
+) -> Result<Option<String>, ReconcileError> {
     let Some(desired) = pvc::pvc(instance)? else {
-        return Ok(());
+        return Ok(None);
     };
     let name = desired.name_any();
     let api: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), instance.namespace());
@@ -470,10 +475,28 @@ async fn apply_pvc(ctx: &Context, instance: &Instance<'_>) -> Result<(), Reconci
         .as_ref()
         .and_then(|l| l.metadata.resource_version.clone());
     let body = pvc_plan::apply_body(desired, live.as_ref());
-    let applied = apply::apply_after(&api, "PersistentVolumeClaim", &body, live_rv).await?;
+    let growth = live.as_ref().and_then(|l| pvc_plan::growth(&body, l));
+    let (applied, refused) =
+        match apply::apply_after(&api, "PersistentVolumeClaim", &body, live_rv.clone()).await {
+            Ok(applied) => (applied, None),
+            // A class that cannot expand (or a quota) refuses the growth: the claim keeps its
+            // size and still serves, so the rest of the spec goes on being applied.
+            Err(ref e) if let (Some(growth), Some(why)) = (&growth, e.refusal()) => {
+                let refused = format!(
+                    "it could not grow from {} to {}: {why}",
+                    growth.from.0, growth.to.0
+                );
+                tracing::warn!(pvc = %name, %refused, "the PVC keeps its size");
+                let kept = pvc_plan::with_size(body, growth.from.clone());
+                let applied =
+                    apply::apply_after(&api, "PersistentVolumeClaim", &kept, live_rv).await?;
+                (applied, Some(refused))
+            }
+            Err(e) => return Err(e),
+        };
     // The Go operator's reason is `PVCCreated`.
     announce(ctx, instance.service(), "PVC", &name, applied.outcome).await;
-    Ok(())
+    Ok(refused)
 }
 
 /// The Deployment; one made by the Go operator (its selector holds the version label, which is

@@ -69,6 +69,20 @@ impl ReconcileError {
         }
     }
 
+    /// The API server's message when it refused the request itself (403 Forbidden by an
+    /// admission plugin or RBAC, 422 Invalid), as opposed to failing to answer.
+    pub fn refusal(&self) -> Option<&str> {
+        match self {
+            Self::Kube { source, .. } => match source.as_ref() {
+                kube::Error::Api(status) if matches!(status.code, 403 | 422) => {
+                    Some(status.message.as_str())
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// A write lost an optimistic-concurrency race (HTTP 409 Conflict): someone else changed
     /// the object in between. Not a failure worth a warning: the next pass reads again.
     pub fn is_conflict(&self) -> bool {
@@ -116,5 +130,18 @@ mod tests {
             ReconcileError::kube("creating", "Secret", "x")(api_error(409, "AlreadyExists"));
         assert!(!exists.is_conflict());
         assert!(!is_not_found(&api_error(409, "Conflict")));
+    }
+
+    #[test]
+    fn refusals_are_the_api_servers_own_answers() {
+        for (code, refused) in [(403, true), (422, true), (409, false), (500, false)] {
+            let error = ReconcileError::kube("applying", "PVC", "x")(api_error(code, "Reason"));
+            assert_eq!(error.refusal(), refused.then_some("boom"), "{code}");
+        }
+        assert!(
+            ReconcileError::Certificates("no".into())
+                .refusal()
+                .is_none()
+        );
     }
 }

@@ -64,6 +64,36 @@ fn larger(a: &str, b: &str) -> bool {
     }
 }
 
+/// A body that asks the live claim for more than it has now: the sizes (live, wanted).
+pub struct Growth {
+    /// What the live claim asks for.
+    pub from: Quantity,
+    /// What the body asks for.
+    pub to: Quantity,
+}
+
+/// Whether applying `body` grows the `live` claim. Growing is the one change that can be
+/// refused for reasons outside the spec (the claim's class cannot expand), so the caller can
+/// keep the claim as it is and go on.
+pub fn growth(body: &PersistentVolumeClaim, live: &PersistentVolumeClaim) -> Option<Growth> {
+    let from = storage_request(live.spec.as_ref()?.resources.as_ref())?;
+    let to = storage_request(body.spec.as_ref()?.resources.as_ref())?;
+    larger(&to.0, &from.0).then_some(Growth { from, to })
+}
+
+/// `body` asking for `size`.
+pub fn with_size(mut body: PersistentVolumeClaim, size: Quantity) -> PersistentVolumeClaim {
+    if let Some(requests) = body
+        .spec
+        .as_mut()
+        .and_then(|s| s.resources.as_mut())
+        .and_then(|r| r.requests.as_mut())
+    {
+        requests.insert("storage".to_owned(), size);
+    }
+    body
+}
+
 /// With `retention: Retain`: the patch removing an owner reference to the TrustyAIService
 /// `uid` from the live claim (guarded by its resourceVersion and the reference's uid), or
 /// `None` when there is none.
@@ -115,6 +145,24 @@ mod tests {
             .and_then(|s| storage_request(s.resources.as_ref()))
             .map(|q| q.0)
             .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_growth_is_recognized_and_can_be_undone() {
+        let live = claim(json!({"spec": {"resources": {"requests": {"storage": "1Gi"}}}}));
+        let body = apply_body(desired(), Some(&live));
+        let growth = growth(&body, &live).expect("1Gi -> 2Gi grows");
+        assert_eq!(
+            (growth.from.0.as_str(), growth.to.0.as_str()),
+            ("1Gi", "2Gi")
+        );
+        let kept = with_size(body, growth.from);
+        assert_eq!(size(&kept), "1Gi");
+        assert!(super::growth(&kept, &live).is_none());
+        // Same size, spelled differently, or no live size: no growth.
+        let same = claim(json!({"spec": {"resources": {"requests": {"storage": "2048Mi"}}}}));
+        assert!(super::growth(&desired(), &same).is_none());
+        assert!(super::growth(&desired(), &claim(json!({"spec": {}}))).is_none());
     }
 
     #[test]

@@ -46,6 +46,7 @@ mod topic {
     pub const IMAGE: &str = "image";
     pub const WIRING: &str = "wiring";
     pub const CLEANUP: &str = "cleanup";
+    pub const PVC_GROWTH: &str = "pvc-growth";
 }
 
 /// The key of an object's backoff state.
@@ -172,10 +173,15 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
         },
     )
     .await;
-    let (renew_at, applied_deployment, provisioning_error) = match applied {
-        Ok(applied) => (applied.renew_at, applied.deployment, None),
+    let (renew_at, applied_deployment, pvc_growth_refused, provisioning_error) = match applied {
+        Ok(applied) => (
+            applied.renew_at,
+            applied.deployment,
+            applied.pvc_growth_refused,
+            None,
+        ),
         Err(e) if e.is_conflict() => return Err(e),
-        Err(e) => (None, None, Some(e)),
+        Err(e) => (None, None, None, Some(e)),
     };
     let wired = integration::wire(
         ctx,
@@ -195,8 +201,28 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
         inference_services_present: wired.inference_services_present,
         image: Some(images.service.image.clone()),
         provisioning_error: provisioning_error.as_ref().map(ToString::to_string),
+        pvc_growth_refused,
     };
     write_status(ctx, service, &observed).await?;
+
+    match &observed.pvc_growth_refused {
+        Some(refused) => {
+            ctx.events
+                .warning(
+                    service,
+                    topic::PVC_GROWTH,
+                    "PVCGrowthRefused",
+                    format!(
+                        "PersistentVolumeClaim {}: {refused}",
+                        names::pvc(instance.name())
+                    ),
+                )
+                .await;
+        }
+        // Only a completed apply of the PVC says the refusal is over.
+        None if provisioning_error.is_none() => ctx.events.resolved(service, topic::PVC_GROWTH),
+        None => {}
+    }
 
     match &provisioning_error {
         Some(e) => {

@@ -265,7 +265,10 @@ fn pvc_condition(observed: &Observations) -> Computed {
             condition::PVC_AVAILABLE,
             Status::True,
             reason::PVC_FOUND,
-            "PersistentVolumeClaim found",
+            match &observed.pvc_growth_refused {
+                Some(refused) => format!("PersistentVolumeClaim found; {refused}"),
+                None => "PersistentVolumeClaim found".to_owned(),
+            },
         ),
         Some(PvcObservation::Unbound { phase }) => Computed::new(
             condition::PVC_AVAILABLE,

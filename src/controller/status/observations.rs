@@ -31,6 +31,9 @@ pub struct Observations {
     /// Why applying the objects failed this time, if it did (keeps Ready false and is reported
     /// in `ProvisioningSucceeded`).
     pub provisioning_error: Option<String>,
+    /// Why the PVC could not grow to the spec's size; it serves at its old size, so this is
+    /// reported in `PVCAvailable` without making it false.
+    pub pvc_growth_refused: Option<String>,
 }
 
 /// The Deployment `<cr>`.

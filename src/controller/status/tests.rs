@@ -39,6 +39,7 @@ fn pvc_ready() -> Observations {
         inference_services_present: true,
         image: Some("quay.io/trustyai/trustyai-service:v1".into()),
         provisioning_error: None,
+        pvc_growth_refused: None,
     }
 }
 
@@ -370,6 +371,23 @@ fn provisioning_error_keeps_it_not_ready() {
         condition(&status, "ProvisioningSucceeded")
             .and_then(|c| c.message.as_deref())
             .is_some_and(|m| m.contains("forbidden"))
+    );
+}
+
+#[test]
+fn a_refused_growth_is_reported_but_keeps_it_ready() {
+    let observed = Observations {
+        pvc_growth_refused: Some("it could not grow from 1Gi to 2Gi: not expandable".into()),
+        ..pvc_ready()
+    };
+    let status = compute(None, &observed, &at(100));
+    assert_consistent(&status);
+    assert_eq!(status.phase.as_deref(), Some("Ready"));
+    let pvc = condition(&status, "PVCAvailable").expect("PVCAvailable");
+    assert_eq!(pvc.status, "True");
+    assert_eq!(
+        pvc.message.as_deref(),
+        Some("PersistentVolumeClaim found; it could not grow from 1Gi to 2Gi: not expandable")
     );
 }
 
