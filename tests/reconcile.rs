@@ -1312,14 +1312,58 @@ async fn an_image_change_in_the_operator_config_map_rolls_the_deployment() {
     })
     .await;
 
+    // A spec.image under an allowed prefix wins over the configured image, until the
+    // ConfigMap's allowedImagePrefixes stop allowing it: then the configured image runs, and a
+    // warning says why (the admission webhook judged it by the prefixes of its time).
+    let image_of = |name: &'static str| {
+        let api = env.api::<Deployment>(&ns);
+        async move {
+            let d = api.get(name).await.ok()?;
+            service_container(&d).image.clone()
+        }
+    };
+    let custom = "quay.io/trustyai/trustyai-service:custom";
+    env.volume_for(&ns, "own-pvc").await;
+    let mut spec = pvc_spec();
+    spec["image"] = json!(custom);
+    env.create(&ns, "own", spec).await;
+    env.wait("the Deployment to run spec.image", || async {
+        (image_of("own").await.as_deref() == Some(custom)).then_some(())
+    })
+    .await;
+    config_maps
+        .patch(
+            OPERATOR_CONFIG,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"allowedImagePrefixes": "registry.example.com/"}})),
+        )
+        .await
+        .expect("narrowing the allowed prefixes");
+    env.wait(
+        "the configured image instead of a spec.image no longer allowed",
+        || async { (image_of("own").await.as_deref() == Some(image)).then_some(()) },
+    )
+    .await;
+    let warned = env.wait_event(&ns, "own", "ImageNotAllowed").await;
+    assert!(
+        warned
+            .iter()
+            .all(|e| e.note.as_deref().is_some_and(|n| n.contains(custom))),
+        "{warned:?}"
+    );
+
     config_maps
         .delete(OPERATOR_CONFIG, &DeleteParams::default())
         .await
         .expect("deleting the operator ConfigMap");
     env.wait("the default image back", || async {
-        let d = env.api::<Deployment>(&ns).get("tas").await.ok()?;
-        (service_container(&d).image.as_deref() == Some(DEFAULT_IMAGE)).then_some(())
+        (image_of("tas").await.as_deref() == Some(DEFAULT_IMAGE)).then_some(())
     })
+    .await;
+    env.wait(
+        "spec.image allowed again by the default prefixes",
+        || async { (image_of("own").await.as_deref() == Some(custom)).then_some(()) },
+    )
     .await;
 }
 

@@ -1008,9 +1008,10 @@ impl<'a> Validator<'a> {
             return;
         };
         // An unparseable size on either side is reported (or ratcheted) by check_size.
-        if let (Ok(from_q), Ok(to_q)) = (Quantity::parse(from), Quantity::parse(to))
-            && to_q < from_q
-        {
+        let (Ok(from_q), Ok(to_q)) = (Quantity::parse(from), Quantity::parse(to)) else {
+            return;
+        };
+        if to_q < from_q {
             self.error(FieldError::invalid(
                 Rule::StorageSizeShrink,
                 dotted(SIZE),
@@ -1019,6 +1020,14 @@ impl<'a> Validator<'a> {
                     "may not be smaller than the current {}: a PersistentVolumeClaim can grow but not shrink",
                     go_quote(from)
                 ),
+            ));
+        } else if to_q > from_q && uses_pvc(self.new) {
+            // Whether it can grow depends on the claim's StorageClass, which only the cluster
+            // knows: say so now rather than leave the author to find it in the status.
+            self.warn(format!(
+                "spec.storage.size: the PersistentVolumeClaim grows from {} to {} only if its StorageClass allows volume expansion; otherwise it keeps its size and the PVCAvailable condition says why",
+                go_quote(from),
+                go_quote(to)
             ));
         }
     }

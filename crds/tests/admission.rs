@@ -1033,6 +1033,21 @@ fn ratcheting_covers_cross_field_rules() {
 // --- warnings -----------------------------------------------------------------------------
 
 #[test]
+fn growing_warns_that_the_storage_class_decides() {
+    let grown = with(pvc(), "/spec/storage/size", json!("2Gi"));
+    assert_eq!(
+        check(&grown, Some(&pvc())).warnings,
+        [
+            r#"spec.storage.size: the PersistentVolumeClaim grows from "1Gi" to "2Gi" only if its StorageClass allows volume expansion; otherwise it keeps its size and the PVCAvailable condition says why"#
+        ]
+    );
+    // The same size spelled differently, or no claim (DATABASE storage): nothing to say.
+    let same = with(pvc(), "/spec/storage/size", json!("1024Mi"));
+    assert!(check(&same, Some(&pvc())).warnings.is_empty());
+    assert!(check(&pvc(), Some(&pvc())).warnings.is_empty());
+}
+
+#[test]
 fn warnings_table() {
     let rwo = "spec.replicas: 3 replicas share one ReadWriteOnce volume, which mounts on a single node; replicas scheduled on other nodes cannot start";
     let outside_migration = |field: &str| {
