@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{
-    ConfigMap, PersistentVolume, PersistentVolumeClaim, Secret, Service, ServiceAccount,
+    ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount,
 };
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
@@ -670,6 +670,68 @@ async fn database_mode_reports_bad_credentials_and_recovers() {
     for event in env.events(&ns, "tas", "DBCredentialsNotFound").await {
         assert!(event.series.is_none(), "published once: {:?}", event.series);
     }
+
+    // The service crash-loops, as it does when it cannot reach its database: the credentials
+    // are valid, so the status blames the connection, and Ready names the failing pods. When
+    // the pod recovers, so does the status.
+    let pods = env.api::<Pod>(&ns);
+    let pod = env
+        .wait("the service's pod", || async {
+            pods.list(&ListParams::default().labels("app=tas"))
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .next()
+        })
+        .await
+        .name_any();
+    set_service_container(&pods, &pod, false).await;
+    let failing = env
+        .wait_condition(
+            &ns,
+            "tas",
+            "DBAvailable",
+            "False",
+            Some("DBConnectionError"),
+        )
+        .await;
+    let not_ready = condition(&failing, "Ready").expect("Ready");
+    assert_eq!(not_ready.status, "False");
+    assert!(
+        not_ready.message.contains("failing pods"),
+        "{}",
+        not_ready.message
+    );
+    set_service_container(&pods, &pod, true).await;
+    let recovered = env.wait_ready(&ns, "tas").await;
+    assert_eq!(
+        condition(&recovered, "DBAvailable").map(|c| c.status),
+        Some("True".to_owned())
+    );
+}
+
+/// Makes the service container of `pod` run and be ready, or crash-loop (what the kubelet
+/// would report; kwok leaves a running pod's status alone).
+async fn set_service_container(pods: &Api<Pod>, pod: &str, running: bool) {
+    let ready = if running { "True" } else { "False" };
+    let container = if running {
+        json!({"name": "trustyai-service", "ready": true,
+               "state": {"waiting": null, "running": {"startedAt": "2026-01-01T00:00:00Z"}}})
+    } else {
+        json!({"name": "trustyai-service", "ready": false, "restartCount": 5,
+               "state": {"running": null, "waiting": {"reason": "CrashLoopBackOff", "message": "back-off restarting failed container"}}})
+    };
+    let patch = json!({"status": {
+        "conditions": [
+            {"type": "Ready", "status": ready},
+            {"type": "ContainersReady", "status": ready}
+        ],
+        "containerStatuses": [container]
+    }});
+    pods.patch_status(pod, &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .unwrap_or_else(|e| panic!("setting the status of pod {pod}: {e}"));
 }
 
 #[tokio::test]
