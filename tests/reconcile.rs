@@ -1552,10 +1552,12 @@ struct OptionalCrds<'a> {
     cp: &'a ControlPlane,
 }
 
-const FIXTURES: [&str; 3] = [
+const FIXTURES: [&str; 5] = [
     "tests/fixtures/crds/route.yaml",
     "tests/fixtures/crds/servicemonitor.yaml",
     "tests/fixtures/crds/inferenceservice.yaml",
+    "tests/fixtures/crds/istio-destinationrule.yaml",
+    "tests/fixtures/crds/istio-virtualservice.yaml",
 ];
 
 impl<'a> OptionalCrds<'a> {
@@ -1572,6 +1574,8 @@ impl<'a> OptionalCrds<'a> {
                 "crd/routes.route.openshift.io",
                 "crd/servicemonitors.monitoring.coreos.com",
                 "crd/inferenceservices.serving.kserve.io",
+                "crd/destinationrules.networking.istio.io",
+                "crd/virtualservices.networking.istio.io",
             ],
             None,
         );
@@ -1628,13 +1632,19 @@ async fn optional_apis_get_their_objects_and_modelmesh_is_wired_and_unwired() {
     // Routes gets operator-issued certificates (service-ca is assumed only with Routes).
     let log = env.operator_log();
     env.wait(
-        "the operator to discover Routes, ServiceMonitors and InferenceServices",
+        "the operator to discover Routes, ServiceMonitors, InferenceServices and Istio",
         || async {
             let apis = reported_optional_apis(&log)?;
-            ["routes", "service_monitors", "inference_services"]
-                .iter()
-                .all(|api| apis.get(*api) == Some(&true))
-                .then_some(())
+            [
+                "routes",
+                "service_monitors",
+                "inference_services",
+                "destination_rules",
+                "virtual_services",
+            ]
+            .iter()
+            .all(|api| apis.get(*api) == Some(&true))
+            .then_some(())
         },
     )
     .await;
@@ -1671,10 +1681,18 @@ async fn optional_apis_get_their_objects_and_modelmesh_is_wired_and_unwired() {
         "InferenceService",
         "inferenceservices",
     );
-    for (name, mode) in [("mm-model", "ModelMesh"), ("raw-model", "RawDeployment")] {
+    // The raw one runs with the Istio sidecar; the serverless one is wired only once the
+    // operator ConfigMap enables KServe serverless.
+    for (name, mode, istio) in [
+        ("mm-model", "ModelMesh", "false"),
+        ("raw-model", "RawDeployment", "true"),
+        ("serverless-model", "Serverless", "false"),
+    ] {
         let isvc: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
-            "metadata": {"name": name, "annotations": {"serving.kserve.io/deploymentMode": mode}},
+            "metadata": {"name": name, "annotations": {
+                "serving.kserve.io/deploymentMode": mode, "sidecar.istio.io/inject": istio
+            }},
             "spec": {"predictor": {"model": {"modelFormat": {"name": "sklearn"}}}}
         }))
         .expect("an InferenceService");
@@ -1776,6 +1794,59 @@ async fn optional_apis_get_their_objects_and_modelmesh_is_wired_and_unwired() {
         isvcs.get("mm-model").await.expect("isvc").data["spec"]["predictor"].get("logger"),
         None
     );
+    // The sidecar's traffic reaches the internal Service over TLS.
+    let rules = dynamic_api(
+        client,
+        &ns,
+        "networking.istio.io",
+        "v1beta1",
+        "DestinationRule",
+        "destinationrules",
+    );
+    let rule = env.wait_exists(&rules, "tas-internal").await;
+    assert_owned_by(&rule.metadata, &created, "the DestinationRule");
+    assert_eq!(
+        rule.data["spec"]["host"],
+        format!("tas.{ns}.svc.cluster.local")
+    );
+    let redirects = dynamic_api(
+        client,
+        &ns,
+        "networking.istio.io",
+        "v1beta1",
+        "VirtualService",
+        "virtualservices",
+    );
+    let redirect = env.wait_exists(&redirects, "tas-redirect").await;
+    assert_owned_by(&redirect.metadata, &created, "the VirtualService");
+    // Serverless: left alone until the operator ConfigMap enables it, then logged over HTTP.
+    assert_eq!(
+        isvcs.get("serverless-model").await.expect("isvc").data["spec"]["predictor"].get("logger"),
+        None
+    );
+    let config_maps = env.api::<ConfigMap>(&env.operator_ns);
+    config_maps
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": OPERATOR_CONFIG},
+                "data": {"kServeServerless": "enabled"}
+            }))
+            .expect("a ConfigMap"),
+        )
+        .await
+        .expect("enabling KServe serverless");
+    let serverless_logger = format!("http://tas.{ns}.svc.cluster.local");
+    env.wait("the serverless logger set", || async {
+        let isvc = isvcs.get("serverless-model").await.ok()?;
+        (isvc.data["spec"]["predictor"]["logger"]["url"] == serverless_logger.as_str())
+            .then_some(())
+    })
+    .await;
+    config_maps
+        .delete(OPERATOR_CONFIG, &DeleteParams::default())
+        .await
+        .expect("deleting the operator ConfigMap");
 
     // A router admits the Route: ready.
     routes
@@ -1828,10 +1899,13 @@ async fn optional_apis_get_their_objects_and_modelmesh_is_wired_and_unwired() {
             .unwrap_or_default()
             .is_empty()
     );
-    assert_eq!(
-        isvcs.get("raw-model").await.expect("isvc").data["spec"]["predictor"].get("logger"),
-        None
-    );
+    for name in ["raw-model", "serverless-model"] {
+        assert_eq!(
+            isvcs.get(name).await.expect("isvc").data["spec"]["predictor"].get("logger"),
+            None,
+            "{name}"
+        );
+    }
 }
 
 #[tokio::test]
