@@ -69,11 +69,20 @@ fn running() -> std::sync::MutexGuard<'static, Running> {
     RUNNING.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// How long these tests let a failing cleanup hold up a deletion (the default is 5 minutes).
+const CLEANUP_TIMEOUT: &str = "15s";
+
 fn start_operator(cp: &ControlPlane, namespace: &str) -> Operator {
     let mut operator = Operator::start(
         cp,
         namespace,
-        &["--create-webhook-configurations", "--log-format", "json"],
+        &[
+            "--create-webhook-configurations",
+            "--log-format",
+            "json",
+            "--cleanup-timeout",
+            CLEANUP_TIMEOUT,
+        ],
     );
     operator.wait_ready(TIMEOUT);
     operator
@@ -1116,6 +1125,113 @@ async fn retained_pvc_survives_deletion_and_is_adopted_while_delete_removes_it()
     })
     .await;
     assert!(env.events(&ns, "gone", "PVCRetained").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_cleanup_that_keeps_failing_holds_the_deletion_until_its_deadline() {
+    let env = Env::shared().await;
+    let ns = env.namespace("stuck").await;
+    env.volume_for(&ns, "stuck-pvc").await;
+    env.create(&ns, "stuck", pvc_spec()).await;
+    env.wait_ready(&ns, "stuck").await;
+    let binding = format!("stuck-{ns}-proxy-rolebinding");
+    let bindings = Api::<ClusterRoleBinding>::all(env.client.clone());
+    bindings
+        .get(&binding)
+        .await
+        .expect("the ClusterRoleBinding");
+
+    // An admission policy refuses to delete the binding, so the finalizer's cleanup fails.
+    let policy = format!("keep-{ns}");
+    let (ok, out, err) = env.cp.kubectl(
+        &["apply", "-f", "-"],
+        Some(
+            &json!({"apiVersion": "v1", "kind": "List", "items": [
+                {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+                 "metadata": {"name": policy},
+                 "spec": {"failurePolicy": "Fail",
+                          "matchConstraints": {"resourceRules": [{"apiGroups": ["rbac.authorization.k8s.io"], "apiVersions": ["v1"],
+                                                                  "operations": ["DELETE"], "resources": ["clusterrolebindings"]}]},
+                          "validations": [{"expression": format!("oldObject.metadata.name != '{binding}'"),
+                                           "message": "held by the cleanup test"}]}},
+                {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+                 "metadata": {"name": policy},
+                 "spec": {"policyName": policy, "validationActions": ["Deny"]}}
+            ]})
+            .to_string(),
+        ),
+    );
+    assert!(ok, "the admission policy: {out}{err}");
+    let dry_run = DeleteParams {
+        dry_run: true,
+        ..DeleteParams::default()
+    };
+    env.wait("the policy to refuse deleting the binding", || async {
+        matches!(bindings.delete(&binding, &dry_run).await, Err(kube::Error::Api(s)) if s.message.contains("held by the cleanup test"))
+            .then_some(())
+    })
+    .await;
+
+    let requested = Instant::now();
+    env.services(&ns)
+        .delete("stuck", &DeleteParams::default())
+        .await
+        .expect("deleting the TrustyAIService");
+    let failed = env.wait_event(&ns, "stuck", "CleanupFailed").await;
+    assert!(
+        failed[0]
+            .note
+            .as_deref()
+            .is_some_and(|n| n.contains("held by the cleanup test")),
+        "{failed:?}"
+    );
+    assert!(
+        env.services(&ns)
+            .get_opt("stuck")
+            .await
+            .expect("read")
+            .is_some(),
+        "the finalizer holds the deletion while the cleanup fails"
+    );
+    env.wait("the TrustyAIService gone", || async {
+        env.services(&ns)
+            .get_opt("stuck")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let took = requested.elapsed();
+    eprintln!("deletion released {took:?} after the request (cleanup timeout {CLEANUP_TIMEOUT})");
+    // The deadline counts from deletionTimestamp, which is truncated to the second.
+    assert!(
+        took >= Duration::from_secs(14),
+        "released before its deadline: {took:?}"
+    );
+    let abandoned = env.wait_event(&ns, "stuck", "CleanupAbandoned").await;
+    assert_eq!(abandoned[0].type_.as_deref(), Some("Warning"));
+    // What could not be cleaned up is left, and said so: the binding still exists.
+    bindings
+        .get(&binding)
+        .await
+        .expect("the binding the cleanup could not delete");
+
+    for kind in [
+        "validatingadmissionpolicybinding",
+        "validatingadmissionpolicy",
+    ] {
+        let (ok, out, err) = env.cp.kubectl(&["delete", kind, &policy], None);
+        assert!(ok, "removing the {kind}: {out}{err}");
+    }
+    env.wait("the leftover binding deleted", || async {
+        match bindings.delete(&binding, &DeleteParams::default()).await {
+            Ok(_) => Some(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Some(()),
+            Err(_) => None,
+        }
+    })
+    .await;
 }
 
 /// The requested size of the claim `name`.
