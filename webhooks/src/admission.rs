@@ -2,8 +2,10 @@
 //! `trustyai_crds::{defaults, validation}`'s; these handlers only read the review, call them and
 //! write the answer.
 //!
-//! The body is parsed as plain JSON, not through a typed extractor: an object that breaks the
-//! types must get a denial that says what is wrong, not a generic "failed calling webhook".
+//! The review's envelope is decoded typed; the objects are read with the shared reader
+//! ([`crate::wire`]) as plain JSON, not through the TrustyAIService types: an object that breaks
+//! the types must get a denial that says what is wrong, not a generic "failed calling webhook".
+//! The reader keeps only what the rules read, within a budget proportional to the body.
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -11,6 +13,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use json_patch::{Patch, PatchOperation};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use trustyai_crds::contract::{DEPRECATED_VERSION, GROUP, KIND, PLURAL, STORAGE_VERSION};
 use trustyai_crds::defaults::{Operation, defaults_patch};
@@ -19,6 +23,7 @@ use trustyai_crds::validation::{
 };
 
 use crate::observe::{Endpoint, Outcome, WebhookState};
+use crate::wire::{Budget, Keep, Members, Passed, Reader};
 
 const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
 const REVIEW_KIND: &str = "AdmissionReview";
@@ -238,40 +243,99 @@ fn str_at<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
     value.get(key).and_then(Value::as_str)
 }
 
+/// What admission reads of an object: everything the rules read (metadata, spec), not
+/// `status` or `managedFields`, which no rule looks at (and which are most of a stored object).
+const METADATA: Members = Members {
+    named: &[("managedFields", Keep::Drop)],
+    rest: Keep::Parse,
+    otherwise: Keep::Parse,
+};
+
+const OBJECT: Members = Members {
+    named: &[
+        ("metadata", Keep::Object(&METADATA)),
+        ("status", Keep::Drop),
+    ],
+    rest: Keep::Parse,
+    otherwise: Keep::Parse,
+};
+
+#[derive(Deserialize)]
+struct ReviewIn<'a> {
+    #[serde(rename = "apiVersion")]
+    api_version: Option<String>,
+    kind: Option<String>,
+    #[serde(borrow)]
+    request: Option<RequestIn<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestIn<'a> {
+    uid: Option<String>,
+    resource: Option<ResourceIn>,
+    operation: Option<String>,
+    name: Option<String>,
+    namespace: Option<String>,
+    #[serde(borrow)]
+    object: Option<&'a RawValue>,
+    #[serde(borrow)]
+    old_object: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct ResourceIn {
+    group: Option<String>,
+    resource: Option<String>,
+}
+
+fn read_object<'a>(
+    reader: &Reader<'_, 'a>,
+    raw: Option<&'a RawValue>,
+    path: &str,
+) -> Result<Value, serde_json::Error> {
+    match raw {
+        None => Ok(Value::Null),
+        Some(raw) => Ok(reader
+            .read(raw, Keep::Object(&OBJECT), path)?
+            .unwrap_or(Value::Null)),
+    }
+}
+
 fn parse(body: &[u8]) -> Result<Request, Rejection> {
-    let mut review: Value = serde_json::from_slice(body)
+    let review: ReviewIn<'_> = serde_json::from_slice(body)
         .map_err(|e| Rejection::Malformed(format!("malformed AdmissionReview: {e}")))?;
     let request = review
-        .get("request")
-        .filter(|r| r.is_object())
+        .request
         .ok_or_else(|| Rejection::Malformed("AdmissionReview has no request".into()))?;
-    let uid = str_at(request, "uid")
-        .ok_or_else(|| Rejection::Malformed("AdmissionReview request has no uid".into()))?
-        .to_string();
+    let uid = request
+        .uid
+        .ok_or_else(|| Rejection::Malformed("AdmissionReview request has no uid".into()))?;
     let refuse = |message: String| Rejection::Refused {
         uid: uid.clone(),
         message,
     };
-    if str_at(&review, "apiVersion") != Some(REVIEW_API_VERSION)
-        || str_at(&review, "kind") != Some(REVIEW_KIND)
+    if review.api_version.as_deref() != Some(REVIEW_API_VERSION)
+        || review.kind.as_deref() != Some(REVIEW_KIND)
     {
         return Err(refuse(format!(
             "expected {REVIEW_API_VERSION} {REVIEW_KIND}, got {} {}",
-            str_at(&review, "apiVersion").unwrap_or("<none>"),
-            str_at(&review, "kind").unwrap_or("<none>")
+            review.api_version.as_deref().unwrap_or("<none>"),
+            review.kind.as_deref().unwrap_or("<none>")
         )));
     }
-    let resource = request.get("resource").cloned().unwrap_or(Value::Null);
-    let (group, plural) = (
-        str_at(&resource, "group").unwrap_or(""),
-        str_at(&resource, "resource").unwrap_or(""),
-    );
+    let (group, plural) = request.resource.as_ref().map_or(("", ""), |r| {
+        (
+            r.group.as_deref().unwrap_or(""),
+            r.resource.as_deref().unwrap_or(""),
+        )
+    });
     if group != GROUP || plural != PLURAL {
         return Err(refuse(format!(
             "this webhook admits only {PLURAL}.{GROUP}, not {plural}.{group}"
         )));
     }
-    let operation = match str_at(request, "operation") {
+    let operation = match request.operation.as_deref() {
         Some("CREATE") => Some(Operation::Create),
         Some("UPDATE") => Some(Operation::Update),
         Some("DELETE") | Some("CONNECT") => None,
@@ -282,21 +346,22 @@ fn parse(body: &[u8]) -> Result<Request, Rejection> {
             )));
         }
     };
-    let name = str_at(request, "name").unwrap_or_default().to_string();
-    let namespace = str_at(request, "namespace").unwrap_or_default().to_string();
-    // The objects are moved out of the parsed review, not copied (the checks above read it).
-    let (object, old_object) = match review.get_mut("request") {
-        Some(request) => (
-            request
-                .get_mut("object")
-                .map(Value::take)
-                .unwrap_or(Value::Null),
-            request
-                .get_mut("oldObject")
-                .map(Value::take)
-                .filter(Value::is_object),
-        ),
-        None => (Value::Null, None),
+    // One budget for both objects: together they are at most a small multiple of the body.
+    let budget = Budget::for_body(body.len());
+    let passed = Passed::new();
+    let reader = Reader {
+        budget: &budget,
+        passed: &passed,
+    };
+    let read = |raw, path| read_object(&reader, raw, path).map_err(|e| refuse(e.to_string()));
+    // DELETE and CONNECT are answered without reading the objects.
+    let (object, old_object) = if operation.is_some() {
+        (
+            read(request.object, "request.object")?,
+            Some(read(request.old_object, "request.oldObject")?).filter(Value::is_object),
+        )
+    } else {
+        (Value::Null, None)
     };
     if operation.is_some() && !object.is_object() {
         return Err(refuse(
@@ -318,19 +383,18 @@ fn parse(body: &[u8]) -> Result<Request, Rejection> {
         )));
     }
     // The name of an object being created from generateName is only in the object.
-    let name = if name.is_empty() {
-        object
+    let name = match request.name.filter(|n| !n.is_empty()) {
+        Some(name) => name,
+        None => object
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or_default()
-            .to_string()
-    } else {
-        name
+            .to_string(),
     };
     Ok(Request {
         uid,
         name,
-        namespace,
+        namespace: request.namespace.unwrap_or_default(),
         operation,
         object,
         version,

@@ -20,6 +20,7 @@ mod observe;
 mod ops;
 pub mod routes;
 mod tls;
+mod wire;
 
 pub use https::{HttpsOptions, ServerError, serve_https};
 pub use ops::{MetricsRenderer, OpsState, Readiness, ReadinessReport, ops_router, serve_ops};

@@ -258,8 +258,8 @@ fn reply_failure(request: ConversionRequest, message: &str) -> ConversionReview 
         .into_review()
 }
 
-/// `namespace/name` of an object, for messages.
-fn describe(object: &Value) -> String {
+/// `namespace/name` of an object, for messages (`without a name` when it has none).
+pub fn describe(object: &Value) -> String {
     let field = |name: &str| {
         object
             .get("metadata")

@@ -1,0 +1,532 @@
+//! Reading review bodies with memory bounded by the body's size, whatever its shape.
+//!
+//! A `serde_json::Value` costs tens of bytes per JSON value, so a 3 MiB body of `0,0,0,…` parsed
+//! into one becomes hundreds of MiB. The handlers therefore never parse a whole object: a
+//! [`Keep`] plan says, per member, what the rules read ([`Keep::Parse`]: a `Value`, counted
+//! against a [`Budget`]), what conversion must give back unchanged but never reads
+//! ([`Keep::Pass`]: the member's JSON text, borrowed from the body and written back verbatim),
+//! and what no rule needs ([`Keep::Drop`]: checked for syntax only). Every kept value and every
+//! passed member counts against the budget, which is proportional to the body, so the tree a
+//! request builds is at most a small multiple of its body.
+//!
+//! The same reader serves the three endpoints, so they agree on the wire format: a member that
+//! the reader reads (parses or descends into) twice in one object is refused with the same error
+//! everywhere; passed and dropped text is syntax-checked only (the API server, which wrote it,
+//! owns it).
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+
+use serde::Serialize;
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+use serde_json::{Map, Number, Value};
+
+/// Bytes of body per JSON value the reader may keep. 16 keeps the tree of the worst body (all
+/// one-byte values) at a few times the body's size; real objects keep one value per ~50 bytes.
+const BODY_BYTES_PER_VALUE: usize = 16;
+/// Values every request may keep beyond the proportional share, so small bodies with many short
+/// annotations are not refused.
+const BASE_VALUES: usize = 8192;
+
+/// What to keep of one JSON value.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Keep {
+    /// Parsed into a `Value`.
+    Parse,
+    /// Kept as its JSON text ([`Passed`]), written back unchanged.
+    Pass,
+    /// Not kept; left out of the result.
+    Drop,
+    /// An object read member by member; a value of another type is kept as the plan's
+    /// `otherwise` says.
+    Object(&'static Members),
+    /// An array whose items follow `items`; a value of another type follows `otherwise`.
+    Array {
+        items: &'static Keep,
+        otherwise: &'static Keep,
+    },
+}
+
+/// The plan for the members of an object.
+#[derive(Debug)]
+pub(crate) struct Members {
+    /// Members with a plan of their own.
+    pub named: &'static [(&'static str, Keep)],
+    /// Every other member.
+    pub rest: Keep,
+    /// The value when it is not an object.
+    pub otherwise: Keep,
+}
+
+impl Members {
+    fn plan(&self, key: &str) -> Keep {
+        self.named
+            .iter()
+            .find(|(name, _)| *name == key)
+            .map_or(self.rest, |(_, keep)| *keep)
+    }
+}
+
+/// How many JSON values a request may still keep.
+#[derive(Debug)]
+pub(crate) struct Budget {
+    left: Cell<usize>,
+    limit: usize,
+}
+
+impl Budget {
+    /// The budget of a request with a body of `body_len` bytes.
+    pub(crate) fn for_body(body_len: usize) -> Self {
+        let limit = body_len / BODY_BYTES_PER_VALUE + BASE_VALUES;
+        Self {
+            left: Cell::new(limit),
+            limit,
+        }
+    }
+
+    fn charge<E: de::Error>(&self, path: &Path) -> Result<(), E> {
+        match self.left.get().checked_sub(1) {
+            Some(left) => {
+                self.left.set(left);
+                Ok(())
+            }
+            None => Err(E::custom(ReadError::OverBudget {
+                path: path.render(),
+                limit: self.limit,
+            })),
+        }
+    }
+}
+
+/// Why the reader refused a body. Rendered into serde_json's error (which adds the position).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReadError {
+    /// More values than the budget allows.
+    #[error(
+        "{path}: the review holds more JSON values than a body of its size may ({limit}); a TrustyAIService is far smaller"
+    )]
+    OverBudget { path: String, limit: usize },
+    /// A member the webhook reads appears twice.
+    #[error("{path}: duplicate key {key:?}")]
+    DuplicateKey { path: String, key: String },
+}
+
+/// The JSON text of passed members, borrowed from the body, and the placeholder strings that
+/// stand for them in the tree. A placeholder carries a per-request random prefix, so no string
+/// in an object can be taken for one.
+pub(crate) struct Passed<'a> {
+    prefix: String,
+    texts: RefCell<Vec<&'a RawValue>>,
+}
+
+impl<'a> Passed<'a> {
+    pub(crate) fn new() -> Self {
+        use std::hash::{BuildHasher, Hasher};
+        let random = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        Self {
+            prefix: format!("\u{0}passed-{random:016x}-"),
+            texts: RefCell::new(Vec::new()),
+        }
+    }
+
+    fn placeholder(&self, raw: &'a RawValue) -> Value {
+        let mut texts = self.texts.borrow_mut();
+        texts.push(raw);
+        Value::String(format!("{}{}", self.prefix, texts.len() - 1))
+    }
+
+    fn text(&self, value: &str) -> Option<&'a RawValue> {
+        let index: usize = value.strip_prefix(&self.prefix)?.parse().ok()?;
+        self.texts.borrow().get(index).copied()
+    }
+
+    /// `value` for serialization, with every placeholder written as the text it stands for.
+    pub(crate) fn restore<'v>(&'v self, value: &'v Value) -> Restored<'v, 'a> {
+        Restored {
+            value,
+            passed: self,
+        }
+    }
+}
+
+/// A value whose placeholders serialize as the passed JSON text.
+pub(crate) struct Restored<'v, 'a> {
+    value: &'v Value,
+    passed: &'v Passed<'a>,
+}
+
+impl Serialize for Restored<'_, '_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self.value {
+            Value::String(s) => match self.passed.text(s) {
+                Some(raw) => raw.serialize(serializer),
+                None => serializer.serialize_str(s),
+            },
+            Value::Array(items) => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&self.passed.restore(item))?;
+                }
+                seq.end()
+            }
+            Value::Object(members) => {
+                let mut map = serializer.serialize_map(Some(members.len()))?;
+                for (key, value) in members {
+                    map.serialize_entry(key, &self.passed.restore(value))?;
+                }
+                map.end()
+            }
+            other => other.serialize(serializer),
+        }
+    }
+}
+
+/// Where the reader is, for error messages (`request.object.spec`).
+#[derive(Clone, Debug)]
+struct Path(Vec<String>);
+
+impl Path {
+    fn child(&self, key: &str) -> Path {
+        let mut parts = self.0.clone();
+        parts.push(key.to_owned());
+        Path(parts)
+    }
+
+    fn render(&self) -> String {
+        if self.0.is_empty() {
+            "the body".to_owned()
+        } else {
+            self.0.join(".")
+        }
+    }
+}
+
+/// What one read shares: the budget and the passed texts.
+pub(crate) struct Reader<'r, 'a> {
+    pub budget: &'r Budget,
+    pub passed: &'r Passed<'a>,
+}
+
+impl<'a> Reader<'_, 'a> {
+    /// Reads `raw` (the value at `path`, dotted) as `keep` says. `Ok(None)` when the plan
+    /// drops it.
+    pub(crate) fn read(
+        &self,
+        raw: &'a RawValue,
+        keep: Keep,
+        path: &str,
+    ) -> Result<Option<Value>, serde_json::Error> {
+        let path = Path(path.split('.').map(str::to_owned).collect());
+        self.read_at(raw, keep, &path)
+    }
+
+    fn read_at(
+        &self,
+        raw: &'a RawValue,
+        keep: Keep,
+        path: &Path,
+    ) -> Result<Option<Value>, serde_json::Error> {
+        let first = raw.get().as_bytes().first().copied();
+        let value = match keep {
+            Keep::Drop => return Ok(None),
+            Keep::Pass => {
+                self.budget.charge(path)?;
+                self.passed.placeholder(raw)
+            }
+            Keep::Parse => {
+                let mut de = serde_json::Deserializer::from_str(raw.get());
+                ParseSeed {
+                    budget: self.budget,
+                    path,
+                }
+                .deserialize(&mut de)?
+            }
+            Keep::Object(members) if first == Some(b'{') => {
+                let mut de = serde_json::Deserializer::from_str(raw.get());
+                de::Deserializer::deserialize_map(
+                    &mut de,
+                    ObjectVisitor {
+                        reader: self,
+                        members,
+                        path,
+                    },
+                )?
+            }
+            Keep::Object(members) => return self.read_at(raw, members.otherwise, path),
+            Keep::Array { items, .. } if first == Some(b'[') => {
+                let mut de = serde_json::Deserializer::from_str(raw.get());
+                de::Deserializer::deserialize_seq(
+                    &mut de,
+                    ArrayVisitor {
+                        reader: self,
+                        items,
+                        path,
+                    },
+                )?
+            }
+            Keep::Array { otherwise, .. } => return self.read_at(raw, *otherwise, path),
+        };
+        Ok(Some(value))
+    }
+}
+
+struct ObjectVisitor<'v, 'r, 'a> {
+    reader: &'v Reader<'r, 'a>,
+    members: &'static Members,
+    path: &'v Path,
+}
+
+impl<'de, 'a> Visitor<'de> for ObjectVisitor<'_, '_, 'a>
+where
+    'de: 'a,
+{
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+        self.reader.budget.charge(self.path)?;
+        let mut out = Map::new();
+        while let Some(key) = access.next_key::<String>()? {
+            let keep = self.members.plan(&key);
+            if matches!(keep, Keep::Drop) {
+                access.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            if out.contains_key(key.as_str()) {
+                return Err(de::Error::custom(ReadError::DuplicateKey {
+                    path: self.path.render(),
+                    key,
+                }));
+            }
+            let raw: &'de RawValue = access.next_value()?;
+            let child = self.path.child(&key);
+            self.reader.budget.charge(&child)?;
+            if let Some(value) = self
+                .reader
+                .read_at(raw, keep, &child)
+                .map_err(de::Error::custom)?
+            {
+                out.insert(key, value);
+            }
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+struct ArrayVisitor<'v, 'r, 'a> {
+    reader: &'v Reader<'r, 'a>,
+    items: &'static Keep,
+    path: &'v Path,
+}
+
+impl<'de, 'a> Visitor<'de> for ArrayVisitor<'_, '_, 'a>
+where
+    'de: 'a,
+{
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON array")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+        self.reader.budget.charge(self.path)?;
+        let mut out = Vec::new();
+        let mut index = 0usize;
+        while let Some(raw) = access.next_element::<&'de RawValue>()? {
+            let child = self.path.child(&index.to_string());
+            index += 1;
+            if let Some(value) = self
+                .reader
+                .read_at(raw, *self.items, &child)
+                .map_err(de::Error::custom)?
+            {
+                out.push(value);
+            }
+        }
+        Ok(Value::Array(out))
+    }
+}
+
+/// Parses a whole value, charging the budget for every value and refusing duplicate keys.
+#[derive(Clone, Copy)]
+struct ParseSeed<'v> {
+    budget: &'v Budget,
+    path: &'v Path,
+}
+
+impl<'de> DeserializeSeed<'de> for ParseSeed<'_> {
+    type Value = Value;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ParseSeed<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+        self.budget.charge(self.path)?;
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+        self.budget.charge(self.path)?;
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        self.budget.charge(self.path)?;
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        self.budget.charge(self.path)?;
+        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        self.budget.charge(self.path)?;
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+        self.budget.charge(self.path)?;
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        self.budget.charge(self.path)?;
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+        self.visit_unit()
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+        self.budget.charge(self.path)?;
+        let mut items = Vec::new();
+        while let Some(item) = access.next_element_seed(self)? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+        self.budget.charge(self.path)?;
+        let mut out = Map::new();
+        while let Some(key) = access.next_key::<String>()? {
+            if out.contains_key(&key) {
+                return Err(de::Error::custom(ReadError::DuplicateKey {
+                    path: self.path.render(),
+                    key,
+                }));
+            }
+            let value = access.next_value_seed(self)?;
+            out.insert(key, value);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const PLAN: Members = Members {
+        named: &[
+            ("spec", Keep::Parse),
+            ("status", Keep::Drop),
+            (
+                "list",
+                Keep::Array {
+                    items: &Keep::Parse,
+                    otherwise: &Keep::Pass,
+                },
+            ),
+        ],
+        rest: Keep::Pass,
+        otherwise: Keep::Parse,
+    };
+
+    fn read(body: &str) -> Result<String, String> {
+        let budget = Budget::for_body(body.len());
+        let passed = Passed::new();
+        let reader = Reader {
+            budget: &budget,
+            passed: &passed,
+        };
+        let raw: &RawValue = serde_json::from_str(body).map_err(|e| e.to_string())?;
+        let value = reader
+            .read(raw, Keep::Object(&PLAN), "object")
+            .map_err(|e| e.to_string())?
+            .unwrap_or(Value::Null);
+        serde_json::to_string(&passed.restore(&value)).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn passed_members_come_back_verbatim_and_dropped_ones_not_at_all() {
+        let body = r#"{"spec":{"a":1},"status":{"x":[1,2]},"other":{"b" : [1, 2.50, "\u00e9"]}}"#;
+        assert_eq!(
+            read(body).expect("read"),
+            r#"{"spec":{"a":1},"other":{"b" : [1, 2.50, "\u00e9"]}}"#
+        );
+    }
+
+    #[test]
+    fn a_value_of_another_type_follows_otherwise() {
+        assert_eq!(read(r#"[1,2]"#).expect("read"), "[1,2]");
+        assert_eq!(
+            read(r#"{"list":"not a list"}"#).expect("read"),
+            r#"{"list":"not a list"}"#
+        );
+        assert_eq!(
+            read(r#"{"list":[{"a":1},2]}"#).expect("read"),
+            r#"{"list":[{"a":1},2]}"#
+        );
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused_where_read_with_their_path() {
+        let error = read(r#"{"spec":{"a":1,"a":2}}"#).expect_err("duplicate");
+        assert!(
+            error.contains("object.spec: duplicate key \"a\""),
+            "{error}"
+        );
+        let error = read(r#"{"other":1,"other":2}"#).expect_err("duplicate");
+        assert!(error.contains("object: duplicate key \"other\""), "{error}");
+    }
+
+    #[test]
+    fn a_huge_array_where_values_are_parsed_exceeds_the_budget() {
+        let zeros = vec!["0"; 200_000].join(",");
+        let error = read(&format!(r#"{{"spec":{{"size":[{zeros}]}}}}"#)).expect_err("budget");
+        assert!(
+            error.contains("object.spec: the review holds more JSON values"),
+            "{error}"
+        );
+        // The same array passed through costs one value.
+        let body = format!(r#"{{"other":[{zeros}]}}"#);
+        assert_eq!(read(&body).expect("passed"), body);
+    }
+
+    #[test]
+    fn strings_equal_to_no_placeholder_are_kept() {
+        let body = json!({"spec": {"s": "\u{0}passed-0000000000000000-0"}}).to_string();
+        assert_eq!(read(&body).expect("read"), body);
+    }
+}
