@@ -1236,12 +1236,74 @@ fn has_image_prefix(image: &str, prefix: &str) -> bool {
     prefix.ends_with(['/', ':', '@']) || rest.is_empty() || rest.starts_with(['/', ':', '@'])
 }
 
+/// Longest rendering of an offending value in a message, in characters. A denial names the
+/// field and the rule; the value is there to recognise it, so a long one (a 3 MiB array sent
+/// where a quantity belongs) is cut rather than echoed (once in the message, once per cause).
+const MAX_RENDERED_VALUE: usize = 128;
+
 /// A value as the API server shows it: strings quoted like Go's `%q`, other scalars plain,
-/// objects and arrays as JSON.
+/// objects and arrays as JSON; cut after [`MAX_RENDERED_VALUE`] characters with
+/// `...(truncated)`.
 fn render_value(value: &Value) -> String {
-    match value {
-        Value::String(s) => go_quote(s),
-        other => other.to_string(),
+    let full = match value {
+        Value::String(s) if s.len() <= MAX_RENDERED_VALUE * 4 => go_quote(s),
+        Value::String(s) => {
+            let head: String = s.chars().take(MAX_RENDERED_VALUE + 1).collect();
+            go_quote(&head)
+        }
+        other => {
+            // Written through a bounded buffer: the JSON of a huge array is never built whole.
+            let mut out = BoundedText::new(MAX_RENDERED_VALUE * 4 + 8);
+            // An error here only means the buffer is full.
+            let _ = serde_json::to_writer(&mut out, other);
+            out.text()
+        }
+    };
+    match full.char_indices().nth(MAX_RENDERED_VALUE) {
+        Some((cut, _)) => format!("{}...(truncated)", &full[..cut]),
+        None => full,
+    }
+}
+
+/// A writer that keeps at most `limit` bytes and fails once more are written.
+struct BoundedText {
+    bytes: Vec<u8>,
+    limit: usize,
+}
+
+impl BoundedText {
+    fn new(limit: usize) -> Self {
+        Self {
+            bytes: Vec::new(),
+            limit,
+        }
+    }
+
+    /// What was kept, cut back to whole characters.
+    fn text(self) -> String {
+        match String::from_utf8(self.bytes) {
+            Ok(text) => text,
+            Err(e) => {
+                let valid = e.utf8_error().valid_up_to();
+                String::from_utf8_lossy(&e.into_bytes()[..valid]).into_owned()
+            }
+        }
+    }
+}
+
+impl std::io::Write for BoundedText {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let room = self.limit.saturating_sub(self.bytes.len());
+        if room == 0 {
+            return Err(std::io::Error::other("value rendering is long enough"));
+        }
+        let taken = buf.len().min(room);
+        self.bytes.extend_from_slice(&buf[..taken]);
+        Ok(taken)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -1360,6 +1422,21 @@ mod tests {
     #[test]
     fn go_quoting() {
         assert_eq!(go_quote("a\"b\\c"), r#""a\"b\\c""#);
+        let long = render_value(&Value::Array(vec![Value::from(0); 1_000_000]));
+        assert!(
+            long.starts_with("[0,0,") && long.ends_with("...(truncated)"),
+            "{long}"
+        );
+        assert_eq!(
+            long.chars().count(),
+            MAX_RENDERED_VALUE + "...(truncated)".len()
+        );
+        let text = render_value(&Value::String("é".repeat(10_000)));
+        assert!(
+            text.starts_with("\"éé") && text.ends_with("...(truncated)"),
+            "{text}"
+        );
+        assert_eq!(render_value(&Value::String("1Gx".into())), "\"1Gx\"");
         assert_eq!(go_quote("line\nnext\ttab"), r#""line\nnext\ttab""#);
         assert_eq!(go_quote("\u{1}"), r#""\x01""#);
         assert_eq!(go_quote("ünïcode"), "\"ünïcode\"");

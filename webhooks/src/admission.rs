@@ -22,6 +22,7 @@ use trustyai_crds::validation::{
     FieldError, ValidationContext, denial_message, validate as validate_object,
 };
 
+use crate::limits::MALFORMED;
 use crate::observe::{Endpoint, Outcome, WebhookState};
 use crate::wire::{Budget, Keep, Members, Passed, Reader};
 
@@ -190,14 +191,18 @@ fn invalid_status(name: &str, errors: &[FieldError]) -> Value {
 fn reject(rejection: Rejection) -> (Outcome, Response) {
     match rejection {
         Rejection::Malformed(message) => {
-            tracing::warn!(%message, "malformed AdmissionReview");
+            if MALFORMED.admit() {
+                tracing::warn!(%message, suppressed = MALFORMED.take_suppressed(), "malformed AdmissionReview");
+            }
             (
                 Outcome::Malformed,
                 (StatusCode::BAD_REQUEST, message).into_response(),
             )
         }
         Rejection::Refused { uid, message } => {
-            tracing::warn!(%uid, %message, "admission request refused");
+            if MALFORMED.admit() {
+                tracing::warn!(%uid, %message, suppressed = MALFORMED.take_suppressed(), "admission request refused");
+            }
             let status = json!({"status": "Failure", "message": message, "reason": "BadRequest", "code": 400});
             (
                 Outcome::Failed,

@@ -22,6 +22,7 @@ use serde_json::value::RawValue;
 use trustyai_crds::contract::{DEPRECATED_VERSION, GROUP, STORAGE_VERSION};
 use trustyai_crds::conversion::{ConversionError, convert_object, describe};
 
+use crate::limits::MALFORMED;
 use crate::observe::{Endpoint, Outcome, WebhookState};
 use crate::wire::{Budget, Keep, Members, Passed, Reader};
 
@@ -134,7 +135,9 @@ pub async fn convert(
             (Outcome::Allowed, json_response(bytes))
         }
         Err(Failure::Malformed(message)) => {
-            tracing::warn!(error = %message, "malformed ConversionReview");
+            if MALFORMED.admit() {
+                tracing::warn!(error = %message, suppressed = MALFORMED.take_suppressed(), "malformed ConversionReview");
+            }
             (
                 Outcome::Malformed,
                 (
@@ -145,7 +148,9 @@ pub async fn convert(
             )
         }
         Err(Failure::Refused { uid, message }) => {
-            tracing::warn!(%uid, %message, "conversion failed");
+            if MALFORMED.admit() {
+                tracing::warn!(%uid, %message, suppressed = MALFORMED.take_suppressed(), "conversion failed");
+            }
             (
                 Outcome::Failed,
                 json_response(failure_review(&uid, &message)),

@@ -13,13 +13,16 @@ use hyper::Request;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::{JoinError, JoinSet};
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
-use tower_http::limit::RequestBodyLimitLayer;
 
+use crate::limits::{Admission, CONNECTION_LIMIT, HANDSHAKE_FAILED, Refusal, ServerEvents, admit};
 use crate::middleware::{enforce_deadline, trace_request};
 use crate::tls::{ALPN_H2, ServingCertificate, TlsError, server_config};
 
@@ -47,6 +50,19 @@ pub struct HttpsOptions {
     /// On shutdown, how long in-flight requests may take to finish before their connections
     /// are closed.
     pub drain_timeout: Duration,
+    /// A connection (HTTP/1.1 or HTTP/2) with no request in flight for this long is closed
+    /// (HTTP/2 with GOAWAY, so the client opens a new one for its next request).
+    pub idle_timeout: Duration,
+    /// Most connections open at once; at the limit, accepting pauses until one closes.
+    pub max_connections: usize,
+    /// HTTP/2: most requests in flight on one connection.
+    pub http2_max_concurrent_streams: u32,
+    /// Memory that requests in flight may reserve together (see [`crate::COST_PER_BODY_BYTE`]).
+    pub memory_budget_bytes: usize,
+    /// How long a request waits for room in the memory budget before it gets `429`.
+    pub queue_timeout: Duration,
+    /// Receives every refusal (429, 413, connection limit, failed handshake, idle close).
+    pub events: ServerEvents,
 }
 
 impl HttpsOptions {
@@ -65,6 +81,18 @@ impl HttpsOptions {
     /// Default [`drain_timeout`](Self::drain_timeout): longer than the request timeout, so
     /// every request that was admitted can finish.
     pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+    /// Default [`idle_timeout`](Self::idle_timeout): under the 90 s a Go HTTP client keeps an
+    /// idle connection, so the API server rarely finds one closed under it.
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+    /// Default [`max_connections`](Self::max_connections).
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+    /// Default [`http2_max_concurrent_streams`](Self::http2_max_concurrent_streams).
+    pub const DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS: u32 = 64;
+    /// Default [`memory_budget_bytes`](Self::memory_budget_bytes): four requests of the
+    /// largest body at once (4 × 3 MiB × 8), which keeps the chart's 256 Mi limit with room.
+    pub const DEFAULT_MEMORY_BUDGET_BYTES: usize = 96 * 1024 * 1024;
+    /// Default [`queue_timeout`](Self::queue_timeout): well inside the request deadline.
+    pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(1);
 }
 
 impl Default for HttpsOptions {
@@ -76,6 +104,12 @@ impl Default for HttpsOptions {
             header_read_timeout: Self::DEFAULT_HEADER_READ_TIMEOUT,
             http2_keep_alive_interval: Some(Self::DEFAULT_HTTP2_KEEP_ALIVE_INTERVAL),
             drain_timeout: Self::DEFAULT_DRAIN_TIMEOUT,
+            idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            http2_max_concurrent_streams: Self::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
+            memory_budget_bytes: Self::DEFAULT_MEMORY_BUDGET_BYTES,
+            queue_timeout: Self::DEFAULT_QUEUE_TIMEOUT,
+            events: ServerEvents::default(),
         }
     }
 }
@@ -119,9 +153,37 @@ pub async fn serve_https(
     let mut connections = JoinSet::new();
     let mut backoff = ACCEPT_BACKOFF_MIN;
 
+    let connection_slots = Arc::new(Semaphore::new(options.max_connections.max(1)));
+    let per_connection = Arc::new(ConnectionOptions {
+        handshake_timeout: options.handshake_timeout,
+        idle_timeout: options.idle_timeout,
+        events: options.events.clone(),
+    });
+
     tracing::info!(address = ?listener.local_addr().ok(), "webhook server listening");
     tokio::pin!(shutdown);
     loop {
+        let slot = match Arc::clone(&connection_slots).try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => {
+                options.events.refused(Refusal::ConnectionLimit);
+                if CONNECTION_LIMIT.admit() {
+                    tracing::warn!(
+                        max_connections = options.max_connections,
+                        suppressed = CONNECTION_LIMIT.take_suppressed(),
+                        "connection limit reached; accepting paused until a connection closes"
+                    );
+                }
+                tokio::select! {
+                    biased;
+                    () = &mut shutdown => break,
+                    Some(finished) = connections.join_next() => {
+                        log_task_failure(finished);
+                        continue;
+                    }
+                }
+            }
+        };
         tokio::select! {
             biased;
             () = &mut shutdown => break,
@@ -140,8 +202,9 @@ pub async fn serve_https(
                         acceptor.clone(),
                         Arc::clone(&builders),
                         app.clone(),
-                        options.handshake_timeout,
+                        Arc::clone(&per_connection),
                         drain_rx.clone(),
+                        slot,
                     ));
                 }
                 Err(err) if is_connection_error(&err) => {
@@ -187,13 +250,19 @@ pub async fn serve_https(
 }
 
 /// Wraps the caller's router in the request layers. Outermost first: tracing (so it sees every
-/// final status), the deadline, then the body limit. Both body limits are set because axum's
-/// extractors apply their own 2 MB default otherwise, and the tower-http layer rejects a
-/// declared oversized `Content-Length` before any of the body is read.
+/// final status), the deadline, then admission (the memory reservation and the body read within
+/// its limit, [`crate::limits`]). axum's own body limit is set too, because its extractors
+/// apply a 2 MB default otherwise.
 fn with_request_layers(router: Router, options: &HttpsOptions) -> Router {
+    let admission = Admission::new(
+        options.memory_budget_bytes,
+        options.queue_timeout,
+        options.max_body_bytes,
+        options.events.clone(),
+    );
     router
         .layer(DefaultBodyLimit::max(options.max_body_bytes))
-        .layer(RequestBodyLimitLayer::new(options.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(admission, admit))
         .layer(axum::middleware::from_fn_with_state(
             options.request_timeout,
             enforce_deadline,
@@ -220,6 +289,7 @@ impl HttpBuilders {
         builder
             .http2()
             .timer(TokioTimer::new())
+            .max_concurrent_streams(options.http2_max_concurrent_streams)
             .keep_alive_interval(options.http2_keep_alive_interval);
         Self {
             http1: builder.clone().http1_only(),
@@ -236,25 +306,37 @@ impl HttpBuilders {
     }
 }
 
-/// One connection: TLS handshake, then HTTP until the peer closes or the server drains.
+/// What every connection of a server shares.
+struct ConnectionOptions {
+    handshake_timeout: Duration,
+    idle_timeout: Duration,
+    events: ServerEvents,
+}
+
+/// One connection: TLS handshake, then HTTP until the peer closes, the connection stays idle
+/// for the idle timeout, or the server drains. `_slot` is its place under the connection limit.
+#[allow(clippy::too_many_arguments)]
 async fn serve_connection(
     stream: TcpStream,
     remote: SocketAddr,
     acceptor: TlsAcceptor,
     builders: Arc<HttpBuilders>,
     app: Router,
-    handshake_timeout: Duration,
+    options: Arc<ConnectionOptions>,
     mut drain: watch::Receiver<bool>,
+    _slot: OwnedSemaphorePermit,
 ) {
-    let handshake = tokio::time::timeout(handshake_timeout, acceptor.accept(stream));
+    let handshake = tokio::time::timeout(options.handshake_timeout, acceptor.accept(stream));
     let stream = tokio::select! {
         result = handshake => match result {
             Ok(Ok(stream)) => stream,
             Ok(Err(err)) => {
+                options.events.refused(Refusal::HandshakeFailed);
                 log_handshake_failure(remote, &err);
                 return;
             }
             Err(_elapsed) => {
+                options.events.refused(Refusal::HandshakeFailed);
                 tracing::debug!(%remote, "TLS handshake timed out");
                 return;
             }
@@ -263,10 +345,20 @@ async fn serve_connection(
     };
 
     let alpn = stream.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
-    let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
-        request.extensions_mut().insert(ConnectInfo(remote));
-        app.clone().oneshot(request)
-    });
+    let activity = Arc::new(Activity::new());
+    let service = {
+        let activity = Arc::clone(&activity);
+        hyper::service::service_fn(move |mut request: Request<Incoming>| {
+            request.extensions_mut().insert(ConnectInfo(remote));
+            let busy = activity.begin();
+            let response = app.clone().oneshot(request);
+            async move {
+                let response = response.await;
+                drop(busy);
+                response
+            }
+        })
+    };
     let connection = builders
         .for_alpn(alpn.as_deref())
         .serve_connection(TokioIo::new(stream), service);
@@ -277,9 +369,79 @@ async fn serve_connection(
             connection.as_mut().graceful_shutdown();
             connection.await
         }
+        () = activity.idle_for(options.idle_timeout) => {
+            options.events.refused(Refusal::IdleClosed);
+            tracing::debug!(%remote, "closing an idle connection");
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
     };
     if let Err(err) = result {
         tracing::debug!(%remote, error = %err, "connection ended with an error");
+    }
+}
+
+/// Requests in flight on one connection and when the last one ended.
+struct Activity {
+    in_flight: AtomicUsize,
+    changed: Notify,
+    since: std::sync::Mutex<Instant>,
+}
+
+/// Marks a request in flight until dropped.
+struct Busy(Arc<Activity>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if let Ok(mut since) = self.0.since.lock() {
+                *since = Instant::now();
+            }
+        }
+        self.0.changed.notify_waiters();
+    }
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            in_flight: AtomicUsize::new(0),
+            changed: Notify::new(),
+            since: std::sync::Mutex::new(Instant::now()),
+        }
+    }
+
+    fn begin(self: &Arc<Self>) -> Busy {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.changed.notify_waiters();
+        Busy(Arc::clone(self))
+    }
+
+    /// Completes once no request has been in flight for `timeout`.
+    async fn idle_for(&self, timeout: Duration) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.in_flight.load(Ordering::Acquire) > 0 {
+                changed.await;
+                continue;
+            }
+            let since = self
+                .since
+                .lock()
+                .map(|s| *s)
+                .unwrap_or_else(|_| Instant::now());
+            let deadline = tokio::time::Instant::from_std(since + timeout);
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => {
+                    if self.in_flight.load(Ordering::Acquire) == 0 {
+                        return;
+                    }
+                }
+                () = changed => {}
+            }
+        }
     }
 }
 
@@ -296,9 +458,13 @@ fn log_handshake_failure(remote: SocketAddr, err: &io::Error) {
         .get_ref()
         .and_then(|inner| inner.downcast_ref::<rustls::Error>());
     match tls_error {
-        Some(tls_error) => {
-            tracing::warn!(%remote, error = %tls_error, "TLS handshake failed");
+        // Sampled: anyone who can open a connection can repeat this at will.
+        Some(tls_error) if HANDSHAKE_FAILED.admit() => {
+            tracing::warn!(%remote, error = %tls_error,
+                suppressed = HANDSHAKE_FAILED.take_suppressed(),
+                "TLS handshake failed (one line per 10 s at most; the metric counts each)");
         }
+        Some(_) => {}
         None => tracing::debug!(%remote, error = %err, "TLS handshake failed"),
     }
 }

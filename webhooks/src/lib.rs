@@ -15,6 +15,7 @@
 pub mod admission;
 pub mod conversion;
 mod https;
+mod limits;
 mod middleware;
 mod observe;
 mod ops;
@@ -23,6 +24,7 @@ mod tls;
 mod wire;
 
 pub use https::{HttpsOptions, ServerError, serve_https};
+pub use limits::{COST_PER_BODY_BYTE, Refusal, ServerEvents, ServerObserver};
 pub use ops::{MetricsRenderer, OpsState, Readiness, ReadinessReport, ops_router, serve_ops};
 pub use tls::{
     CertificateInfo, PROTOCOL_VERSIONS, ServingCertificate, TlsError, crypto_provider,

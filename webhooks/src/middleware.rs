@@ -8,11 +8,14 @@ use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
+
+use crate::limits::REJECTED;
 use tracing::field::{Empty, display};
 
 /// Runs the request inside an `http_request` span carrying method, path, HTTP version and peer
 /// address, then records status and latency and emits one event: `debug` on success (the
-/// apiserver calls often; success is not news), `info` for 4xx, `warn` for 5xx.
+/// apiserver calls often; success is not news), `info` for 4xx, `warn` for 5xx, those two at
+/// most once per 10 s with the number left out since.
 pub(crate) async fn trace_request(request: Request, next: Next) -> Response {
     let span = tracing::info_span!(
         "http_request",
@@ -32,12 +35,16 @@ pub(crate) async fn trace_request(request: Request, next: Next) -> Response {
     span.record("status", status.as_u16());
     span.record("latency_ms", started.elapsed().as_secs_f64() * 1000.0);
     span.in_scope(|| {
-        if status.is_server_error() {
-            tracing::warn!("request failed");
-        } else if status.is_client_error() {
-            tracing::info!("request rejected");
-        } else {
+        // Errors are sampled: a client can repeat a bad request at will.
+        if status.is_success() || status.is_redirection() || status.is_informational() {
             tracing::debug!("request served");
+        } else if REJECTED.admit() {
+            let suppressed = REJECTED.take_suppressed();
+            if status.is_server_error() {
+                tracing::warn!(suppressed, "request failed");
+            } else {
+                tracing::info!(suppressed, "request rejected");
+            }
         }
     });
     response
