@@ -102,6 +102,48 @@ pub enum LogFormat {
     Json,
 }
 
+/// What the webhook server may spend. With `failurePolicy: Fail` it is in the write path of
+/// every TrustyAIService, so it must refuse work (429, 413) before it runs out of memory.
+#[derive(Debug, Args)]
+pub struct WebhookLimitArgs {
+    /// Memory, in MiB, that webhook requests in flight may reserve together; each reserves 8×
+    /// its body. The process needs about this plus ~100 MiB (with 1,000 TrustyAIServices).
+    #[arg(long, default_value_t = trustyai_webhooks::HttpsOptions::DEFAULT_MEMORY_BUDGET_BYTES / MIB)]
+    pub webhook_memory_budget_mib: usize,
+
+    /// How long a webhook request waits for room in the memory budget before it gets 429.
+    #[arg(long, default_value = "1s", value_parser = humantime_duration)]
+    pub webhook_queue_timeout: Duration,
+
+    /// A webhook connection with no request in flight for this long is closed.
+    #[arg(long, default_value = "60s", value_parser = humantime_duration)]
+    pub webhook_idle_timeout: Duration,
+
+    /// Most webhook connections open at once.
+    #[arg(long, default_value_t = trustyai_webhooks::HttpsOptions::DEFAULT_MAX_CONNECTIONS)]
+    pub webhook_max_connections: usize,
+
+    /// HTTP/2: most webhook requests in flight on one connection.
+    #[arg(long, default_value_t = trustyai_webhooks::HttpsOptions::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS)]
+    pub webhook_max_streams: u32,
+}
+
+const MIB: usize = 1024 * 1024;
+
+impl WebhookLimitArgs {
+    /// The server options these flags set, over the defaults.
+    pub fn https_options(&self) -> trustyai_webhooks::HttpsOptions {
+        trustyai_webhooks::HttpsOptions {
+            memory_budget_bytes: self.webhook_memory_budget_mib.saturating_mul(MIB),
+            queue_timeout: self.webhook_queue_timeout,
+            idle_timeout: self.webhook_idle_timeout,
+            max_connections: self.webhook_max_connections,
+            http2_max_concurrent_streams: self.webhook_max_streams,
+            ..trustyai_webhooks::HttpsOptions::default()
+        }
+    }
+}
+
 /// Options of `run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -238,6 +280,10 @@ pub struct RunArgs {
     /// How long in-flight webhook requests may take to finish on shutdown.
     #[arg(long, default_value = "10s", value_parser = humantime_duration)]
     pub drain_timeout: Duration,
+
+    /// Limits of the webhook server.
+    #[command(flatten)]
+    pub webhook_limits: WebhookLimitArgs,
 
     /// ClusterRole (token and subject access reviews) each TrustyAIService's kube-rbac-proxy
     /// ServiceAccount is bound to; a Helm release may name it differently.

@@ -13,7 +13,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
-use trustyai_webhooks::{Endpoint, Outcome, WebhookObserver};
+use trustyai_webhooks::{Endpoint, Outcome, Refusal, ServerObserver, WebhookObserver};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabel {
@@ -39,6 +39,11 @@ struct RequestLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RuleLabel {
     rule: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusalLabel {
+    reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -74,6 +79,7 @@ pub struct Metrics {
     webhook_duration: Family<EndpointLabel, Histogram, fn() -> Histogram>,
     denials: Family<RuleLabel, Counter>,
     converted: Family<VersionLabel, Counter>,
+    refusals: Family<RefusalLabel, Counter>,
     certificate_expiry: Gauge<i64, AtomicI64>,
     leader: Gauge,
 }
@@ -98,6 +104,7 @@ impl Metrics {
             webhook_duration: Family::new_with_constructor(latency_histogram),
             denials: Family::default(),
             converted: Family::default(),
+            refusals: Family::default(),
             certificate_expiry: Gauge::default(),
             leader: Gauge::default(),
             registry: Registry::default(),
@@ -147,6 +154,23 @@ impl Metrics {
             "Objects converted by the conversion webhook, by target version",
             m.converted.clone(),
         );
+        registry.register(
+            "webhook_refusals",
+            "Work the webhook server refused, by reason: throttled (429, memory budget full), body_too_large (413), connection_limit (accepting paused), handshake_failed, idle_closed",
+            m.refusals.clone(),
+        );
+        // Every reason from the start, so a rate over it works before the first refusal.
+        for refusal in [
+            Refusal::Throttled,
+            Refusal::BodyTooLarge,
+            Refusal::ConnectionLimit,
+            Refusal::HandshakeFailed,
+            Refusal::IdleClosed,
+        ] {
+            drop(m.refusals.get_or_create(&RefusalLabel {
+                reason: refusal.as_str(),
+            }));
+        }
         registry.register(
             "serving_certificate_expiry_timestamp_seconds",
             "When the webhook serving certificate expires (Unix time)",
@@ -212,6 +236,16 @@ impl Metrics {
     /// Whether this replica leads.
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+    }
+}
+
+impl ServerObserver for Metrics {
+    fn refused(&self, refusal: Refusal) {
+        self.refusals
+            .get_or_create(&RefusalLabel {
+                reason: refusal.as_str(),
+            })
+            .inc();
     }
 }
 

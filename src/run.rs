@@ -133,7 +133,8 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let router = trustyai_webhooks::webhook_router(state);
     let options = HttpsOptions {
         drain_timeout: args.drain_timeout,
-        ..HttpsOptions::default()
+        events: trustyai_webhooks::ServerEvents(metrics.clone()),
+        ..args.webhook_limits.https_options()
     };
     {
         let (serving, readiness, stop) = (serving.clone(), readiness.clone(), stop.clone());

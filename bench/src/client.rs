@@ -105,8 +105,26 @@ pub async fn connect(
 }
 
 impl Connection {
+    /// Whether the server has closed this connection (HTTP/2: GOAWAY or EOF seen).
+    pub fn is_closed(&self) -> bool {
+        match self {
+            Connection::H2(sender) => sender.is_closed(),
+            Connection::H1(sender) => sender.try_lock().is_ok_and(|s| s.is_closed()),
+        }
+    }
+
     /// `POST path` with a JSON body; the status and the whole response body.
     pub async fn post(&self, path: &str, body: Bytes) -> Result<(u16, Bytes)> {
+        let (status, _, body) = self.post_answer(path, body).await?;
+        Ok((status, body))
+    }
+
+    /// `POST path` with a JSON body; the status, the headers and the whole response body.
+    pub async fn post_answer(
+        &self,
+        path: &str,
+        body: Bytes,
+    ) -> Result<(u16, hyper::HeaderMap, Bytes)> {
         let request = hyper::Request::post(path)
             .header("host", "localhost")
             .header("content-type", "application/json")
@@ -124,8 +142,9 @@ impl Connection {
             }
         };
         let status = response.status().as_u16();
+        let headers = response.headers().clone();
         let body = response.into_body().collect().await?.to_bytes();
-        Ok((status, body))
+        Ok((status, headers, body))
     }
 }
 

@@ -354,10 +354,7 @@ fn parse(body: &[u8]) -> Result<Request, Rejection> {
     // One budget for both objects: together they are at most a small multiple of the body.
     let budget = Budget::for_body(body.len());
     let passed = Passed::new();
-    let reader = Reader {
-        budget: &budget,
-        passed: &passed,
-    };
+    let reader = Reader::new(&budget, &passed);
     let read = |raw, path| read_object(&reader, raw, path).map_err(|e| refuse(e.to_string()));
     // DELETE and CONNECT are answered without reading the objects.
     let (object, old_object) = if operation.is_some() {

@@ -258,10 +258,7 @@ impl ObjectWriter<'_> {
     fn write(&mut self, index: usize, raw: &RawValue) -> Result<(), String> {
         let budget = Budget::for_body(raw.get().len());
         let passed = Passed::new();
-        let reader = Reader {
-            budget: &budget,
-            passed: &passed,
-        };
+        let reader = Reader::new(&budget, &passed);
         let object = reader
             .read(
                 raw,

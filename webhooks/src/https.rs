@@ -393,10 +393,10 @@ struct Busy(Arc<Activity>);
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
-            if let Ok(mut since) = self.0.since.lock() {
-                *since = Instant::now();
-            }
+        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1
+            && let Ok(mut since) = self.0.since.lock()
+        {
+            *since = Instant::now();
         }
         self.0.changed.notify_waiters();
     }

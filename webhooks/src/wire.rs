@@ -22,9 +22,13 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 use serde_json::value::RawValue;
 use serde_json::{Map, Number, Value};
 
-/// Bytes of body per JSON value the reader may keep. 16 keeps the tree of the worst body (all
-/// one-byte values) at a few times the body's size; real objects keep one value per ~50 bytes.
-const BODY_BYTES_PER_VALUE: usize = 16;
+/// Bytes of body per JSON value the reader may keep. A kept value costs up to ~160 bytes (a
+/// `Value` and its share of a growing container), so 32 keeps the tree of the worst body (all
+/// one-byte values) under 5 times the body; real objects keep one value per ~50 bytes of body
+/// or fewer, since `managedFields` and `status` are passed or dropped.
+const BODY_BYTES_PER_VALUE: usize = 32;
+/// What a passed member costs, in values: its placeholder string and the reference to its text.
+const PLACEHOLDER_COST: usize = 2;
 /// Values every request may keep beyond the proportional share, so small bodies with many short
 /// annotations are not refused.
 const BASE_VALUES: usize = 8192;
@@ -85,14 +89,14 @@ impl Budget {
         }
     }
 
-    fn charge<E: de::Error>(&self, path: &Path) -> Result<(), E> {
-        match self.left.get().checked_sub(1) {
+    fn charge<E: de::Error>(&self, values: usize, position: &Position) -> Result<(), E> {
+        match self.left.get().checked_sub(values) {
             Some(left) => {
                 self.left.set(left);
                 Ok(())
             }
             None => Err(E::custom(ReadError::OverBudget {
-                path: path.render(),
+                path: position.render(),
                 limit: self.limit,
             })),
         }
@@ -185,33 +189,61 @@ impl Serialize for Restored<'_, '_> {
     }
 }
 
-/// Where the reader is, for error messages (`request.object.spec`).
+/// One step of the reader's position.
 #[derive(Clone, Debug)]
-struct Path(Vec<String>);
+enum Step {
+    Key(String),
+    Index(usize),
+}
 
-impl Path {
-    fn child(&self, key: &str) -> Path {
-        let mut parts = self.0.clone();
-        parts.push(key.to_owned());
-        Path(parts)
+/// Where the reader is, for error messages (`request.object.spec.storage`).
+#[derive(Debug, Default)]
+struct Position(RefCell<Vec<Step>>);
+
+impl Position {
+    fn render(&self) -> String {
+        let steps = self.0.borrow();
+        if steps.is_empty() {
+            return "the body".to_owned();
+        }
+        let mut out = String::new();
+        for step in steps.iter() {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            match step {
+                Step::Key(key) => out.push_str(key),
+                Step::Index(index) => out.push_str(&index.to_string()),
+            }
+        }
+        out
     }
 
-    fn render(&self) -> String {
-        if self.0.is_empty() {
-            "the body".to_owned()
-        } else {
-            self.0.join(".")
+    fn push(&self, step: Step) {
+        self.0.borrow_mut().push(step);
+    }
+
+    fn pop(&self) {
+        self.0.borrow_mut().pop();
+    }
+}
+
+/// What one read shares: the budget, the passed texts and the position.
+pub(crate) struct Reader<'r, 'a> {
+    budget: &'r Budget,
+    passed: &'r Passed<'a>,
+    position: Position,
+}
+
+impl<'r, 'a> Reader<'r, 'a> {
+    pub(crate) fn new(budget: &'r Budget, passed: &'r Passed<'a>) -> Self {
+        Self {
+            budget,
+            passed,
+            position: Position::default(),
         }
     }
-}
 
-/// What one read shares: the budget and the passed texts.
-pub(crate) struct Reader<'r, 'a> {
-    pub budget: &'r Budget,
-    pub passed: &'r Passed<'a>,
-}
-
-impl<'a> Reader<'_, 'a> {
     /// Reads `raw` (the value at `path`, dotted) as `keep` says. `Ok(None)` when the plan
     /// drops it.
     pub(crate) fn read(
@@ -220,30 +252,29 @@ impl<'a> Reader<'_, 'a> {
         keep: Keep,
         path: &str,
     ) -> Result<Option<Value>, serde_json::Error> {
-        let path = Path(path.split('.').map(str::to_owned).collect());
-        self.read_at(raw, keep, &path)
+        self.position.0.borrow_mut().clear();
+        for key in path.split('.') {
+            self.position.push(Step::Key(key.to_owned()));
+        }
+        self.read_at(raw, keep)
     }
 
-    fn read_at(
-        &self,
-        raw: &'a RawValue,
-        keep: Keep,
-        path: &Path,
-    ) -> Result<Option<Value>, serde_json::Error> {
+    /// Charges one value, refusing once the budget is spent.
+    fn charge<E: de::Error>(&self, values: usize) -> Result<(), E> {
+        self.budget.charge(values, &self.position)
+    }
+
+    fn read_at(&self, raw: &'a RawValue, keep: Keep) -> Result<Option<Value>, serde_json::Error> {
         let first = raw.get().as_bytes().first().copied();
         let value = match keep {
             Keep::Drop => return Ok(None),
             Keep::Pass => {
-                self.budget.charge(path)?;
+                self.charge(PLACEHOLDER_COST)?;
                 self.passed.placeholder(raw)
             }
             Keep::Parse => {
                 let mut de = serde_json::Deserializer::from_str(raw.get());
-                ParseSeed {
-                    budget: self.budget,
-                    path,
-                }
-                .deserialize(&mut de)?
+                ParseSeed { reader: self }.deserialize(&mut de)?
             }
             Keep::Object(members) if first == Some(b'{') => {
                 let mut de = serde_json::Deserializer::from_str(raw.get());
@@ -252,11 +283,10 @@ impl<'a> Reader<'_, 'a> {
                     ObjectVisitor {
                         reader: self,
                         members,
-                        path,
                     },
                 )?
             }
-            Keep::Object(members) => return self.read_at(raw, members.otherwise, path),
+            Keep::Object(members) => return self.read_at(raw, members.otherwise),
             Keep::Array { items, .. } if first == Some(b'[') => {
                 let mut de = serde_json::Deserializer::from_str(raw.get());
                 de::Deserializer::deserialize_seq(
@@ -264,11 +294,10 @@ impl<'a> Reader<'_, 'a> {
                     ArrayVisitor {
                         reader: self,
                         items,
-                        path,
                     },
                 )?
             }
-            Keep::Array { otherwise, .. } => return self.read_at(raw, *otherwise, path),
+            Keep::Array { otherwise, .. } => return self.read_at(raw, *otherwise),
         };
         Ok(Some(value))
     }
@@ -277,7 +306,6 @@ impl<'a> Reader<'_, 'a> {
 struct ObjectVisitor<'v, 'r, 'a> {
     reader: &'v Reader<'r, 'a>,
     members: &'static Members,
-    path: &'v Path,
 }
 
 impl<'de, 'a> Visitor<'de> for ObjectVisitor<'_, '_, 'a>
@@ -291,7 +319,7 @@ where
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
-        self.reader.budget.charge(self.path)?;
+        self.reader.charge(1)?;
         let mut out = Map::new();
         while let Some(key) = access.next_key::<String>()? {
             let keep = self.members.plan(&key);
@@ -301,18 +329,16 @@ where
             }
             if out.contains_key(key.as_str()) {
                 return Err(de::Error::custom(ReadError::DuplicateKey {
-                    path: self.path.render(),
+                    path: self.reader.position.render(),
                     key,
                 }));
             }
             let raw: &'de RawValue = access.next_value()?;
-            let child = self.path.child(&key);
-            self.reader.budget.charge(&child)?;
-            if let Some(value) = self
-                .reader
-                .read_at(raw, keep, &child)
-                .map_err(de::Error::custom)?
-            {
+            self.reader.position.push(Step::Key(key.clone()));
+            self.reader.charge(1)?;
+            let value = self.reader.read_at(raw, keep).map_err(de::Error::custom)?;
+            self.reader.position.pop();
+            if let Some(value) = value {
                 out.insert(key, value);
             }
         }
@@ -323,7 +349,6 @@ where
 struct ArrayVisitor<'v, 'r, 'a> {
     reader: &'v Reader<'r, 'a>,
     items: &'static Keep,
-    path: &'v Path,
 }
 
 impl<'de, 'a> Visitor<'de> for ArrayVisitor<'_, '_, 'a>
@@ -337,17 +362,18 @@ where
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
-        self.reader.budget.charge(self.path)?;
+        self.reader.charge(1)?;
         let mut out = Vec::new();
         let mut index = 0usize;
         while let Some(raw) = access.next_element::<&'de RawValue>()? {
-            let child = self.path.child(&index.to_string());
+            self.reader.position.push(Step::Index(index));
             index += 1;
-            if let Some(value) = self
+            let value = self
                 .reader
-                .read_at(raw, *self.items, &child)
-                .map_err(de::Error::custom)?
-            {
+                .read_at(raw, *self.items)
+                .map_err(de::Error::custom)?;
+            self.reader.position.pop();
+            if let Some(value) = value {
                 out.push(value);
             }
         }
@@ -357,12 +383,11 @@ where
 
 /// Parses a whole value, charging the budget for every value and refusing duplicate keys.
 #[derive(Clone, Copy)]
-struct ParseSeed<'v> {
-    budget: &'v Budget,
-    path: &'v Path,
+struct ParseSeed<'v, 'r, 'a> {
+    reader: &'v Reader<'r, 'a>,
 }
 
-impl<'de> DeserializeSeed<'de> for ParseSeed<'_> {
+impl<'de> DeserializeSeed<'de> for ParseSeed<'_, '_, '_> {
     type Value = Value;
 
     fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
@@ -370,7 +395,7 @@ impl<'de> DeserializeSeed<'de> for ParseSeed<'_> {
     }
 }
 
-impl<'de> Visitor<'de> for ParseSeed<'_> {
+impl<'de> Visitor<'de> for ParseSeed<'_, '_, '_> {
     type Value = Value;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -378,37 +403,37 @@ impl<'de> Visitor<'de> for ParseSeed<'_> {
     }
 
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
-        self.budget.charge(self.path)?;
+        self.reader.charge(1)?;
         Ok(Value::Bool(v))
     }
 
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
-        self.budget.charge(self.path)?;
+        self.reader.charge(1)?;
         Ok(Value::Number(v.into()))
     }
 
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
-        self.budget.charge(self.path)?;
+        self.reader.charge(1)?;
         Ok(Value::Number(v.into()))
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
-        self.budget.charge(self.path)?;
+        self.reader.charge(1)?;
         Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
-        self.budget.charge(self.path)?;
+        self.reader.charge(1)?;
         Ok(Value::String(v.to_owned()))
     }
 
     fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
-        self.budget.charge(self.path)?;
+        self.reader.charge(1)?;
         Ok(Value::String(v))
     }
 
     fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
-        self.budget.charge(self.path)?;
+        self.reader.charge(1)?;
         Ok(Value::Null)
     }
 
@@ -417,25 +442,35 @@ impl<'de> Visitor<'de> for ParseSeed<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
-        self.budget.charge(self.path)?;
+        self.reader.charge(1)?;
         let mut items = Vec::new();
-        while let Some(item) = access.next_element_seed(self)? {
-            items.push(item);
+        loop {
+            self.reader.position.push(Step::Index(items.len()));
+            let item = access.next_element_seed(self)?;
+            self.reader.position.pop();
+            match item {
+                Some(item) => items.push(item),
+                None => break,
+            }
         }
         Ok(Value::Array(items))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
-        self.budget.charge(self.path)?;
+        self.reader.charge(1)?;
         let mut out = Map::new();
         while let Some(key) = access.next_key::<String>()? {
             if out.contains_key(&key) {
                 return Err(de::Error::custom(ReadError::DuplicateKey {
-                    path: self.path.render(),
+                    path: self.reader.position.render(),
                     key,
                 }));
             }
+            // The key costs about what a value does.
+            self.reader.charge(1)?;
+            self.reader.position.push(Step::Key(key.clone()));
             let value = access.next_value_seed(self)?;
+            self.reader.position.pop();
             out.insert(key, value);
         }
         Ok(Value::Object(out))
@@ -466,10 +501,7 @@ mod tests {
     fn read(body: &str) -> Result<String, String> {
         let budget = Budget::for_body(body.len());
         let passed = Passed::new();
-        let reader = Reader {
-            budget: &budget,
-            passed: &passed,
-        };
+        let reader = Reader::new(&budget, &passed);
         let raw: &RawValue = serde_json::from_str(body).map_err(|e| e.to_string())?;
         let value = reader
             .read(raw, Keep::Object(&PLAN), "object")

@@ -1,6 +1,8 @@
-//! The webhook HTTPS server for the load benchmark: `webhook_router` plus a trivial `/baseline`
-//! route on the operator's `serve_https` stack, with a fresh certificate (rcgen, ring) written to
-//! `--dir` (`ca.pem`). Prints `PORT <port>` on stdout once listening; stops when stdin closes.
+//! The webhook HTTPS server on its own, for the load benchmark and the hostile-input tests
+//! (`tests/hostile.rs`): `webhook_router` plus two baseline routes on the operator's
+//! `serve_https` stack with its default limits (flags override them), and a fresh certificate
+//! (rcgen, ring) written to `--dir` (`ca.pem`). Logs warnings to stderr as the operator would.
+//! Prints `PORT <port>` on stdout once listening; stops when stdin closes.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,6 +22,52 @@ struct Args {
     /// Address to listen on (port 0: any free port).
     #[arg(long, default_value = "127.0.0.1:0")]
     address: std::net::SocketAddr,
+    /// Memory budget of requests in flight, MiB (default: the server's).
+    #[arg(long)]
+    memory_budget_mib: Option<usize>,
+    /// Queue time for room in the budget, ms.
+    #[arg(long)]
+    queue_timeout_ms: Option<u64>,
+    /// Idle timeout of connections, ms.
+    #[arg(long)]
+    idle_timeout_ms: Option<u64>,
+    /// Most connections at once.
+    #[arg(long)]
+    max_connections: Option<usize>,
+    /// TLS handshake deadline, ms.
+    #[arg(long)]
+    handshake_timeout_ms: Option<u64>,
+}
+
+impl Args {
+    fn options(&self) -> HttpsOptions {
+        let mut options = HttpsOptions::default();
+        if let Some(mib) = self.memory_budget_mib {
+            options.memory_budget_bytes = mib * 1024 * 1024;
+        }
+        if let Some(ms) = self.queue_timeout_ms {
+            options.queue_timeout = std::time::Duration::from_millis(ms);
+        }
+        if let Some(ms) = self.idle_timeout_ms {
+            options.idle_timeout = std::time::Duration::from_millis(ms);
+        }
+        if let Some(n) = self.max_connections {
+            options.max_connections = n;
+        }
+        if let Some(ms) = self.handshake_timeout_ms {
+            options.handshake_timeout = std::time::Duration::from_millis(ms);
+        }
+        options
+    }
+}
+
+/// The cost no conversion can avoid: the review parsed into JSON values and written back
+/// unchanged.
+async fn json_roundtrip(body: Bytes) -> axum::response::Response {
+    let answer = serde_json::from_slice::<serde_json::Value>(&body)
+        .and_then(|review| serde_json::to_vec(&review))
+        .unwrap_or_default();
+    axum::response::IntoResponse::into_response(([("content-type", "application/json")], answer))
 }
 
 /// The same path and the same bytes in, a fixed small JSON out: the cost of TLS, HTTP, routing
@@ -35,6 +83,14 @@ async fn baseline(body: Bytes) -> axum::response::Response {
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
     let _ = rustls::crypto::ring::default_provider().install_default();
     std::fs::create_dir_all(&args.dir)?;
 
@@ -56,8 +112,9 @@ async fn main() -> Result<()> {
     let state = WebhookState::new(AdmissionSettings {
         allowed_image_prefixes: trustyai_bench::fixtures::allowed_image_prefixes(),
     });
-    let router =
-        trustyai_webhooks::webhook_router(state).route("/baseline", axum::routing::post(baseline));
+    let router = trustyai_webhooks::webhook_router(state)
+        .route("/baseline", axum::routing::post(baseline))
+        .route("/baseline/json", axum::routing::post(json_roundtrip));
     let listener = TcpListener::bind(args.address).await?;
     println!("PORT {}", listener.local_addr()?.port());
 
@@ -80,7 +137,7 @@ async fn main() -> Result<()> {
         listener,
         router,
         Arc::new(serving),
-        HttpsOptions::default(),
+        args.options(),
         stdin_closed,
     )
     .await?;
