@@ -1239,7 +1239,7 @@ fn has_image_prefix(image: &str, prefix: &str) -> bool {
 /// Longest rendering of an offending value in a message, in characters. A denial names the
 /// field and the rule; the value is there to recognise it, so a long one (a 3 MiB array sent
 /// where a quantity belongs) is cut rather than echoed (once in the message, once per cause).
-const MAX_RENDERED_VALUE: usize = 128;
+const MAX_RENDERED_VALUE: usize = 512;
 
 /// A value as the API server shows it: strings quoted like Go's `%q`, other scalars plain,
 /// objects and arrays as JSON; cut after [`MAX_RENDERED_VALUE`] characters with

@@ -17,8 +17,13 @@ use axum::http::header::{CONTENT_LENGTH, RETRY_AFTER};
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::body::HttpBody;
 use http_body_util::BodyExt;
-use tokio::sync::Semaphore;
+use hyper::body::{Frame, SizeHint};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Peak memory of a request per byte of its body: the body, the answer (about the body again)
 /// and what the reader keeps (`crate::wire`, a few times the body in the worst case). Measured
@@ -195,11 +200,38 @@ pub(crate) async fn admit(
         .await;
     // The reservation lasts until the answer is written: its body holds the permit.
     response.map(|body| {
-        Body::new(body.map_frame(move |frame| {
-            let _held = &permit;
-            frame
-        }))
+        Body::new(Held {
+            body,
+            _permit: permit,
+        })
     })
+}
+
+/// A response body that keeps its request's reservation until it is written or dropped, and is
+/// otherwise the body it wraps (its size hint too, so the answer keeps its `Content-Length`).
+struct Held {
+    body: Body,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl HttpBody for Held {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
 }
 
 fn payload_too_large(limit: usize) -> Response {
