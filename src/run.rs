@@ -36,6 +36,8 @@ pub enum RunError {
     },
     #[error("certificates: {0}")]
     Certificates(String),
+    #[error("reading the webhook client CA")]
+    ClientCa(#[source] std::io::Error),
     #[error("CRD maintenance: {0}")]
     Crd(#[from] crd_maintenance::CrdMaintenanceError),
     #[error("task {task} failed: {message}")]
@@ -134,7 +136,10 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let options = HttpsOptions {
         drain_timeout: args.drain_timeout,
         events: trustyai_webhooks::ServerEvents(metrics.clone()),
-        ..args.webhook_limits.https_options()
+        ..args
+            .webhook_limits
+            .https_options()
+            .map_err(RunError::ClientCa)?
     };
     {
         let (serving, readiness, stop) = (serving.clone(), readiness.clone(), stop.clone());

@@ -35,6 +35,11 @@ pub struct Cell {
     /// Requests/second of the baseline at the same protocol and concurrency, divided by this
     /// cell's: how many times more a request costs than the bare stack.
     pub cost_vs_baseline: Option<f64>,
+    /// For `convert/…`: requests/second of the JSON round trip of the same body (`json/…`,
+    /// parsed into JSON values and written back unchanged: the cost no conversion can avoid),
+    /// divided by this cell's.
+    #[serde(default)]
+    pub cost_vs_json: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -54,21 +59,43 @@ fn endpoints() -> Result<Vec<(&'static str, &'static str, Bytes)>> {
         &typical,
         Operation::Create,
     )))?;
-    Ok(vec![
+    let mut all = vec![
         ("baseline", "/baseline", validate.clone()),
         ("validate", "/validate", validate),
         ("mutate", "/mutate", mutate),
+    ];
+    // Each conversion right after its JSON round trip of the same body, both directions.
+    for (n, json_name, to_v1, to_v1alpha1, json_name_down) in [
         (
-            "convert/1",
-            "/convert",
-            json(&fixtures::conversion_review(1, fixtures::V1))?,
+            1,
+            "json/1/to-v1",
+            "convert/1/to-v1",
+            "convert/1/to-v1alpha1",
+            "json/1/to-v1alpha1",
         ),
         (
-            "convert/100",
-            "/convert",
-            json(&fixtures::conversion_review(100, fixtures::V1))?,
+            100,
+            "json/100/to-v1",
+            "convert/100/to-v1",
+            "convert/100/to-v1alpha1",
+            "json/100/to-v1alpha1",
         ),
-    ])
+        (
+            1000,
+            "json/1000/to-v1",
+            "convert/1000/to-v1",
+            "convert/1000/to-v1alpha1",
+            "json/1000/to-v1alpha1",
+        ),
+    ] {
+        let up = json(&fixtures::conversion_review(n, fixtures::V1))?;
+        let down = json(&fixtures::conversion_review(n, fixtures::V1ALPHA1))?;
+        all.push((json_name, "/baseline/json", up.clone()));
+        all.push((to_v1, "/convert", up));
+        all.push((json_name_down, "/baseline/json", down.clone()));
+        all.push((to_v1alpha1, "/convert", down));
+    }
+    Ok(all)
 }
 
 /// Reads a process's `/proc/<pid>/status` field (`VmHWM`, `VmRSS`) in KiB.
@@ -122,6 +149,7 @@ pub async fn run(server_bin: &Path, seconds: f64, concurrencies: &[usize]) -> Re
                 }
             };
             let mut baseline_rps = None;
+            let mut json_rps = None;
             for (name, path, body) in &endpoints {
                 let mut cell =
                     measure(&connections, concurrency, path, body.clone(), seconds).await?;
@@ -133,8 +161,15 @@ pub async fn run(server_bin: &Path, seconds: f64, concurrencies: &[usize]) -> Re
                 cell.cost_vs_baseline = baseline_rps
                     .filter(|_| cell.requests_per_second > 0.0)
                     .map(|b| b / cell.requests_per_second);
+                if name.starts_with("json/") {
+                    json_rps = Some(cell.requests_per_second);
+                } else if name.starts_with("convert/") {
+                    cell.cost_vs_json = json_rps
+                        .filter(|_| cell.requests_per_second > 0.0)
+                        .map(|j| j / cell.requests_per_second);
+                }
                 eprintln!(
-                    "  {:<12} {:<8} c={:<3} {:>9.0} req/s  p50 {:>8.0} µs  p99 {:>8.0} µs  p99.9 {:>8.0} µs  errors {}",
+                    "  {:<24} {:<8} c={:<3} {:>9.0} req/s  p50 {:>8.0} µs  p99 {:>8.0} µs  p99.9 {:>8.0} µs  errors {}",
                     cell.endpoint,
                     protocol.name(),
                     concurrency,
@@ -217,6 +252,7 @@ async fn measure(
         requests_per_second: requests as f64 / elapsed,
         latency: percentiles(&mut latencies),
         cost_vs_baseline: None,
+        cost_vs_json: None,
     })
 }
 
@@ -270,19 +306,22 @@ mod tests {
     fn endpoints_carry_reviews_the_server_accepts() {
         let endpoints = endpoints().unwrap();
         let names: Vec<_> = endpoints.iter().map(|(name, _, _)| *name).collect();
-        assert_eq!(
-            names,
-            ["baseline", "validate", "mutate", "convert/1", "convert/100"]
-        );
+        assert_eq!(names[..3], ["baseline", "validate", "mutate"]);
+        assert_eq!(names.len(), 3 + 12);
+        // Every conversion follows its JSON round trip of the very same body.
+        for pair in endpoints[3..].chunks(2) {
+            assert!(pair[0].0.starts_with("json/") && pair[1].0.starts_with("convert/"));
+            assert_eq!(pair[0].0["json".len()..], pair[1].0["convert".len()..]);
+            assert_eq!(pair[0].2, pair[1].2);
+        }
         for (name, _, body) in &endpoints {
             let review: Value = serde_json::from_slice(body).unwrap();
-            match *name {
-                "convert/1" | "convert/100" => {
-                    let n = if *name == "convert/1" { 1 } else { 100 };
+            match name.split('/').nth(1).and_then(|n| n.parse::<usize>().ok()) {
+                Some(n) => {
                     assert_eq!(review["kind"], "ConversionReview");
                     assert_eq!(review["request"]["objects"].as_array().unwrap().len(), n);
                 }
-                _ => assert_eq!(review["kind"], "AdmissionReview", "{name}"),
+                None => assert_eq!(review["kind"], "AdmissionReview", "{name}"),
             }
         }
         // The baseline sends the validate body: it measures the stack, not the payload size.

@@ -183,12 +183,12 @@ pub fn markdown(r: &Results) -> String {
         );
         let _ = writeln!(
             s,
-            "| Endpoint | Protocol | c | req/s | p50 | p99 | p99.9 | Cost × baseline | Errors |\n|---|---|---:|---:|---:|---:|---:|---:|---:|"
+            "| Endpoint | Protocol | c | req/s | p50 | p99 | p99.9 | Cost × baseline | Cost × JSON round trip | Errors |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
         );
         for c in &h.cells {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} |",
                 c.endpoint,
                 c.protocol.name(),
                 c.concurrency,
@@ -198,6 +198,7 @@ pub fn markdown(r: &Results) -> String {
                 us(c.latency.p999_us),
                 c.cost_vs_baseline
                     .map_or("".to_owned(), |x| format!("{x:.2}")),
+                c.cost_vs_json.map_or("".to_owned(), |x| format!("{x:.2}")),
                 c.errors
             );
         }
@@ -391,6 +392,7 @@ mod tests {
                 max_us: 9000.0,
             },
             cost_vs_baseline: cost,
+            cost_vs_json: None,
         }
     }
 
@@ -568,11 +570,11 @@ mod tests {
         );
         assert_line(
             &md,
-            "| baseline | h2 | 8 | 12345 | 80 µs | 1.50 ms | 2.35 ms |  | 3 |",
+            "| baseline | h2 | 8 | 12345 | 80 µs | 1.50 ms | 2.35 ms |  |  | 3 |",
         );
         assert_line(
             &md,
-            "| validate | http/1.1 | 8 | 12345 | 80 µs | 1.50 ms | 2.35 ms | 1.23 | 3 |",
+            "| validate | http/1.1 | 8 | 12345 | 80 µs | 1.50 ms | 2.35 ms | 1.23 |  | 3 |",
         );
     }
 

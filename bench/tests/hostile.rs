@@ -606,3 +606,53 @@ fn the_corpus_fits_the_body_limit() {
         );
     }
 }
+
+#[tokio::test]
+async fn with_a_client_ca_only_clients_holding_its_certificates_are_served() -> Result<()> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let ca_key = rcgen::KeyPair::generate()?;
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new())?;
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key)?;
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let client_key = rcgen::KeyPair::generate()?;
+    let client = rcgen::CertificateParams::new(vec!["kube-apiserver".to_owned()])?
+        .signed_by(&client_key, &issuer)?;
+    let ca_file = std::env::temp_dir().join(format!(
+        "trustyai-hostile-client-ca-{}.pem",
+        std::process::id()
+    ));
+    std::fs::write(&ca_file, ca_cert.pem())?;
+    let server = Server::start(&["--client-ca", ca_file.to_str().context("path")?])?;
+
+    // Without a client certificate: no answer.
+    let anonymous = async {
+        let connection = server.connect(Protocol::H2).await?;
+        valid_requests_still_work(&connection).await
+    };
+    assert!(
+        anonymous.await.is_err(),
+        "a client without a certificate was served"
+    );
+
+    // With one the CA signed: served.
+    let mut roots = rustls::RootCertStore::empty();
+    for der in CertificateDer::pem_slice_iter(&server.ca) {
+        roots.add(der?)?;
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_client_auth_cert(
+        vec![CertificateDer::from_pem_slice(client.pem().as_bytes())?],
+        PrivateKeyDer::from_pem_slice(client_key.serialize_pem().as_bytes())?,
+    )?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let connection = connect(server.port, Arc::new(config), Protocol::H2).await?;
+    valid_requests_still_work(&connection).await?;
+    let _ = std::fs::remove_file(&ca_file);
+    Ok(())
+}

@@ -63,6 +63,8 @@ pub struct HttpsOptions {
     pub queue_timeout: Duration,
     /// Receives every refusal (429, 413, connection limit, failed handshake, idle close).
     pub events: ServerEvents,
+    /// PEM CA certificates that client certificates must chain to; `None` asks for none.
+    pub client_ca_pem: Option<Vec<u8>>,
 }
 
 impl HttpsOptions {
@@ -110,6 +112,7 @@ impl Default for HttpsOptions {
             memory_budget_bytes: Self::DEFAULT_MEMORY_BUDGET_BYTES,
             queue_timeout: Self::DEFAULT_QUEUE_TIMEOUT,
             events: ServerEvents::default(),
+            client_ca_pem: None,
         }
     }
 }
@@ -146,7 +149,10 @@ pub async fn serve_https(
     options: HttpsOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
-    let acceptor = TlsAcceptor::from(Arc::new(server_config(cert)?));
+    let acceptor = TlsAcceptor::from(Arc::new(server_config(
+        cert,
+        options.client_ca_pem.as_deref(),
+    )?));
     let app = with_request_layers(router, &options);
     let builders = Arc::new(HttpBuilders::new(&options));
     let (drain_tx, drain_rx) = watch::channel(false);

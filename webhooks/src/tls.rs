@@ -66,6 +66,17 @@ pub enum TlsError {
     /// rustls refused the server configuration.
     #[error("could not build the TLS server configuration")]
     ServerConfig(#[source] rustls::Error),
+
+    /// The client CA bundle holds no usable CA certificate.
+    #[error("the client CA bundle holds no usable CERTIFICATE block")]
+    NoClientCa,
+
+    /// The client certificate verifier could not be built from the client CA bundle.
+    #[error("could not use the client CA bundle to verify clients: {reason}")]
+    ClientVerifier {
+        /// What rustls reported.
+        reason: String,
+    },
 }
 
 /// What the served leaf certificate says about itself, for logs, `/readyz` and metrics.
@@ -96,14 +107,42 @@ pub fn crypto_provider() -> Arc<CryptoProvider> {
 }
 
 /// The rustls server configuration of the webhook server: TLS 1.2 and 1.3, ALPN `h2` and
-/// `http/1.1`, no client authentication, and the certificate taken from `cert` at each
-/// handshake.
-pub fn server_config(cert: Arc<ServingCertificate>) -> Result<ServerConfig, TlsError> {
-    let mut config = ServerConfig::builder_with_provider(crypto_provider())
+/// `http/1.1`, and the certificate taken from `cert` at each handshake. With `client_ca_pem`
+/// (PEM CA certificates), every client must present a certificate that chains to one of them
+/// (the API server does when its admission configuration gives it one for webhooks); without
+/// it, no client certificate is asked for.
+pub fn server_config(
+    cert: Arc<ServingCertificate>,
+    client_ca_pem: Option<&[u8]>,
+) -> Result<ServerConfig, TlsError> {
+    let builder = ServerConfig::builder_with_provider(crypto_provider())
         .with_protocol_versions(PROTOCOL_VERSIONS)
-        .map_err(TlsError::ServerConfig)?
-        .with_no_client_auth()
-        .with_cert_resolver(cert);
+        .map_err(TlsError::ServerConfig)?;
+    let builder = match client_ca_pem {
+        None => builder.with_no_client_auth(),
+        Some(pem) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for der in CertificateDer::pem_slice_iter(pem) {
+                let der = der.map_err(TlsError::CertificatePem)?;
+                roots.add(der).map_err(|e| TlsError::ClientVerifier {
+                    reason: e.to_string(),
+                })?;
+            }
+            if roots.is_empty() {
+                return Err(TlsError::NoClientCa);
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                crypto_provider(),
+            )
+            .build()
+            .map_err(|e| TlsError::ClientVerifier {
+                reason: e.to_string(),
+            })?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_cert_resolver(cert);
     config.alpn_protocols = vec![ALPN_H2.to_vec(), ALPN_HTTP11.to_vec()];
     Ok(config)
 }
@@ -393,7 +432,7 @@ mod tests {
 
     #[test]
     fn server_config_offers_h2_and_http11() {
-        let config = server_config(Arc::new(ServingCertificate::new())).expect("config");
+        let config = server_config(Arc::new(ServingCertificate::new()), None).expect("config");
         assert_eq!(
             config.alpn_protocols,
             vec![b"h2".to_vec(), b"http/1.1".to_vec()]

@@ -37,11 +37,17 @@ struct Args {
     /// TLS handshake deadline, ms.
     #[arg(long)]
     handshake_timeout_ms: Option<u64>,
+    /// PEM file of the CA client certificates must chain to.
+    #[arg(long)]
+    client_ca: Option<PathBuf>,
 }
 
 impl Args {
-    fn options(&self) -> HttpsOptions {
+    fn options(&self) -> Result<HttpsOptions> {
         let mut options = HttpsOptions::default();
+        if let Some(path) = &self.client_ca {
+            options.client_ca_pem = Some(std::fs::read(path).context("client CA")?);
+        }
         if let Some(mib) = self.memory_budget_mib {
             options.memory_budget_bytes = mib * 1024 * 1024;
         }
@@ -57,7 +63,7 @@ impl Args {
         if let Some(ms) = self.handshake_timeout_ms {
             options.handshake_timeout = std::time::Duration::from_millis(ms);
         }
-        options
+        Ok(options)
     }
 }
 
@@ -137,7 +143,7 @@ async fn main() -> Result<()> {
         listener,
         router,
         Arc::new(serving),
-        args.options(),
+        args.options()?,
         stdin_closed,
     )
     .await?;
