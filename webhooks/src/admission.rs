@@ -24,7 +24,7 @@ use trustyai_crds::validation::{
 
 use crate::limits::MALFORMED;
 use crate::observe::{Endpoint, Outcome, WebhookState};
-use crate::wire::{Budget, Keep, Members, Passed, Reader};
+use crate::wire::{Budget, Envelope, Keep, Members, Passed, Reader};
 
 const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
 const REVIEW_KIND: &str = "AdmissionReview";
@@ -266,15 +266,6 @@ const OBJECT: Members = Members {
 };
 
 #[derive(Deserialize)]
-struct ReviewIn<'a> {
-    #[serde(rename = "apiVersion")]
-    api_version: Option<String>,
-    kind: Option<String>,
-    #[serde(borrow)]
-    request: Option<RequestIn<'a>>,
-}
-
-#[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct RequestIn<'a> {
     uid: Option<String>,
@@ -308,7 +299,7 @@ fn read_object<'a>(
 }
 
 fn parse(body: &[u8]) -> Result<Request, Rejection> {
-    let review: ReviewIn<'_> = serde_json::from_slice(body)
+    let review: Envelope<RequestIn<'_>> = serde_json::from_slice(body)
         .map_err(|e| Rejection::Malformed(format!("malformed AdmissionReview: {e}")))?;
     let request = review
         .request

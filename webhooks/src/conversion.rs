@@ -24,7 +24,7 @@ use trustyai_crds::conversion::{ConversionError, convert_object, describe};
 
 use crate::limits::MALFORMED;
 use crate::observe::{Endpoint, Outcome, WebhookState};
-use crate::wire::{Budget, Keep, Members, Passed, Reader};
+use crate::wire::{Budget, Envelope, Keep, Members, Passed, Reader};
 
 /// The only `ConversionReview` version the CRD asks for (`conversionReviewVersions: [v1]`).
 const REVIEW_API_VERSION: &str = "apiextensions.k8s.io/v1";
@@ -95,15 +95,6 @@ const OBJECT: Members = Members {
 };
 
 #[derive(Deserialize)]
-struct ReviewIn<'a> {
-    #[serde(rename = "apiVersion")]
-    api_version: Option<String>,
-    kind: Option<String>,
-    #[serde(borrow)]
-    request: Option<RequestIn<'a>>,
-}
-
-#[derive(Deserialize)]
 struct RequestIn<'a> {
     uid: String,
     #[serde(rename = "desiredAPIVersion")]
@@ -165,7 +156,7 @@ pub async fn convert(
 
 /// The desired version, the number of objects and the answer's bytes.
 fn answer(body: &[u8]) -> Result<(String, usize, Vec<u8>), Failure> {
-    let review: ReviewIn<'_> =
+    let review: Envelope<RequestIn<'_>> =
         serde_json::from_slice(body).map_err(|e| Failure::Malformed(e.to_string()))?;
     let Some(request) = review.request else {
         return Err(Failure::Refused {

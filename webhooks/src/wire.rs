@@ -33,6 +33,17 @@ const PLACEHOLDER_COST: usize = 2;
 /// annotations are not refused.
 const BASE_VALUES: usize = 8192;
 
+/// The envelope of a review (`AdmissionReview`, `ConversionReview`): its type and its request,
+/// whose shape each endpoint gives. Members it does not name (`response`) are skipped.
+#[derive(serde::Deserialize)]
+#[serde(bound(deserialize = "R: serde::Deserialize<'de>"))]
+pub(crate) struct Envelope<R> {
+    #[serde(rename = "apiVersion")]
+    pub api_version: Option<String>,
+    pub kind: Option<String>,
+    pub request: Option<R>,
+}
+
 /// What to keep of one JSON value.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Keep {
