@@ -29,5 +29,73 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ClientError> {
             .await
             .map_err(|e| ClientError::Config(e.to_string()))?,
     };
-    Client::try_from(config).map_err(ClientError::Client)
+    Client::try_from(with_user_agent(config)).map_err(ClientError::Client)
+}
+
+/// The `User-Agent` every request of the operator carries, as Go clients spell theirs:
+/// `trustyai-operator/<version> (<os>/<arch>)`. Audit logs then name the operator's traffic, and
+/// an API Priority and Fairness FlowSchema can match it.
+pub fn user_agent() -> String {
+    format!(
+        "trustyai-operator/{} ({}/{})",
+        crate::VERSION,
+        std::env::consts::OS,
+        std::env::consts::ARCH
+    )
+}
+
+fn with_user_agent(mut config: kube::Config) -> kube::Config {
+    if let Ok(value) = http::HeaderValue::from_str(&user_agent()) {
+        config.headers.retain(|(name, _)| name != http::header::USER_AGENT);
+        config.headers.push((http::header::USER_AGENT, value));
+    }
+    config
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A real client, from a kubeconfig, against a loopback listener that records what it is
+    /// sent.
+    #[tokio::test]
+    async fn every_request_names_the_operator_and_its_version() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let dir = std::env::temp_dir().join(format!("trustyai-ua-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\nusers: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\ncurrent-context: x\n"
+            ),
+        )
+        .expect("kubeconfig");
+        let client = client(Some(&kubeconfig)).await.expect("client");
+        let server = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.expect("accept");
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = stream.read(&mut buf).await.expect("read");
+                if n == 0 {
+                    break;
+                }
+                head.extend_from_slice(&buf[..n]);
+            }
+            let body = br#"{"major":"1","minor":"37","gitVersion":"v1.37.2","gitCommit":"","gitTreeState":"","buildDate":"","goVersion":"","compiler":"","platform":""}"#;
+            let answer = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len());
+            stream.write_all(answer.as_bytes()).await.expect("write");
+            stream.write_all(body).await.expect("write");
+            String::from_utf8_lossy(&head).to_lowercase()
+        });
+        client.apiserver_version().await.expect("version");
+        let head = server.await.expect("server");
+        let expected = format!("user-agent: {}", user_agent().to_lowercase());
+        assert!(head.contains(&expected), "{head}");
+        assert!(user_agent().starts_with(&format!("trustyai-operator/{} (", crate::VERSION)));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
