@@ -7,6 +7,9 @@ RUN cargo build --release --locked --target x86_64-unknown-linux-musl --bin trus
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /src/target/x86_64-unknown-linux-musl/release/trustyai-operator /trustyai-operator
+# The Go operator's Deployment runs `/manager` with its own flags (see src/go_flags.rs): the same
+# binary under that name lets an admin swap the image under it unchanged.
+COPY --from=build /src/target/x86_64-unknown-linux-musl/release/trustyai-operator /manager
 USER 65532:65532
 EXPOSE 8443 8080
 ENTRYPOINT ["/trustyai-operator"]

@@ -184,6 +184,11 @@ pub struct RunArgs {
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub ops_address: SocketAddr,
 
+    /// A second address serving the ops routes, for probes that expect them apart from metrics
+    /// (the Go operator's Deployment probes :8081 and scrapes :8080).
+    #[arg(long)]
+    pub probe_address: Option<SocketAddr>,
+
     /// Local mode: serve the webhooks on this address and have the API server call
     /// `https://<address>` directly (no Service); the certificate also names localhost and
     /// 127.0.0.1. Used by `make run` against the local control plane.
@@ -321,21 +326,48 @@ pub struct RunArgs {
     pub cleanup_timeout: Duration,
 }
 
-/// Parses `10s`, `500ms`, `2m`.
+/// Parses a duration: `10s`, `500ms`, `1m30s`, `90d` (humantime's units; a bare number is
+/// seconds). Values past what the clock can represent are refused, not wrapped.
 pub fn humantime_duration(text: &str) -> Result<Duration, String> {
-    let (number, unit) = text.split_at(
-        text.find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(text.len()),
-    );
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration such as 10s, 500ms or 90d"))?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "s" | "" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        "h" => Ok(Duration::from_secs(n * 3600)),
-        "d" => Ok(Duration::from_secs(n * 86400)),
-        _ => Err(format!("{text:?} is not a duration such as 10s or 500ms")),
+    let text = text.trim();
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        return text
+            .parse::<u64>()
+            .map(Duration::from_secs)
+            .map_err(|_| format!("{text:?} is too large a number of seconds"));
+    }
+    humantime::parse_duration(text)
+        .map_err(|e| format!("{text:?} is not a duration such as 10s, 500ms, 1m30s or 90d: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_in_go_and_humantime_spellings() {
+        assert_eq!(humantime_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(humantime_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(
+            humantime_duration("90d"),
+            Ok(Duration::from_secs(90 * 86_400))
+        );
+        assert_eq!(humantime_duration("15"), Ok(Duration::from_secs(15)));
+        assert_eq!(humantime_duration("1h 5m"), Ok(Duration::from_secs(3_900)));
+    }
+
+    #[test]
+    fn overflowing_and_malformed_durations_are_refused() {
+        for text in [
+            "99999999999999999999999s",
+            "18446744073709551615d",
+            "99999999999999999999",
+            "",
+            "10 parsecs",
+            "-5s",
+        ] {
+            let error = humantime_duration(text).expect_err(text);
+            assert!(error.contains(&format!("{:?}", text.trim())), "{error}");
+        }
     }
 }

@@ -46,7 +46,9 @@ pub fn user_agent() -> String {
 
 fn with_user_agent(mut config: kube::Config) -> kube::Config {
     if let Ok(value) = http::HeaderValue::from_str(&user_agent()) {
-        config.headers.retain(|(name, _)| name != http::header::USER_AGENT);
+        config
+            .headers
+            .retain(|(name, _)| name != http::header::USER_AGENT);
         config.headers.push((http::header::USER_AGENT, value));
     }
     config
@@ -61,7 +63,9 @@ mod tests {
     /// sent.
     #[tokio::test]
     async fn every_request_names_the_operator_and_its_version() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let dir = std::env::temp_dir().join(format!("trustyai-ua-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
@@ -86,7 +90,10 @@ mod tests {
                 head.extend_from_slice(&buf[..n]);
             }
             let body = br#"{"major":"1","minor":"37","gitVersion":"v1.37.2","gitCommit":"","gitTreeState":"","buildDate":"","goVersion":"","compiler":"","platform":""}"#;
-            let answer = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len());
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            );
             stream.write_all(answer.as_bytes()).await.expect("write");
             stream.write_all(body).await.expect("write");
             String::from_utf8_lossy(&head).to_lowercase()

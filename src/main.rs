@@ -14,10 +14,14 @@ fn main() -> ExitCode {
         eprintln!("error: a rustls crypto provider was already installed");
         return ExitCode::FAILURE;
     }
-    let cli = Cli::parse();
+    let go_flags = trustyai_operator::go_flags::translate(std::env::args_os());
+    let cli = Cli::parse_from(go_flags.args);
     if let Err(e) = telemetry::init(&cli.log) {
         eprintln!("error: {e}");
         return ExitCode::from(2);
+    }
+    for notice in &go_flags.notices {
+        tracing::warn!(notice = %notice, "the Go operator's command line, translated");
     }
     match cli.command {
         Command::Crd => match trustyai_crds::crd::crd_yaml() {

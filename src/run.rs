@@ -66,8 +66,18 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let metrics = Arc::new(crate::metrics::Metrics::new());
     let ops_state = {
         let metrics = metrics.clone();
-        OpsState::new(readiness.clone(), move || metrics.render())
+        OpsState::new(readiness.clone(), move |format| metrics.render(format))
     };
+    if let Some(address) = args.probe_address {
+        let probe_listener = bind("the probe server", address).await?;
+        let (ops_stop, ops_state) = (ops_stop.clone(), ops_state.clone());
+        tasks.spawn(async move {
+            let result =
+                trustyai_webhooks::serve_ops(probe_listener, ops_state, ops_stop.cancelled_owned())
+                    .await;
+            ("probe server", result.map_err(|e| e.to_string()))
+        });
+    }
     {
         let ops_stop = ops_stop.clone();
         tasks.spawn(async move {

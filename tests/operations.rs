@@ -23,7 +23,7 @@ use kube::api::{Api, DynamicObject, ListParams, PostParams, WatchEvent, WatchPar
 use kube::core::{ApiResource, GroupVersionKind};
 use rustls::pki_types::pem::PemObject;
 use serde_json::{Value, json};
-use support::operator::{Operator, free_port, http_get};
+use support::operator::{Operator, free_port, http_get, http_get_accepting};
 use support::proxy::Proxy;
 use support::{CLUSTER_WIDE, ControlPlane};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -550,6 +550,69 @@ async fn metrics(ops_port: u16) -> Option<Vec<Sample>> {
         parse_prometheus(&body)
             .unwrap_or_else(|e| panic!("/metrics is not Prometheus text: {e}\n{body}")),
     )
+}
+
+/// Prometheus' own scrape parser (`promcheck scrape`, built from the Prometheus module) reads
+/// `/metrics` in the format each Accept asks for, picked by the Content-Type as a scrape does;
+/// the series an alert needs are there before any event, and the process metrics too.
+async fn prometheus_parses_the_scrape(ops_port: u16) {
+    let promcheck = trustyai_local_cluster::binary("promcheck").expect("promcheck");
+    let dir = tempfile_dir("scrape");
+    // A Prometheus 3 scrape's Accept, then a client that asks for nothing (the text format).
+    let prometheus = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+    for (accept, expected_type) in [
+        (
+            Some(prometheus),
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
+        (None, "text/plain; version=0.0.4; charset=utf-8"),
+    ] {
+        let (code, content_type, body) =
+            tokio::task::spawn_blocking(move || http_get_accepting(ops_port, "/metrics", accept))
+                .await
+                .expect("join")
+                .expect("/metrics answers");
+        assert_eq!(code, 200, "{body}");
+        let content_type = content_type.expect("a Content-Type");
+        assert_eq!(content_type, expected_type);
+        let file = dir.join("metrics.txt");
+        std::fs::write(&file, &body).expect("write the scrape");
+        let parsed = std::process::Command::new(&promcheck)
+            .arg("scrape")
+            .arg(&content_type)
+            .arg(&file)
+            .output()
+            .expect("run promcheck");
+        let stdout = String::from_utf8_lossy(&parsed.stdout);
+        assert!(
+            parsed.status.success(),
+            "Prometheus refused the {content_type} scrape: {}\n{body}",
+            String::from_utf8_lossy(&parsed.stderr)
+        );
+        for series in [
+            "{__name__=\"trustyai_operator_reconciles_total\", result=\"error\"} 0",
+            "{__name__=\"trustyai_operator_reconcile_errors_total\", category=\"ApiUnreachable\"} 0",
+            "{__name__=\"trustyai_operator_webhook_requests_total\", endpoint=\"mutate\", outcome=\"malformed\"}",
+            "{__name__=\"trustyai_operator_admission_denials_total\", rule=\"storage_size\"}",
+            "{__name__=\"trustyai_operator_webhook_refusals_total\", reason=\"throttled\"} 0",
+            "{__name__=\"trustyai_operator_build_info\", version=\"",
+            "{__name__=\"process_resident_memory_bytes\"}",
+            "{__name__=\"process_cpu_seconds_total\"}",
+            "{__name__=\"process_start_time_seconds\"}",
+        ] {
+            assert!(
+                stdout.contains(series),
+                "{series} missing from what Prometheus read of the {content_type} scrape:\n{stdout}"
+            );
+        }
+    }
+}
+
+/// A fresh folder under the system temp dir for files a test hands to a tool.
+fn tempfile_dir(what: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("trustyai-{what}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
 }
 
 async fn leader_gauge(ops_port: u16) -> Option<f64> {
@@ -1122,6 +1185,7 @@ async fn metrics_parse_as_prometheus_text_and_counters_move() {
     )
     .await;
 
+    prometheus_parses_the_scrape(ops).await;
     let before = metrics(ops).await.expect("/metrics");
     for name in [
         "trustyai_operator_build_info",

@@ -127,12 +127,13 @@ pub async fn apply_all(
             &service_monitor::api_resource(),
         );
         // Shared by every TrustyAIService and owned by none: no event on the instance.
-        apply::apply(
+        let applied = apply::apply(
             &central,
             "ServiceMonitor",
             &service_monitor::central(&ctx.config.operator_namespace),
         )
         .await?;
+        count(ctx, "ServiceMonitor", applied.outcome.label());
     }
     if inputs.apis.routes {
         let api = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &route::api_resource());
@@ -153,8 +154,16 @@ where
     K: Resource + Clone + std::fmt::Debug + Serialize + DeserializeOwned,
 {
     let applied = apply::apply(api, kind, object).await?;
+    count(ctx, kind, applied.outcome.label());
     announce(ctx, service, kind, &object.name_any(), applied.outcome).await;
     Ok(applied)
+}
+
+/// Counts what happened to a child of `kind` (`skipped`: known current, no request made).
+fn count(ctx: &Context, kind: &'static str, outcome: &'static str) {
+    if let Some(metrics) = &ctx.config.metrics {
+        metrics.child_applied(kind, outcome);
+    }
 }
 
 /// A rendered child checked against the cache and the memory of the last applies.
@@ -208,9 +217,7 @@ impl Known {
 
     /// Counts what happened to the child (`skipped` when no request was made).
     fn count(&self, ctx: &Context, outcome: &'static str) {
-        if let Some(metrics) = &ctx.config.metrics {
-            metrics.child_applied(self.kind, outcome);
-        }
+        count(ctx, self.kind, outcome);
     }
 
     /// The child does not exist: the cache has listed and does not show it, and this process
@@ -379,6 +386,7 @@ async fn apply_serving_secrets(
             memory.current(&owner, "Secret", &secret_name, ca_fingerprint, &cached)
             && now < renew_at
         {
+            count(ctx, "Secret", "skipped");
             next = Some(next.map_or(renew_at, |n| n.min(renew_at)));
             continue;
         }
@@ -390,6 +398,7 @@ async fn apply_serving_secrets(
         let renew_at = match operand_tls::decide(live.as_ref(), &ca, &names, now) {
             Decision::Foreign => continue,
             Decision::Keep { renew_at } => {
+                count(ctx, "Secret", "unchanged");
                 let live_rv = live
                     .as_ref()
                     .and_then(|l| l.metadata.resource_version.as_deref());
@@ -410,6 +419,7 @@ async fn apply_serving_secrets(
                         .await?;
                 let live_rv = live.and_then(|l| l.metadata.resource_version);
                 let applied = apply::apply_after(&api, "Secret", &secret, live_rv).await?;
+                count(ctx, "Secret", applied.outcome.label());
                 let renew_at = now + lifetimes.serving * 2 / 3;
                 memory.record(
                     &owner,
@@ -494,6 +504,7 @@ async fn apply_pvc(
             }
             Err(e) => return Err(e),
         };
+    count(ctx, "PersistentVolumeClaim", applied.outcome.label());
     // The Go operator's reason is `PVCCreated`.
     announce(ctx, instance.service(), "PVC", &name, applied.outcome).await;
     Ok(refused)

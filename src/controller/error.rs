@@ -53,6 +53,18 @@ impl ReconcileError {
         }
     }
 
+    /// Every value [`category`](Self::category) returns.
+    pub const CATEGORIES: [&'static str; 8] = [
+        "InvalidSpec",
+        "Conflict",
+        "Forbidden",
+        "Rejected",
+        "ApiError",
+        "ApiUnreachable",
+        "EncodingFailed",
+        "CertificatesFailed",
+    ];
+
     /// A short PascalCase label from a fixed set, for metrics and event reasons.
     pub fn category(&self) -> &'static str {
         match self {
@@ -130,6 +142,25 @@ mod tests {
             ReconcileError::kube("creating", "Secret", "x")(api_error(409, "AlreadyExists"));
         assert!(!exists.is_conflict());
         assert!(!is_not_found(&api_error(409, "Conflict")));
+        let encode = ReconcileError::Encode {
+            what: "x",
+            source: serde_json::from_str::<u8>("x").expect_err("not a number"),
+        };
+        for error in [
+            conflict,
+            forbidden,
+            invalid,
+            exists,
+            encode,
+            ReconcileError::kube("reading", "Secret", "x")(api_error(500, "InternalError")),
+            ReconcileError::Certificates("no".into()),
+        ] {
+            assert!(
+                ReconcileError::CATEGORIES.contains(&error.category()),
+                "{}",
+                error.category()
+            );
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the local control plane (kube-apiserver, kube-controller-manager,
-# kube-scheduler, etcd, kwok) and helm from their Go modules into a versioned
-# cache folder outside the repository, skipping what is already there.
+# kube-scheduler, etcd, kwok), helm and promcheck (Prometheus' own scrape parser and
+# rule checker, see prometheus/main.go) from their Go modules into a versioned cache
+# folder outside the repository, skipping what is already there.
 #
 #   tests/control-plane/build.sh          build what is missing, print the bin folder
 #   tests/control-plane/build.sh --print  only print the bin folder
@@ -17,9 +18,10 @@ k8s=$(pin kubernetes k8s.io/kubernetes)
 etcd=$(pin etcd go.etcd.io/etcd/server/v3)
 kwok=$(pin kwok sigs.k8s.io/kwok)
 helm=$(pin helm helm.sh/helm/v3)
+prom=$(pin prometheus github.com/prometheus/prometheus)
 recipe=1 # bump when the build flags below change
 cache_root=${TRUSTYAI_CONTROL_PLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/trustyai-operator/control-plane}
-bin="$cache_root/k8s-$k8s-etcd-$etcd-kwok-$kwok-helm-$helm-r$recipe/bin"
+bin="$cache_root/k8s-$k8s-etcd-$etcd-kwok-$kwok-helm-$helm-prom-$prom-r$recipe/bin"
 
 if [ "${1:-}" = "--print" ]; then echo "$bin"; exit 0; fi
 mkdir -p "$bin"
@@ -59,4 +61,5 @@ if [ ! -s "$bin/kwok-stages.yaml" ]; then
   mv "$bin/kwok-stages.yaml.tmp" "$bin/kwok-stages.yaml"
 fi
 build helm "-s -w -X helm.sh/helm/v3/internal/version.version=$helm" helm -- helm.sh/helm/v3/cmd/helm
+build prometheus "-s -w" promcheck -- .
 echo "$bin"

@@ -30,21 +30,35 @@ pub fn free_port() -> u16 {
 
 /// A plain HTTP/1.1 GET on 127.0.0.1; returns the status code and body.
 pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    http_get_accepting(port, path, None).map(|(code, _, body)| (code, body))
+}
+
+/// [`http_get`] with an optional `Accept` header; also returns the `Content-Type`.
+pub fn http_get_accepting(
+    port: u16,
+    path: &str,
+    accept: Option<&str>,
+) -> Option<(u16, Option<String>, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let accept = accept
+        .map(|a| format!("Accept: {a}\r\n"))
+        .unwrap_or_default();
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\n{accept}Connection: close\r\n\r\n"
     )
     .ok()?;
     let mut text = String::new();
     stream.read_to_string(&mut text).ok()?;
     let code = text.split_whitespace().nth(1)?.parse().ok()?;
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Some((code, body))
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let content_type = head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("content-type")
+            .then(|| value.trim().to_owned())
+    });
+    Some((code, content_type, body.to_string()))
 }
 
 impl Operator {

@@ -25,7 +25,9 @@ mod wire;
 
 pub use https::{HttpsOptions, ServerError, serve_https};
 pub use limits::{COST_PER_BODY_BYTE, Refusal, ServerEvents, ServerObserver};
-pub use ops::{MetricsRenderer, OpsState, Readiness, ReadinessReport, ops_router, serve_ops};
+pub use ops::{
+    MetricsFormat, MetricsRenderer, OpsState, Readiness, ReadinessReport, ops_router, serve_ops,
+};
 pub use tls::{
     CertificateInfo, PROTOCOL_VERSIONS, ServingCertificate, TlsError, crypto_provider,
     server_config,

@@ -50,6 +50,15 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// Every reason, for creating each series at zero.
+    pub const ALL: [Self; 5] = [
+        Self::Throttled,
+        Self::BodyTooLarge,
+        Self::ConnectionLimit,
+        Self::HandshakeFailed,
+        Self::IdleClosed,
+    ];
+
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {

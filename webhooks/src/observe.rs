@@ -16,6 +16,9 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
+    /// Every endpoint, for creating each series at zero.
+    pub const ALL: [Self; 3] = [Self::Convert, Self::Mutate, Self::Validate];
+
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -40,6 +43,9 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome, for creating each series at zero.
+    pub const ALL: [Self; 4] = [Self::Allowed, Self::Denied, Self::Failed, Self::Malformed];
+
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::net::TcpListener;
@@ -149,39 +149,88 @@ impl fmt::Display for ReadinessReport {
     }
 }
 
-/// Renders the metrics exposition text; built by whoever owns the metrics registry.
-pub type MetricsRenderer = Arc<dyn Fn() -> String + Send + Sync>;
+/// The two text formats a Prometheus scrape accepts, chosen per request from its `Accept`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricsFormat {
+    /// The Prometheus text format 0.0.4: what a scraper gets unless it asks for OpenMetrics.
+    PrometheusText,
+    /// OpenMetrics text 1.0.0 (`# EOF`-terminated, `info` and `unit` metadata).
+    OpenMetrics,
+}
+
+impl MetricsFormat {
+    /// The `Content-Type` that names the format; Prometheus picks its parser from it.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Self::PrometheusText => "text/plain; version=0.0.4; charset=utf-8",
+            Self::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        }
+    }
+
+    /// The format an `Accept` header prefers: the highest `q` among the media ranges we can
+    /// serve (OpenMetrics 1.0.0 or unversioned, the classic text format, wildcards); the
+    /// classic text format without a header, on ties and when nothing matches.
+    pub fn negotiate(accept: Option<&str>) -> Self {
+        let Some(accept) = accept else {
+            return Self::PrometheusText;
+        };
+        let mut best: Option<(f32, Self)> = None;
+        for range in accept.split(',') {
+            let mut parts = range.split(';').map(str::trim);
+            let media = parts.next().unwrap_or_default().to_ascii_lowercase();
+            let (mut q, mut version) = (1.0_f32, None);
+            for parameter in parts {
+                if let Some((key, value)) = parameter.split_once('=') {
+                    match key.trim().to_ascii_lowercase().as_str() {
+                        "q" => q = value.trim().parse().unwrap_or(0.0),
+                        "version" => version = Some(value.trim().to_owned()),
+                        _ => {}
+                    }
+                }
+            }
+            let format = match (media.as_str(), version.as_deref()) {
+                ("application/openmetrics-text", None | Some("1.0.0")) => Self::OpenMetrics,
+                ("text/plain", None | Some("0.0.4")) | ("text/*" | "*/*", _) => {
+                    Self::PrometheusText
+                }
+                _ => continue,
+            };
+            let better = match best {
+                None => q > 0.0,
+                Some((best_q, best_format)) => {
+                    q > best_q
+                        || (q == best_q && format == Self::PrometheusText && best_format != format)
+                }
+            };
+            if better {
+                best = Some((q, format));
+            }
+        }
+        best.map_or(Self::PrometheusText, |(_, format)| format)
+    }
+}
+
+/// Renders the metrics exposition in a format; built by whoever owns the metrics registry.
+pub type MetricsRenderer = Arc<dyn Fn(MetricsFormat) -> String + Send + Sync>;
 
 /// What the ops server serves.
 #[derive(Clone)]
 pub struct OpsState {
     readiness: Readiness,
     metrics: MetricsRenderer,
-    metrics_content_type: HeaderValue,
 }
 
 impl OpsState {
-    /// Content type of the Prometheus text format 0.0.4 (the default).
-    pub const PROMETHEUS_TEXT: &'static str = "text/plain; version=0.0.4; charset=utf-8";
-    /// Content type of the OpenMetrics text format 1.0 (what `prometheus-client`'s
-    /// `encoding::text::encode` writes).
-    pub const OPENMETRICS_TEXT: &'static str =
-        "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-    /// Serves `readiness` on `/readyz` and the output of `metrics` on `/metrics`, as
-    /// [`PROMETHEUS_TEXT`](Self::PROMETHEUS_TEXT).
-    pub fn new(readiness: Readiness, metrics: impl Fn() -> String + Send + Sync + 'static) -> Self {
+    /// Serves `readiness` on `/readyz` and the output of `metrics` on `/metrics`, in the format
+    /// the scraper's `Accept` prefers.
+    pub fn new(
+        readiness: Readiness,
+        metrics: impl Fn(MetricsFormat) -> String + Send + Sync + 'static,
+    ) -> Self {
         Self {
             readiness,
             metrics: Arc::new(metrics),
-            metrics_content_type: HeaderValue::from_static(Self::PROMETHEUS_TEXT),
         }
-    }
-
-    /// Sets the `Content-Type` of `/metrics`, e.g. [`OPENMETRICS_TEXT`](Self::OPENMETRICS_TEXT).
-    pub fn with_metrics_content_type(mut self, content_type: &'static str) -> Self {
-        self.metrics_content_type = HeaderValue::from_static(content_type);
-        self
     }
 
     /// The readiness this state serves.
@@ -194,7 +243,6 @@ impl fmt::Debug for OpsState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpsState")
             .field("readiness", &self.readiness)
-            .field("metrics_content_type", &self.metrics_content_type)
             .finish_non_exhaustive()
     }
 }
@@ -243,14 +291,57 @@ async fn readyz(State(state): State<OpsState>) -> Response {
     (status, report.to_string()).into_response()
 }
 
-async fn metrics(State(state): State<OpsState>) -> Response {
-    let body = (state.metrics)();
-    ([(header::CONTENT_TYPE, state.metrics_content_type)], body).into_response()
+async fn metrics(State(state): State<OpsState>, headers: HeaderMap) -> Response {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|value| value.to_str().ok());
+    let format = MetricsFormat::negotiate(accept);
+    let body = (state.metrics)(format);
+    (
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(format.content_type()),
+            ),
+            (header::VARY, HeaderValue::from_static("Accept")),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scraper_gets_openmetrics_only_when_it_prefers_it() {
+        use MetricsFormat::*;
+        // Prometheus 3's default scrape Accept.
+        let prometheus = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+        for (accept, expected) in [
+            (None, PrometheusText),
+            (Some(prometheus), OpenMetrics),
+            (
+                Some("text/plain;version=0.0.4;q=0.3,*/*;q=0.2"),
+                PrometheusText,
+            ),
+            (Some("application/openmetrics-text"), OpenMetrics),
+            (
+                Some("application/openmetrics-text; version=0.0.1"),
+                PrometheusText,
+            ),
+            (Some("*/*"), PrometheusText),
+            (
+                Some("application/openmetrics-text;q=0.5, text/plain;q=0.5"),
+                PrometheusText,
+            ),
+            (Some("application/json"), PrometheusText),
+            (Some("application/openmetrics-text;q=0"), PrometheusText),
+        ] {
+            assert_eq!(MetricsFormat::negotiate(accept), expected, "{accept:?}");
+        }
+    }
 
     #[test]
     fn ready_only_when_every_check_passes_and_not_draining() {

@@ -343,16 +343,27 @@ impl HttpClient {
 
 /// Plain-HTTP GET for the ops server, on a new connection.
 pub async fn plain_get(addr: SocketAddr, path: &str) -> (StatusCode, Option<String>, String) {
+    plain_get_accepting(addr, path, None).await
+}
+
+/// [`plain_get`] with an `Accept` header.
+pub async fn plain_get_accepting(
+    addr: SocketAddr,
+    path: &str,
+    accept: Option<&str>,
+) -> (StatusCode, Option<String>, String) {
     let tcp = TcpStream::connect(addr).await.expect("connect");
     let (mut sender, connection) = http1::handshake(TokioIo::new(tcp))
         .await
         .expect("HTTP/1.1 handshake");
     tokio::spawn(connection);
-    let request = hyper::Request::builder()
+    let mut request = hyper::Request::builder()
         .uri(path)
-        .header(hyper::header::HOST, "localhost")
-        .body(full(Bytes::new()))
-        .expect("request");
+        .header(hyper::header::HOST, "localhost");
+    if let Some(accept) = accept {
+        request = request.header(hyper::header::ACCEPT, accept);
+    }
+    let request = request.body(full(Bytes::new())).expect("request");
     let response = sender.send_request(request).await.expect("response");
     let status = response.status();
     let content_type = response

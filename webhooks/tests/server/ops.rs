@@ -6,9 +6,9 @@ use hyper::StatusCode;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use trustyai_webhooks::{OpsState, Readiness, ServerError, routes, serve_ops};
+use trustyai_webhooks::{MetricsFormat, OpsState, Readiness, ServerError, routes, serve_ops};
 
-use crate::common::{PATIENCE, plain_get};
+use crate::common::{PATIENCE, plain_get, plain_get_accepting};
 
 async fn start(
     state: OpsState,
@@ -29,7 +29,7 @@ async fn start(
 #[tokio::test]
 async fn readyz_follows_the_checks_and_draining() {
     let readiness = Readiness::new([Readiness::TLS, Readiness::CA_BUNDLE]);
-    let (addr, shutdown, task) = start(OpsState::new(readiness.clone(), String::new)).await;
+    let (addr, shutdown, task) = start(OpsState::new(readiness.clone(), |_| String::new())).await;
 
     let (status, _, body) = plain_get(addr, routes::READYZ).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
@@ -67,7 +67,7 @@ async fn readyz_follows_the_checks_and_draining() {
 async fn metrics_renders_the_callback_on_each_scrape() {
     let scrapes = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = std::sync::Arc::clone(&scrapes);
-    let state = OpsState::new(Readiness::default(), move || {
+    let state = OpsState::new(Readiness::default(), move |_| {
         let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         format!("scrapes {n}\n")
     });
@@ -76,17 +76,26 @@ async fn metrics_renders_the_callback_on_each_scrape() {
     for n in 1..=2 {
         let (status, content_type, body) = plain_get(addr, routes::METRICS).await;
         assert_eq!(status, StatusCode::OK);
-        assert_eq!(content_type.as_deref(), Some(OpsState::PROMETHEUS_TEXT));
+        assert_eq!(
+            content_type.as_deref(),
+            Some(MetricsFormat::PrometheusText.content_type())
+        );
         assert_eq!(body, format!("scrapes {n}\n"));
     }
 }
 
 #[tokio::test]
-async fn metrics_content_type_can_be_openmetrics() {
-    let state = OpsState::new(Readiness::default(), || "# EOF\n".to_owned())
-        .with_metrics_content_type(OpsState::OPENMETRICS_TEXT);
+async fn metrics_is_openmetrics_when_the_scraper_prefers_it() {
+    let state = OpsState::new(Readiness::default(), |format| match format {
+        MetricsFormat::OpenMetrics => "# EOF\n".to_owned(),
+        MetricsFormat::PrometheusText => String::new(),
+    });
     let (addr, _shutdown, _task) = start(state).await;
-    let (_, content_type, body) = plain_get(addr, routes::METRICS).await;
-    assert_eq!(content_type.as_deref(), Some(OpsState::OPENMETRICS_TEXT));
+    let accept = "application/openmetrics-text;version=1.0.0;q=0.6,text/plain;version=0.0.4;q=0.3";
+    let (_, content_type, body) = plain_get_accepting(addr, routes::METRICS, Some(accept)).await;
+    assert_eq!(
+        content_type.as_deref(),
+        Some(MetricsFormat::OpenMetrics.content_type())
+    );
     assert_eq!(body, "# EOF\n");
 }

@@ -1,7 +1,10 @@
 //! Prometheus metrics, served on the ops port at `/metrics`. Labels are bounded: endpoints,
 //! outcomes, results, error categories, rule names and API versions; never object names or error
 //! strings. Names follow Prometheus conventions (base units; the library adds `_total` to
-//! counters).
+//! counters). Every series an alert or a rate needs exists from the start, at zero.
+
+mod exposition;
+mod process;
 
 use std::sync::atomic::AtomicI64;
 use std::time::Duration;
@@ -13,7 +16,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
-use trustyai_webhooks::{Endpoint, Outcome, Refusal, ServerObserver, WebhookObserver};
+use trustyai_webhooks::{
+    Endpoint, MetricsFormat, Outcome, Refusal, ServerObserver, WebhookObserver,
+};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabel {
@@ -159,18 +164,6 @@ impl Metrics {
             "Work the webhook server refused, by reason: throttled (429, memory budget full), body_too_large (413), connection_limit (accepting paused), handshake_failed, idle_closed",
             m.refusals.clone(),
         );
-        // Every reason from the start, so a rate over it works before the first refusal.
-        for refusal in [
-            Refusal::Throttled,
-            Refusal::BodyTooLarge,
-            Refusal::ConnectionLimit,
-            Refusal::HandshakeFailed,
-            Refusal::IdleClosed,
-        ] {
-            drop(m.refusals.get_or_create(&RefusalLabel {
-                reason: refusal.as_str(),
-            }));
-        }
         registry.register(
             "serving_certificate_expiry_timestamp_seconds",
             "When the webhook serving certificate expires (Unix time)",
@@ -188,16 +181,67 @@ impl Metrics {
                 version: crate::VERSION,
             }),
         );
-        Self { registry, ..m }
+        let m = Self { registry, ..m };
+        m.create_every_series();
+        m
     }
 
-    /// The registry in the Prometheus text format.
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+    /// The registry and the process metrics in `format`.
+    pub fn render(&self, format: MetricsFormat) -> String {
+        let mut openmetrics = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut openmetrics, &self.registry)
+        {
             tracing::error!(error = %e, "cannot encode metrics");
         }
-        out
+        // The encoder ends with `# EOF`; the process metrics go before it.
+        let body_end = openmetrics
+            .strip_suffix("# EOF\n")
+            .map_or(openmetrics.len(), str::len);
+        openmetrics.insert_str(body_end, &process::render());
+        match format {
+            MetricsFormat::OpenMetrics => openmetrics,
+            MetricsFormat::PrometheusText => exposition::to_prometheus_text(&openmetrics),
+        }
+    }
+
+    /// Creates every series of a bounded label set at zero, so that an alert on an error rate
+    /// or a ratio of outcomes works before the first such event.
+    fn create_every_series(&self) {
+        for result in ["success", "error"] {
+            drop(self.reconciles.get_or_create(&ResultLabel { result }));
+        }
+        for category in crate::controller::error::ReconcileError::CATEGORIES {
+            drop(
+                self.reconcile_errors
+                    .get_or_create(&CategoryLabel { category }),
+            );
+        }
+        for endpoint in Endpoint::ALL {
+            let endpoint = endpoint.as_str();
+            drop(
+                self.webhook_duration
+                    .get_or_create(&EndpointLabel { endpoint }),
+            );
+            for outcome in Outcome::ALL {
+                drop(self.webhook_requests.get_or_create(&RequestLabels {
+                    endpoint,
+                    outcome: outcome.as_str(),
+                }));
+            }
+        }
+        for rule in trustyai_crds::validation::Rule::ALL {
+            drop(self.denials.get_or_create(&RuleLabel {
+                rule: rule.as_str(),
+            }));
+        }
+        for to_version in ["v1", "v1alpha1"] {
+            drop(self.converted.get_or_create(&VersionLabel { to_version }));
+        }
+        for refusal in Refusal::ALL {
+            drop(self.refusals.get_or_create(&RefusalLabel {
+                reason: refusal.as_str(),
+            }));
+        }
     }
 
     /// One reconcile finished; `error_category` is a bounded category, `None` on success.
@@ -301,7 +345,7 @@ mod tests {
         m.set_leader(true);
         m.child_applied("Service", "skipped");
         m.child_applied("Service", "skipped");
-        let text = m.render();
+        let text = m.render(MetricsFormat::OpenMetrics);
         for line in [
             "trustyai_operator_webhook_requests_total{endpoint=\"validate\",outcome=\"denied\"} 1",
             "trustyai_operator_admission_denials_total{rule=\"storage_size\"} 1",
