@@ -1633,8 +1633,9 @@ fn reconciled_in_log(log: &std::path::Path, ns: &str, name: &str) -> bool {
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
         .any(|line| {
             line["message"] == "reconciled"
-                && line["span"]["namespace"] == ns
-                && line["span"]["trustyaiservice"] == name
+                && line["kind"] == "TrustyAIService"
+                && line["namespace"] == ns
+                && line["name"] == name
         })
 }
 
@@ -1712,31 +1713,29 @@ impl Drop for OptionalCrds<'_> {
 }
 
 /// The optional APIs the operator logging to `log` last reported (at its start, or as a
-/// change since), by field: its JSON log carries them in their `Debug` form,
-/// `OptionalApis { routes: true, service_monitors: false, .. }`.
+/// change since), by field: its JSON log carries one boolean field per API.
 fn reported_optional_apis(log: &std::path::Path) -> Option<BTreeMap<String, bool>> {
     let text = std::fs::read_to_string(log).ok()?;
     let last = text
         .lines()
         .rev()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .find_map(|line| {
-            let field = match line["message"].as_str()? {
-                "optional APIs discovered" => "apis",
-                "optional APIs changed" => "found",
-                _ => return None,
-            };
-            line[field].as_str().map(str::to_owned)
+        .find(|line| {
+            matches!(
+                line["message"].as_str(),
+                Some("optional APIs discovered" | "optional APIs changed")
+            )
         })?;
-    let (_, fields) = last.split_once('{')?;
-    fields
-        .trim_end_matches('}')
-        .split(',')
-        .map(|field| {
-            let (name, value) = field.split_once(':')?;
-            Some((name.trim().to_owned(), value.trim().parse().ok()?))
-        })
-        .collect()
+    [
+        "routes",
+        "service_monitors",
+        "inference_services",
+        "destination_rules",
+        "virtual_services",
+    ]
+    .into_iter()
+    .map(|field| Some((field.to_owned(), last[field].as_bool()?)))
+    .collect()
 }
 
 #[tokio::test]

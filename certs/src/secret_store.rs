@@ -176,7 +176,7 @@ fn to_api_data(data: SecretData) -> BTreeMap<String, ByteString> {
 /// Creation is create-if-not-exists (POST; on 409 AlreadyExists read the winner's Secret), so
 /// replicas starting together end up with one CA. Changes are `replace`s with the
 /// resourceVersion read; on 409 Conflict the Secret is re-read and judged again.
-#[tracing::instrument(skip(client, names, lifetimes), fields(namespace = %namespace, name = %name))]
+#[tracing::instrument(skip(client, names, lifetimes), fields(kind = "Secret", namespace = %namespace, name = %name))]
 pub async fn ensure_secret(
     client: &Client,
     namespace: &str,
@@ -365,7 +365,7 @@ pub async fn maintain_secret(
     tx: watch::Sender<TlsMaterial>,
     recorder: Option<Recorder>,
 ) -> Result<(), StoreError> {
-    let span = info_span!("maintain_secret", %namespace, %name);
+    let span = info_span!("maintain_secret", kind = "Secret", %namespace, %name);
     async move {
         let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
         let config = watcher::Config::default().fields(&format!("metadata.name={name}"));

@@ -44,6 +44,18 @@ pub struct OptionalApis {
 }
 
 impl OptionalApis {
+    /// Logs which APIs are served, one boolean field each.
+    pub fn log(&self, message: &str) {
+        tracing::info!(
+            routes = self.routes,
+            service_monitors = self.service_monitors,
+            inference_services = self.inference_services,
+            destination_rules = self.destination_rules,
+            virtual_services = self.virtual_services,
+            "{message}"
+        );
+    }
+
     /// Whether the OpenShift service-ca operator issues the `<cr>-tls` and `<cr>-internal`
     /// Secrets from the Services' annotations (else the operator issues them).
     pub fn service_ca(&self) -> bool {
@@ -152,7 +164,7 @@ pub async fn maintain(client: Client, tx: watch::Sender<OptionalApis>, stop: Can
         if found != previous {
             // Published before it is logged: whoever reads the log line may rely on it.
             tx.send_replace(found);
-            tracing::info!(?found, "optional APIs changed");
+            found.log("optional APIs changed");
         }
     }
 }

@@ -63,11 +63,11 @@ pub async fn reconcile(
     service: Arc<TrustyAIService>,
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
-    // Not `name`: JSON logs put the span's own name under that key.
     let span = tracing::info_span!(
         "reconcile",
+        kind = "TrustyAIService",
         namespace = %service.namespace().unwrap_or_default(),
-        trustyaiservice = %service.name_any()
+        name = %service.name_any()
     );
     let started = std::time::Instant::now();
     async move {
@@ -473,7 +473,10 @@ async fn write_status(
             "TrustyAIService",
             &name,
         ))?;
-    tracing::info!(phase = ?new.phase, "status written");
+    tracing::info!(
+        phase = new.phase.as_deref().unwrap_or_default(),
+        "status written"
+    );
     Ok(())
 }
 

@@ -87,7 +87,7 @@ pub async fn run_controller(
     stop: CancellationToken,
 ) -> Result<(), ControllerError> {
     let initial = discovery::discover(&client, OptionalApis::default()).await;
-    tracing::info!(apis = ?initial, "optional APIs discovered");
+    initial.log("optional APIs discovered");
     let (apis_tx, apis_rx) = watch::channel(initial);
     tokio::spawn(discovery::maintain(client.clone(), apis_tx, stop.clone()));
 

@@ -56,7 +56,7 @@ pub async fn mutate(State(state): State<WebhookState>, body: Bytes) -> Response 
     let (outcome, response) = match parse(&body) {
         Err(rejection) => reject(rejection),
         Ok(req) => {
-            let span = tracing::info_span!("mutate", uid = %req.uid, namespace = %req.namespace, name = %req.name, operation = ?req.operation);
+            let span = tracing::info_span!("mutate", uid = %req.uid, kind = "TrustyAIService", namespace = %req.namespace, name = %req.name, operation = ?req.operation);
             let _entered = span.enter();
             match req.operation {
                 None => (
@@ -91,7 +91,7 @@ pub async fn validate(State(state): State<WebhookState>, body: Bytes) -> Respons
     let (outcome, response) = match parse(&body) {
         Err(rejection) => reject(rejection),
         Ok(req) => {
-            let span = tracing::info_span!("validate", uid = %req.uid, namespace = %req.namespace, name = %req.name, operation = ?req.operation);
+            let span = tracing::info_span!("validate", uid = %req.uid, kind = "TrustyAIService", namespace = %req.namespace, name = %req.name, operation = ?req.operation);
             let _entered = span.enter();
             if req.operation.is_none() {
                 (

@@ -166,7 +166,7 @@ pub async fn serve_https(
         events: options.events.clone(),
     });
 
-    tracing::info!(address = ?listener.local_addr().ok(), "webhook server listening");
+    tracing::info!(address = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "webhook server listening");
     tokio::pin!(shutdown);
     loop {
         let slot = match Arc::clone(&connection_slots).try_acquire_owned() {

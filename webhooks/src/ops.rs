@@ -266,7 +266,7 @@ pub async fn serve_ops(
     state: OpsState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
-    tracing::info!(address = ?listener.local_addr().ok(), "ops server listening");
+    tracing::info!(address = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "ops server listening");
     axum::serve(listener, ops_router(state))
         .with_graceful_shutdown(shutdown)
         .await
