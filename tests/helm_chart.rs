@@ -1,8 +1,9 @@
 #![allow(clippy::expect_used)] // a test fails loudly on unexpected data
 //! The Helm chart, with the helm built from its Go module and the real API server: lint, render
 //! in every certificate mode and server-side dry-run, values schema, the CRD copy, install,
-//! upgrade with a CRD that gained a field, and uninstall that keeps the CRD and every
-//! TrustyAIService.
+//! upgrade with a CRD that gained a field, uninstall that keeps the CRD and every
+//! TrustyAIService, and installs where the Go operator's CRD and objects already exist (left
+//! alone or adopted, two releases side by side).
 
 mod support;
 
@@ -18,6 +19,38 @@ use support::helm::helm;
 use trustyai_crds::contract::CRD_NAME;
 
 const KUBE_VERSION: &str = "1.37.2";
+
+/// The tests that install or replace the cluster-wide CRD take turns.
+static CRD: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Deletes the CRD (and with it every TrustyAIService) so a test starts from a cluster without it.
+fn delete_crd(cp: &ControlPlane) {
+    let (ok, out, err) = cp.kubectl(
+        &[
+            "delete",
+            "crd",
+            CRD_NAME,
+            "--ignore-not-found",
+            "--wait=true",
+            "--timeout=120s",
+        ],
+        None,
+    );
+    assert!(ok, "deleting the CRD: {out}{err}");
+}
+
+fn wait_established(cp: &ControlPlane) {
+    let (ok, out, err) = cp.kubectl(
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            &format!("crd/{CRD_NAME}"),
+        ],
+        None,
+    );
+    assert!(ok, "the CRD established: {out}{err}");
+}
 
 fn chart_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("charts/trustyai-operator")
@@ -167,6 +200,15 @@ async fn every_certificate_mode_renders_objects_the_api_server_accepts() {
     for extra in [
         vec![],
         vec!["--set", "certs.mode=certManager"],
+        vec![
+            "--set",
+            "certs.mode=certManager",
+            "--set",
+            "certs.issuerKind=ClusterIssuer",
+            "--set",
+            "certs.issuerName=corporate-ca",
+        ],
+        vec!["--set", "crds.install=false"],
         vec!["--set", "certs.mode=openshift"],
         vec![
             "--set",
@@ -210,7 +252,9 @@ async fn every_certificate_mode_renders_objects_the_api_server_accepts() {
 
 #[tokio::test]
 async fn install_upgrade_and_uninstall_keep_the_crd_and_every_trustyaiservice() {
+    let _crd = CRD.lock().await;
     let cp = ControlPlane::shared();
+    delete_crd(cp);
     let client = cp.client().await;
     let ns = cp.namespace(&client, "helm").await;
     let chart = chart_dir();
@@ -241,9 +285,9 @@ async fn install_upgrade_and_uninstall_keep_the_crd_and_every_trustyaiservice() 
         ("rolebinding", "trustyai-trustyai-operator", true),
         ("clusterrole", "trustyai-trustyai-operator", false),
         ("clusterrolebinding", "trustyai-trustyai-operator", false),
-        ("clusterrole", "trustyai-service-operator-proxy-role", false),
-        ("clusterrole", "trustyaiservice-editor-role", false),
-        ("clusterrole", "trustyaiservice-viewer-role", false),
+        ("clusterrole", "trustyai-trustyai-operator-proxy", false),
+        ("clusterrole", "trustyai-trustyai-operator-editor", false),
+        ("clusterrole", "trustyai-trustyai-operator-viewer", false),
         (
             "validatingwebhookconfiguration",
             "trustyai-trustyai-operator-validating",
@@ -393,6 +437,265 @@ async fn install_upgrade_and_uninstall_keep_the_crd_and_every_trustyaiservice() 
         "helm uninstall deleted the TrustyAIService"
     );
     let _ = std::fs::remove_dir_all(&upgraded);
+}
+
+#[test]
+fn a_cluster_issuer_without_a_name_is_refused_and_a_named_one_is_referenced() {
+    let chart = chart_dir();
+    let (ok, _, err) = helm(
+        None,
+        &[
+            "template",
+            "t",
+            chart.to_str().expect("path"),
+            "--kube-version",
+            KUBE_VERSION,
+            "--set",
+            "certs.mode=certManager",
+            "--set",
+            "certs.issuerKind=ClusterIssuer",
+        ],
+    );
+    assert!(
+        !ok && err.contains("certs.issuerKind=ClusterIssuer needs certs.issuerName"),
+        "{err}"
+    );
+    let named = template(&[
+        "--set",
+        "certs.mode=certManager",
+        "--set",
+        "certs.issuerKind=ClusterIssuer",
+        "--set",
+        "certs.issuerName=corporate-ca",
+    ]);
+    assert!(
+        named.contains("name: corporate-ca\n    kind: ClusterIssuer"),
+        "{named}"
+    );
+    assert!(
+        !named.contains("kind: Issuer\n"),
+        "no Issuer rendered: {named}"
+    );
+    let own = template(&["--set", "certs.mode=certManager"]);
+    assert!(own.contains("kind: Issuer\n"), "{own}");
+    assert!(
+        own.contains("name: trustyai-trustyai-operator-selfsigned\n    kind: Issuer"),
+        "{own}"
+    );
+}
+
+#[test]
+fn every_cluster_scoped_object_is_named_after_the_release() {
+    let manifest = template(&[]);
+    let cluster_scoped = [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+    ];
+    let mut seen = 0;
+    for document in manifest.split("\n---") {
+        let kind = document
+            .lines()
+            .find_map(|l| l.strip_prefix("kind: "))
+            .unwrap_or_default();
+        if !cluster_scoped.contains(&kind) {
+            continue;
+        }
+        seen += 1;
+        let name = document
+            .lines()
+            .find_map(|l| l.strip_prefix("  name: "))
+            .unwrap_or_default();
+        assert!(
+            name.starts_with("trustyai-trustyai-operator"),
+            "{kind} {name} is not named after the release"
+        );
+    }
+    assert!(seen >= 7, "{seen} cluster-scoped objects");
+    assert!(
+        manifest.contains("--proxy-cluster-role=trustyai-trustyai-operator-proxy"),
+        "the operator binds the release's proxy role"
+    );
+}
+
+/// The Go operator's CRD (`tests/fixtures/crds/go-operator-trustyaiservices.yaml`, applied with
+/// `kubectl apply` as its kustomize manifests are) and TrustyAIServices stored under it, one of
+/// them invalid by our rules. A plain install is refused by Helm; with `crds.install=false` two
+/// releases install side by side and leave the CRD and the objects alone; once the CRD carries
+/// the release's ownership metadata (the chart README's commands), an upgrade with the CRD adopts
+/// it and the objects stay.
+#[tokio::test]
+async fn installs_where_the_go_operators_crd_and_objects_exist() {
+    let _crd = CRD.lock().await;
+    let cp = ControlPlane::shared();
+    let client = cp.client().await;
+    delete_crd(cp);
+    let fixture = format!(
+        "{}/tests/fixtures/crds/go-operator-trustyaiservices.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (ok, out, err) = cp.kubectl(&["apply", "-f", &fixture], None);
+    assert!(ok, "the Go operator's CRD: {out}{err}");
+    wait_established(cp);
+    let apps = cp.namespace(&client, "go-apps").await;
+    let tas = tas_api(&client, &apps, "v1");
+    let mut stored = Vec::new();
+    for (name, size) in [("kept", "1Gi"), ("odd-size", "abc")] {
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService",
+            "metadata": {"name": name},
+            "spec": {"storage": {"format": "PVC", "folder": "/inputs", "size": size}, "metrics": {"schedule": "5s"}}
+        }))
+        .expect("tas");
+        // Established comes a moment before the API serves the kind.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let created = loop {
+            match tas.create(&PostParams::default(), &object).await {
+                Ok(created) => break created,
+                Err(e) if Instant::now() < deadline => {
+                    let _ = e;
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+                Err(e) => panic!("a TrustyAIService under the Go CRD: {e}"),
+            }
+        };
+        stored.push((name, created.metadata.uid.expect("uid")));
+    }
+
+    let chart = chart_dir();
+    let chart = chart.to_str().expect("path");
+    let ns_a = cp.namespace(&client, "helm-a").await;
+    let ns_b = cp.namespace(&client, "helm-b").await;
+    let (ok, out, err) = helm(
+        Some(cp),
+        &["install", "refused", chart, "--namespace", &ns_a],
+    );
+    assert!(
+        !ok && err.contains("invalid ownership metadata") && err.contains(CRD_NAME),
+        "Helm refuses to take over a CRD it does not own:\n{out}\n{err}"
+    );
+    for (release, ns) in [("trustyai-a", &ns_a), ("trustyai-b", &ns_b)] {
+        let (ok, out, err) = helm(
+            Some(cp),
+            &[
+                "install",
+                release,
+                chart,
+                "--namespace",
+                ns,
+                "--set",
+                "crds.install=false",
+                "--set",
+                "webhook.failurePolicy=Ignore",
+            ],
+        );
+        assert!(
+            ok,
+            "helm install {release} beside the Go CRD:\n{out}\n{err}"
+        );
+    }
+    let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = crd_api.get(CRD_NAME).await.expect("crd");
+    let annotations = crd.metadata.annotations.clone().unwrap_or_default();
+    assert!(
+        annotations.contains_key("controller-gen.kubebuilder.io/version")
+            && !annotations.contains_key("meta.helm.sh/release-name"),
+        "crds.install=false left the Go operator's CRD alone: {annotations:?}"
+    );
+    for (release, ns) in [("trustyai-a", &ns_a), ("trustyai-b", &ns_b)] {
+        for (kind, name) in [
+            ("clusterrole", format!("{release}-trustyai-operator")),
+            ("clusterrole", format!("{release}-trustyai-operator-proxy")),
+            ("clusterrole", format!("{release}-trustyai-operator-editor")),
+            ("clusterrolebinding", format!("{release}-trustyai-operator")),
+            (
+                "validatingwebhookconfiguration",
+                format!("{release}-trustyai-operator-validating"),
+            ),
+        ] {
+            let (ok, _, err) = cp.kubectl(&["get", kind, &name], None);
+            assert!(ok, "{kind}/{name} of {release} in {ns}: {err}");
+        }
+    }
+
+    // Adopt: the ownership metadata the chart README gives, then the CRD comes with the chart.
+    let (ok, out, err) = cp.kubectl(
+        &[
+            "label",
+            "crd",
+            CRD_NAME,
+            "app.kubernetes.io/managed-by=Helm",
+            "--overwrite",
+        ],
+        None,
+    );
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = cp.kubectl(
+        &[
+            "annotate",
+            "crd",
+            CRD_NAME,
+            "--overwrite",
+            "meta.helm.sh/release-name=trustyai-a",
+            &format!("meta.helm.sh/release-namespace={ns_a}"),
+            "kubectl.kubernetes.io/last-applied-configuration-",
+        ],
+        None,
+    );
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = helm(
+        Some(cp),
+        &[
+            "upgrade",
+            "trustyai-a",
+            chart,
+            "--namespace",
+            &ns_a,
+            "--set",
+            "webhook.failurePolicy=Ignore",
+        ],
+    );
+    assert!(ok, "helm upgrade adopting the CRD:\n{out}\n{err}");
+    let crd = crd_api.get(CRD_NAME).await.expect("crd");
+    let annotations = crd.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        annotations
+            .get("helm.sh/resource-policy")
+            .map(String::as_str),
+        Some("keep"),
+        "the adopted CRD is the chart's: {annotations:?}"
+    );
+    assert!(
+        !annotations.contains_key("kubectl.kubernetes.io/last-applied-configuration"),
+        "{annotations:?}"
+    );
+    let v1 = crd
+        .spec
+        .versions
+        .iter()
+        .find(|v| v.name == "v1")
+        .expect("v1");
+    assert!(
+        v1.additional_printer_columns.is_some(),
+        "the chart's CRD (with printer columns) replaced the Go operator's"
+    );
+    for (name, uid) in &stored {
+        let object = tas.get(name).await.expect("the TrustyAIService survived");
+        assert_eq!(
+            object.metadata.uid.as_ref(),
+            Some(uid),
+            "{name} is the same object"
+        );
+    }
+    for (release, ns) in [("trustyai-a", &ns_a), ("trustyai-b", &ns_b)] {
+        let (ok, out, err) = helm(Some(cp), &["uninstall", release, "--namespace", ns]);
+        assert!(ok, "helm uninstall {release}:\n{out}\n{err}");
+    }
+    assert!(
+        crd_api.get(CRD_NAME).await.is_ok(),
+        "the adopted CRD is kept on uninstall"
+    );
 }
 
 fn copy_dir(from: &Path, to: &Path) {

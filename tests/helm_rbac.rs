@@ -154,6 +154,8 @@ async fn the_chart_rbac_is_sufficient_and_a_missing_verb_is_caught() {
         "rbac-trustyai-operator-validating",
         "--mutating-webhook-configuration",
         "rbac-trustyai-operator-mutating",
+        "--proxy-cluster-role",
+        "rbac-trustyai-operator-proxy",
     ];
     let mut operator = Operator::start_as(cp, &kubeconfig, &ns, &flags);
     operator.wait_ready(Duration::from_secs(90));

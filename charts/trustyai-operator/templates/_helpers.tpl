@@ -24,6 +24,10 @@ app.kubernetes.io/name: {{ include "trustyai-operator.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
+{{- define "trustyai-operator.proxyClusterRole" -}}
+{{ include "trustyai-operator.fullname" . }}-proxy
+{{- end }}
+
 {{- define "trustyai-operator.webhookService" -}}
 {{ include "trustyai-operator.fullname" . }}-webhook
 {{- end }}

@@ -1,4 +1,4 @@
-module trustyai-operator/control-plane/prometheus
+module trustyai-operator/control-plane/promcheck
 
 go 1.26.7
 
