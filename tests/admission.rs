@@ -23,7 +23,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::Status;
 use serde_json::{Value, json};
 use support::cluster::{
-    VALIDATING_WEBHOOK, manifest, remove_webhook_registrations, tas, tas_api,
+    MUTATING_WEBHOOK, manifest, remove_webhook_registrations, tas, tas_api,
     wait_for_published_bundle, wait_for_webhooks_served, webhook_only_violations,
 };
 use support::operator::Operator;
@@ -170,7 +170,7 @@ async fn refusals_name_every_field(client: &Client, ns: &str) {
     assert_invalid(
         &status,
         &[
-            &format!("admission webhook \"{VALIDATING_WEBHOOK}\" denied the request"),
+            &format!("admission webhook \"{MUTATING_WEBHOOK}\" denied the request"),
             r#"TrustyAIService.trustyai.opendatahub.io "bad" is invalid"#,
             r#"spec.image: Invalid value: "docker.io/someone/trustyai:1": must start with one of the allowed image prefixes: "quay.io/trustyai/""#,
             r#"spec.metrics.schedule: Invalid value: "500ms": must be at least one second in total"#,
@@ -186,6 +186,46 @@ async fn refusals_name_every_field(client: &Client, ns: &str) {
         "one cause per field: {status:?}"
     );
     assert!(api.get_opt("bad").await.expect("get").is_none());
+
+    // Errors the CRD's CEL rules also catch (a relative folder, a size that is no quantity) and
+    // errors only the webhook knows, in one answer: the defaulting webhook runs before the
+    // schema and CEL, and denies with every violation.
+    let status = refusal(
+        api.create(
+            &PostParams::default(),
+            &tas(
+                "v1",
+                "worse",
+                json!({
+                    "image": "docker.io/someone/trustyai:1",
+                    "storage": {"format": "PVC", "folder": "inputs", "size": "abc"},
+                    "data": {"format": "JSON"},
+                    "metrics": {"schedule": "5s"}
+                }),
+            ),
+        )
+        .await,
+        "CEL and webhook-only violations",
+    );
+    let mut fields = cause_fields(&status);
+    fields.sort();
+    assert_eq!(
+        fields,
+        [
+            "spec.data.format",
+            "spec.image",
+            "spec.storage.folder",
+            "spec.storage.size"
+        ],
+        "every violation in one answer: {status:?}"
+    );
+    assert!(
+        status.message.contains(&format!(
+            "admission webhook \"{MUTATING_WEBHOOK}\" denied the request"
+        )),
+        "{}",
+        status.message
+    );
 }
 
 async fn defaults_are_stored(client: &Client, ns: &str) {
@@ -258,7 +298,7 @@ async fn v1alpha1_is_converted_defaulted_and_validated(client: &Client, ns: &str
     assert_invalid(
         &status,
         &[
-            VALIDATING_WEBHOOK,
+            MUTATING_WEBHOOK,
             "spec.metrics.schedule: Invalid value",
             "spec.data.format: Unsupported value",
         ],
@@ -346,7 +386,7 @@ async fn updates_follow_the_immutability_rules(client: &Client, ns: &str) {
     assert_invalid(
         &status,
         &[
-            VALIDATING_WEBHOOK,
+            MUTATING_WEBHOOK,
             r#"spec.storage.format: Invalid value: "DATABASE": may change from PVC to DATABASE only as a migration"#,
         ],
         "PVC → DATABASE without migration",
@@ -450,7 +490,7 @@ async fn updates_follow_the_immutability_rules(client: &Client, ns: &str) {
     assert_invalid(
         &status,
         &[
-            VALIDATING_WEBHOOK,
+            MUTATING_WEBHOOK,
             r#"spec.storage.folder: Invalid value: "/data": may not change while the PersistentVolumeClaim is in use"#,
         ],
         "moving the folder",
@@ -652,7 +692,7 @@ async fn legacy_objects_ratchet() {
     assert_invalid(
         &status,
         &[
-            VALIDATING_WEBHOOK,
+            MUTATING_WEBHOOK,
             r#"spec.metrics.schedule: Invalid value: "200ms""#,
         ],
         "another invalid schedule",

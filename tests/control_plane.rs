@@ -302,12 +302,36 @@ async fn crd_is_served_in_both_versions_and_validates() {
     let (ok, out, err) = cp.kubectl(&["get", "tas", "-n", &ns], None);
     assert!(ok, "{err}");
     let header = out.lines().next().unwrap_or_default();
-    for column in ["NAME", "PHASE", "READY", "STORAGE", "REPLICAS", "AGE"] {
+    for column in ["NAME", "READY", "REASON", "STORAGE", "REPLICAS", "AGE"] {
         assert!(
             header.contains(column),
             "column {column} missing in: {header}"
         );
     }
+    assert!(
+        !header.contains("IMAGE"),
+        "wide columns only with -o wide: {header}"
+    );
+    let (ok, out, err) = cp.kubectl(&["get", "tas", "-n", &ns, "-o", "wide"], None);
+    assert!(ok, "{err}");
+    let header = out.lines().next().unwrap_or_default();
+    for column in ["PHASE", "DATABASE", "IMAGE", "OBSERVED"] {
+        assert!(
+            header.contains(column),
+            "-o wide column {column} missing in: {header}"
+        );
+    }
+    // A paragraph is one line of the description: kubectl wraps it at the terminal width, so
+    // the sentence below is found whole once the output's own line breaks are undone.
+    let (ok, out, err) = cp.kubectl(&["explain", "tas.spec"], None);
+    assert!(ok, "{err}");
+    let unwrapped = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        unwrapped.contains(
+            "how it stores the inference data it monitors and how often it computes metrics."
+        ),
+        "{out}"
+    );
     let (ok, out, err) = cp.kubectl(&["explain", "tas.spec.storage.pv"], None);
     assert!(ok, "{err}");
     assert!(out.contains("existing PersistentVolume"), "{out}");

@@ -179,6 +179,8 @@ pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
         // merge_crds appends non-stored versions in reverse; keep a stable, readable order.
         versions.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
         for version in versions.iter_mut() {
+            let stored = version["name"] == STORAGE_VERSION;
+            version["additionalPrinterColumns"] = printer_columns(stored);
             let schema = version
                 .pointer_mut("/schema/openAPIV3Schema")
                 .ok_or_else(|| CrdError::MissingSchemaPath("openAPIV3Schema".into()))?;
@@ -208,21 +210,68 @@ pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
     Ok(crd)
 }
 
+/// `kubectl get tas` columns, the same in both versions except what only v1 has; the wide ones
+/// (`-o wide`, priority 1) say which image runs, which database Secret a DATABASE service uses and
+/// which generation the status describes.
+fn printer_columns(stored: bool) -> Value {
+    let ready = r#".status.conditions[?(@.type=="Ready")]"#;
+    let mut columns = vec![
+        json!({"name": "Ready", "type": "string", "description": "Status of the Ready condition", "jsonPath": format!("{ready}.status")}),
+        json!({"name": "Reason", "type": "string", "description": "Reason of the Ready condition", "jsonPath": format!("{ready}.reason")}),
+        json!({"name": "Storage", "type": "string", "description": "Storage format: PVC or DATABASE", "jsonPath": ".spec.storage.format"}),
+        json!({"name": "Replicas", "type": "integer", "description": "Desired number of service replicas", "jsonPath": ".spec.replicas"}),
+        json!({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}),
+        json!({"name": "Phase", "type": "string", "priority": 1, "description": "Ready or Not Ready", "jsonPath": ".status.phase"}),
+        json!({"name": "Database", "type": "string", "priority": 1, "description": "Secret with the database credentials (DATABASE storage)", "jsonPath": ".spec.storage.databaseConfigurations"}),
+    ];
+    if stored {
+        columns.push(json!({"name": "Image", "type": "string", "priority": 1, "description": "TrustyAI service image deployed", "jsonPath": ".status.image"}));
+        columns.push(json!({"name": "Observed", "type": "integer", "priority": 1, "description": "Generation the status describes", "jsonPath": ".status.observedGeneration"}));
+    }
+    Value::Array(columns)
+}
+
 /// `kubectl explain tas` text.
 const ROOT_DESCRIPTION: &str = "TrustyAIService deploys a TrustyAI service, which monitors deployed ML models: \
 fairness metrics and explanations computed from their inference data.";
 
 /// Removes `nullable` from the generated schema (an unset field is
-/// absent, and a `null` sent by a client is pruned, as in the Go operator's CRD).
+/// absent, and a `null` sent by a client is pruned, as in the Go operator's CRD), and makes each
+/// description prose (`kubectl explain` wraps it itself).
 fn tidy_schema(node: &mut Value) {
     match node {
         Value::Object(map) => {
             map.remove("nullable");
+            if let Some(Value::String(text)) = map.get_mut("description") {
+                *text = prose(text);
+            }
             map.values_mut().for_each(tidy_schema);
         }
         Value::Array(items) => items.iter_mut().for_each(tidy_schema),
         _ => {}
     }
+}
+
+/// A doc comment as prose: the line breaks inside a paragraph (where the comment wrapped) become
+/// spaces; blank lines between paragraphs and line breaks before list items (`- `) stay.
+fn prose(text: &str) -> String {
+    text.split("\n\n")
+        .map(|paragraph| {
+            let mut out = String::new();
+            for line in paragraph.lines().map(str::trim) {
+                if line.is_empty() {
+                    continue;
+                }
+                if !out.is_empty() {
+                    out.push(if line.starts_with("- ") { '\n' } else { ' ' });
+                }
+                out.push_str(line);
+            }
+            out
+        })
+        .filter(|paragraph| !paragraph.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n\n")
 }
 
 fn add_rule(schema: &mut Value, rule: &CelRule) -> Result<(), CrdError> {

@@ -25,12 +25,7 @@ use crate::contract::{retention, storage_format};
     shortname = "tas",
     category = "trustyai",
     namespaced,
-    status = "TrustyAIServiceStatus",
-    printcolumn = r#"{"name":"Phase","type":"string","description":"Ready or Not Ready","jsonPath":".status.phase"}"#,
-    printcolumn = r#"{"name":"Ready","type":"string","description":"Status of the Ready condition","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
-    printcolumn = r#"{"name":"Storage","type":"string","description":"Storage format: PVC or DATABASE","jsonPath":".spec.storage.format"}"#,
-    printcolumn = r#"{"name":"Replicas","type":"integer","description":"Desired number of service replicas","jsonPath":".spec.replicas"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    status = "TrustyAIServiceStatus"
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TrustyAIServiceSpec {

@@ -21,12 +21,7 @@ use serde::{Deserialize, Serialize};
     category = "trustyai",
     namespaced,
     status = "TrustyAIServiceStatus",
-    deprecated = "trustyai.opendatahub.io/v1alpha1 TrustyAIService is deprecated; use trustyai.opendatahub.io/v1 TrustyAIService",
-    printcolumn = r#"{"name":"Phase","type":"string","description":"Ready or Not Ready","jsonPath":".status.phase"}"#,
-    printcolumn = r#"{"name":"Ready","type":"string","description":"Status of the Ready condition","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
-    printcolumn = r#"{"name":"Storage","type":"string","description":"Storage format: PVC or DATABASE","jsonPath":".spec.storage.format"}"#,
-    printcolumn = r#"{"name":"Replicas","type":"integer","description":"Desired number of service replicas","jsonPath":".spec.replicas"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    deprecated = "trustyai.opendatahub.io/v1alpha1 TrustyAIService is deprecated; use trustyai.opendatahub.io/v1 TrustyAIService"
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TrustyAIServiceSpec {

@@ -85,7 +85,21 @@ fn names_versions_and_columns() {
             .flatten()
             .filter_map(|c| c["name"].as_str())
             .collect();
-        assert_eq!(columns, ["Phase", "Ready", "Storage", "Replicas", "Age"]);
+        let mut expected = vec![
+            "Ready", "Reason", "Storage", "Replicas", "Age", "Phase", "Database",
+        ];
+        if v["name"] == "v1" {
+            expected.extend(["Image", "Observed"]);
+        }
+        assert_eq!(columns, expected, "{}", v["name"]);
+        let wide: Vec<&str> = v["additionalPrinterColumns"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["priority"] == 1)
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        assert_eq!(wide, expected[5..], "-o wide only: {}", v["name"]);
     }
 
     let conversion = &crd["spec"]["conversion"];
@@ -230,4 +244,45 @@ fn status_written_by_the_go_operator_fits() {
         "status": {"ready": "True"}
     });
     assert_schema_accepts(&v1alpha1, "v1alpha1");
+}
+
+/// `kubectl explain` wraps descriptions itself: a line break inside a sentence (where a doc
+/// comment wrapped) would show as a break in the middle of a line.
+#[test]
+fn descriptions_are_prose() {
+    let crd = serde_json::to_value(trustyai_crds::crd::crd().expect("crd")).expect("json");
+    fn walk(node: &serde_json::Value, path: &str, broken: &mut Vec<String>) {
+        match node {
+            serde_json::Value::Object(map) => {
+                if let Some(serde_json::Value::String(text)) = map.get("description") {
+                    for (i, _) in text.match_indices('\n') {
+                        let before = text[..i].chars().last();
+                        let after = text[i + 1..].chars().next();
+                        let paragraph = before == Some('\n') || after == Some('\n');
+                        let list_item = text[i + 1..].starts_with("- ");
+                        if !paragraph && !list_item {
+                            broken.push(format!("{path}: {text:?}"));
+                            break;
+                        }
+                    }
+                }
+                for (key, value) in map {
+                    walk(value, &format!("{path}.{key}"), broken);
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    walk(item, &format!("{path}[{i}]"), broken);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut broken = Vec::new();
+    walk(&crd, "crd", &mut broken);
+    assert!(
+        broken.is_empty(),
+        "descriptions broken mid-paragraph:\n{}",
+        broken.join("\n")
+    );
 }

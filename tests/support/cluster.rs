@@ -21,6 +21,9 @@ pub const MWC: &str = "trustyai-operator-mutating";
 /// The validating webhook's name in the registration the operator creates; the API server
 /// names it in every refusal of its.
 pub const VALIDATING_WEBHOOK: &str = "validate.trustyaiservices.trustyai.opendatahub.io";
+/// The defaulting webhook's name. It also denies what breaks a rule (all errors at once, before
+/// the CRD's schema and CEL rules run), so denials name it.
+pub const MUTATING_WEBHOOK: &str = "default.trustyaiservices.trustyai.opendatahub.io";
 
 /// TrustyAIServices in `ns`, through `version` (`v1` or `v1alpha1`).
 pub fn tas_api(client: &Client, ns: &str, version: &str) -> Api<DynamicObject> {
@@ -131,8 +134,9 @@ pub async fn wait_for_published_bundle(
 /// Waits until the API server calls the operator's webhooks. It takes registrations and
 /// caBundles from its own informers, a moment after the objects carry them (which is all
 /// [`wait_for_published_bundle`] sees); until then a call fails TLS verification or is not made
-/// at all. Each round dry-runs an object only the validating webhook refuses, and a valid one
-/// through v1 and through v1alpha1 that must come back defaulted by the mutating webhook (the
+/// at all. Each round dry-runs an object only the webhooks refuse (the defaulting one denies it
+/// first), and a valid one through v1 and through v1alpha1 that must come back defaulted by the
+/// mutating webhook and pass the validating one (the
 /// registrations match v1 only, so v1alpha1 also needs /convert, both ways). Panics with the
 /// operator's log after 60 s.
 pub async fn wait_for_webhooks_served(
@@ -169,10 +173,12 @@ async fn webhooks_answer(client: &Client, ns: &str) -> Result<(), String> {
         .create(&dry_run, &tas("v1", PROBE, webhook_only_violations()))
         .await
     {
-        Err(kube::Error::Api(status)) if status.message.contains(VALIDATING_WEBHOOK) => {}
+        Err(kube::Error::Api(status))
+            if status.message.contains(MUTATING_WEBHOOK)
+                || status.message.contains(VALIDATING_WEBHOOK) => {}
         other => {
             return Err(format!(
-                "an invalid object was not refused by {VALIDATING_WEBHOOK}: {other:?}"
+                "an invalid object was not refused by {MUTATING_WEBHOOK}: {other:?}"
             ));
         }
     }

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use trustyai_crds::contract::{DEPRECATED_VERSION, GROUP, KIND, PLURAL, STORAGE_VERSION};
-use trustyai_crds::defaults::{Operation, defaults_patch};
+use trustyai_crds::defaults::{Operation, apply_defaults};
 use trustyai_crds::validation::{
     FieldError, ValidationContext, denial_message, validate as validate_object,
 };
@@ -50,7 +50,10 @@ enum Rejection {
     Refused { uid: String, message: String },
 }
 
-/// `POST /mutate`: a minimal JSON Patch that adds the defaults.
+/// `POST /mutate`: a minimal JSON Patch that adds the defaults; or, when the defaulted object
+/// breaks a rule, the same denial `/validate` would give. The API server runs the CRD's schema
+/// and CEL rules after mutation and before validation, and stops at their first failures: judged
+/// here, a manifest's errors all come in one answer.
 pub async fn mutate(State(state): State<WebhookState>, body: Bytes) -> Response {
     let started = std::time::Instant::now();
     let (outcome, response) = match parse(&body) {
@@ -64,17 +67,22 @@ pub async fn mutate(State(state): State<WebhookState>, body: Bytes) -> Response 
                     review(&req.uid, true, None, None, Vec::new()),
                 ),
                 Some(operation) => {
-                    let mut patch = defaults_patch(&req.object, operation);
+                    let mut defaulted = req.object.clone();
+                    let mut patch = apply_defaults(&mut defaulted, operation);
                     if req.version == DEPRECATED_VERSION {
                         // A registration that sends v1alpha1 as is (no matchPolicy: Equivalent):
                         // its schema has no v1-only fields, so don't add them.
                         patch.0.retain(|op| !touches_v1_only_field(op));
                     }
                     tracing::debug!(operations = patch.0.len(), "defaulted");
-                    (
-                        Outcome::Allowed,
-                        review(&req.uid, true, None, Some(patch), Vec::new()),
-                    )
+                    match judge(&state, &req, &defaulted) {
+                        // Warnings are `/validate`'s to give, once.
+                        (Outcome::Allowed, _) => (
+                            Outcome::Allowed,
+                            review(&req.uid, true, None, Some(patch), Vec::new()),
+                        ),
+                        denied => denied,
+                    }
                 }
             }
         }
@@ -99,7 +107,7 @@ pub async fn validate(State(state): State<WebhookState>, body: Bytes) -> Respons
                     review(&req.uid, true, None, None, Vec::new()),
                 )
             } else {
-                judge(&state, &req)
+                judge(&state, &req, &req.object)
             }
         }
     };
@@ -109,7 +117,9 @@ pub async fn validate(State(state): State<WebhookState>, body: Bytes) -> Respons
     response
 }
 
-fn judge(state: &WebhookState, req: &Request) -> (Outcome, Response) {
+/// `object` (the request's, or its defaulted form) against the rules, with the request's old
+/// object for the rules that look at changes.
+fn judge(state: &WebhookState, req: &Request, object: &Value) -> (Outcome, Response) {
     let settings = state.settings.load();
     let lookup = |name: &str| -> bool {
         // Unknown (no cache, or the cache doesn't cover the namespace) counts as present: the
@@ -124,7 +134,7 @@ fn judge(state: &WebhookState, req: &Request) -> (Outcome, Response) {
         allowed_image_prefixes: settings.allowed_image_prefixes.clone(),
         secret_exists: Some(&lookup),
     };
-    let new = as_v1(&req.object);
+    let new = as_v1(object);
     let old = req.old_object.as_ref().map(as_v1);
     let verdict = validate_object(&new, old.as_deref(), &ctx);
     if verdict.is_allowed() {
@@ -475,6 +485,24 @@ mod tests {
             paths.contains(&"/spec/replicas") && paths.contains(&"/spec/storage/size"),
             "{paths:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn mutate_denies_what_breaks_a_rule_with_the_same_answer_as_validate() {
+        let spec = json!({"storage": {"format": "PVC", "folder": "inputs", "size": "abc"},
+                          "data": {"format": "JSON"}, "metrics": {"schedule": "5s"}});
+        let (_, mutated) = call("mutate", request("CREATE", tas(spec.clone()), None)).await;
+        let (_, validated) = call("validate", request("CREATE", tas(spec), None)).await;
+        assert_eq!(mutated["response"]["allowed"], false, "{mutated}");
+        assert!(mutated["response"].get("patch").is_none(), "{mutated}");
+        assert_eq!(
+            mutated["response"]["status"],
+            validated["response"]["status"]
+        );
+        let causes = mutated["response"]["status"]["details"]["causes"]
+            .as_array()
+            .map_or(0, Vec::len);
+        assert_eq!(causes, 3, "{mutated}");
     }
 
     #[tokio::test]
