@@ -3,10 +3,14 @@ SHELL := /bin/bash
 CONTROL_PLANE_BIN := $(shell tests/control-plane/build.sh --print)
 export TRUSTYAI_CONTROL_PLANE_BIN := $(CONTROL_PLANE_BIN)
 
-.PHONY: test lint control-plane run crd bench
+.PHONY: test lint control-plane run crd bench prerequisites
+
+## What the targets below need (cargo, kubectl; Go when the control plane is not cached yet).
+prerequisites:
+	@tests/local-cluster/scripts/prerequisites.sh
 
 ## Every test: builds the control plane if it is not cached, then the whole workspace's tests.
-test: control-plane
+test: prerequisites control-plane
 	cargo test --workspace --all-targets --no-fail-fast
 
 ## fmt and clippy, as CI runs them.
@@ -24,8 +28,10 @@ crd:
 	cp crds/trustyaiservices.yaml charts/trustyai-operator/files/trustyaiservices.yaml
 
 ## The operator on an embedded local control plane, with a sample TrustyAIService applied.
-## `make run ARGS="--kubeconfig ~/.kube/config"` runs it against that cluster instead.
-run: control-plane
+## `make run ARGS="--kubeconfig ~/.kube/config"` runs it against that cluster instead;
+## `--webhook-port`, `--ops-port` (defaults 9443, 9080) and `--operator-logs console` go in ARGS too.
+run: prerequisites control-plane
+	@echo "building the operator (cargo shows its progress)..." >&2
 	cargo build -p trustyai-operator -p trustyai-local-cluster --bins
 	target/debug/trustyai-local-cluster --operator target/debug/trustyai-operator $(ARGS)
 

@@ -324,6 +324,11 @@ pub struct RunArgs {
     /// deletion of a TrustyAIService before its finalizer is removed anyway.
     #[arg(long, default_value = "5m", value_parser = humantime_duration)]
     pub cleanup_timeout: Duration,
+
+    /// How long a TrustyAIService's PersistentVolumeClaim may stay unbound before a `PVCPending`
+    /// Warning event says so.
+    #[arg(long, default_value = "2m", value_parser = humantime_duration)]
+    pub pvc_pending_grace: Duration,
 }
 
 /// Parses a duration: `10s`, `500ms`, `1m30s`, `90d` (humantime's units; a bare number is

@@ -221,6 +221,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         config.operand_ca_secret = args.operand_ca_secret.clone();
         config.operand_cert_lifetime = args.operand_cert_lifetime;
         config.cleanup_timeout = args.cleanup_timeout;
+        config.pvc_pending_grace = args.pvc_pending_grace;
         config.metrics = Some(metrics.clone());
         let duties = crate::leading::Duties {
             controller: config,

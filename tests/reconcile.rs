@@ -71,6 +71,8 @@ fn running() -> std::sync::MutexGuard<'static, Running> {
 
 /// How long these tests let a failing cleanup hold up a deletion (the default is 5 minutes).
 const CLEANUP_TIMEOUT: &str = "15s";
+/// How long a claim may stay unbound before its Warning (the default is 2 minutes).
+const PVC_PENDING_GRACE: &str = "5s";
 
 fn start_operator(cp: &ControlPlane, namespace: &str) -> Operator {
     let mut operator = Operator::start(
@@ -82,6 +84,8 @@ fn start_operator(cp: &ControlPlane, namespace: &str) -> Operator {
             "json",
             "--cleanup-timeout",
             CLEANUP_TIMEOUT,
+            "--pvc-pending-grace",
+            PVC_PENDING_GRACE,
         ],
     );
     operator.wait_ready(TIMEOUT);
@@ -1372,6 +1376,28 @@ async fn a_claim_grows_where_its_class_can_expand_and_a_refused_growth_blocks_no
         Some("1Gi")
     );
     let _ = classes.delete(&class, &DeleteParams::default()).await;
+}
+
+/// A claim no volume binds: `PVCAvailable` says `PVCPending` (not "not found"), a `PVCPending`
+/// Warning names the claim once it has waited for `--pvc-pending-grace`, and the condition
+/// turns `True` when a volume binds it.
+#[tokio::test]
+async fn a_claim_that_stays_pending_is_reported() {
+    let env = Env::shared().await;
+    let ns = env.namespace("pending").await;
+    env.create(&ns, "waits", pvc_spec()).await;
+    let service = env
+        .wait_condition(&ns, "waits", "PVCAvailable", "False", Some("PVCPending"))
+        .await;
+    let pvc = condition(&service, "PVCAvailable").expect("PVCAvailable");
+    assert!(pvc.message.contains("not bound"), "{}", pvc.message);
+    let events = env.wait_event(&ns, "waits", "PVCPending").await;
+    assert_eq!(events[0].type_.as_deref(), Some("Warning"), "{events:?}");
+    let note = events[0].note.clone().unwrap_or_default();
+    assert!(note.contains("waits-pvc"), "{note}");
+    env.volume_for(&ns, "waits-pvc").await;
+    env.wait_condition(&ns, "waits", "PVCAvailable", "True", Some("PVCFound"))
+        .await;
 }
 
 #[tokio::test]

@@ -162,6 +162,8 @@ pub mod reason {
     pub const INFERENCE_SERVICES_NOT_FOUND: &str = "InferenceServicesNotFound";
     pub const PVC_FOUND: &str = "PVCFound";
     pub const PVC_NOT_FOUND: &str = "PVCNotFound";
+    /// The claim exists but no volume is bound to it yet (the Go operator said `PVCNotFound`).
+    pub const PVC_PENDING: &str = "PVCPending";
     pub const ROUTE_FOUND: &str = "RouteFound";
     pub const ROUTE_NOT_FOUND: &str = "RouteNotFound";
     /// Routes are not served by this cluster (not OpenShift); readiness does not wait for one.

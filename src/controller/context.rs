@@ -24,6 +24,10 @@ pub const DEFAULT_SAFETY_REQUEUE: Duration = Duration::from_secs(10 * 60);
 /// Default time after `deletionTimestamp` after which a failing cleanup stops blocking the
 /// deletion.
 pub const DEFAULT_CLEANUP_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// How long a claim may stay unbound before a `PVCPending` Warning: binding takes a moment where
+/// a provisioner creates the volume, and a `WaitForFirstConsumer` class binds only once the
+/// service's pod is scheduled.
+pub const DEFAULT_PVC_PENDING_GRACE: Duration = Duration::from_secs(120);
 /// Default lifetime of the operand serving certificates the operator issues.
 pub const DEFAULT_OPERAND_CERT_LIFETIME: Duration = Duration::from_secs(90 * 24 * 3600);
 
@@ -51,6 +55,8 @@ pub struct ControllerConfig {
     pub safety_requeue: Duration,
     /// How long a failing cleanup may block a deletion.
     pub cleanup_timeout: Duration,
+    /// How long a claim may stay unbound before a Warning says so.
+    pub pvc_pending_grace: Duration,
     /// Where reconcile durations and error categories are counted, if anywhere.
     pub metrics: Option<Arc<Metrics>>,
 }
@@ -68,6 +74,7 @@ impl std::fmt::Debug for ControllerConfig {
             .field("operand_cert_lifetime", &self.operand_cert_lifetime)
             .field("safety_requeue", &self.safety_requeue)
             .field("cleanup_timeout", &self.cleanup_timeout)
+            .field("pvc_pending_grace", &self.pvc_pending_grace)
             .field("metrics", &self.metrics.is_some())
             .finish()
     }
@@ -87,6 +94,7 @@ impl ControllerConfig {
             operand_cert_lifetime: DEFAULT_OPERAND_CERT_LIFETIME,
             safety_requeue: DEFAULT_SAFETY_REQUEUE,
             cleanup_timeout: DEFAULT_CLEANUP_TIMEOUT,
+            pvc_pending_grace: DEFAULT_PVC_PENDING_GRACE,
             metrics: None,
         }
     }

@@ -47,6 +47,8 @@ mod topic {
     pub const WIRING: &str = "wiring";
     pub const CLEANUP: &str = "cleanup";
     pub const PVC_GROWTH: &str = "pvc-growth";
+    /// The claim stays unbound.
+    pub const PVC_PENDING: &str = "pvc-pending";
 }
 
 /// The key of an object's backoff state.
@@ -191,11 +193,12 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
     )
     .await;
 
+    let pvc = observe_pvc(ctx, &instance, mode).await?;
     let observed = Observations {
         generation: service.metadata.generation,
         mode,
         deployment: observe_deployment(ctx, &instance, applied_deployment).await?,
-        pvc: observe_pvc(ctx, &instance, mode).await?,
+        pvc: pvc.observation.clone(),
         db_credentials,
         route: observe_route(ctx, &instance, apis.routes).await?,
         inference_services_present: wired.inference_services_present,
@@ -204,6 +207,7 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
         pvc_growth_refused,
     };
     write_status(ctx, service, &observed).await?;
+    let pending_recheck = report_pending_pvc(ctx, &instance, &pvc).await;
 
     match &observed.pvc_growth_refused {
         Some(refused) => {
@@ -247,6 +251,9 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
     tracing::info!("reconciled");
     let uid = service.uid().unwrap_or_default();
     let mut next = backoff::jittered(ctx.config.safety_requeue, &uid);
+    if let Some(recheck) = pending_recheck {
+        next = next.min(recheck);
+    }
     if let Some(renew_at) = renew_at {
         let until =
             (renew_at - OffsetDateTime::now_utc()).max(trustyai_certs::time::Duration::ZERO);
@@ -410,13 +417,22 @@ async fn observe_deployment(
     )))
 }
 
+/// The claim as observed, and since when it exists.
+struct ObservedPvc {
+    observation: Option<PvcObservation>,
+    created: Option<Timestamp>,
+}
+
 async fn observe_pvc(
     ctx: &Context,
     instance: &Instance<'_>,
     mode: StorageMode,
-) -> Result<Option<PvcObservation>, ReconcileError> {
+) -> Result<ObservedPvc, ReconcileError> {
     if !mode.uses_pvc() {
-        return Ok(None);
+        return Ok(ObservedPvc {
+            observation: None,
+            created: None,
+        });
     }
     let name = names::pvc(instance.name());
     let api: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), instance.namespace());
@@ -425,7 +441,55 @@ async fn observe_pvc(
         "PersistentVolumeClaim",
         &name,
     ))?;
-    Ok(Some(PvcObservation::from_claim(claim.as_ref())))
+    Ok(ObservedPvc {
+        observation: Some(PvcObservation::from_claim(claim.as_ref())),
+        created: claim
+            .as_ref()
+            .and_then(|c| c.metadata.creation_timestamp.as_ref())
+            .map(|t| t.0),
+    })
+}
+
+/// A `PVCPending` Warning once the claim has been unbound for `--pvc-pending-grace` (resolved
+/// when it binds); before that, when to look again (a claim that binds triggers a reconcile by
+/// itself, one that stays pending does not).
+async fn report_pending_pvc(
+    ctx: &Context,
+    instance: &Instance<'_>,
+    pvc: &ObservedPvc,
+) -> Option<Duration> {
+    let service = instance.service();
+    let Some(PvcObservation::Unbound { phase }) = &pvc.observation else {
+        ctx.events.resolved(service, topic::PVC_PENDING);
+        return None;
+    };
+    let age = pvc
+        .created
+        .map(|created| Timestamp::now().duration_since(created))
+        .and_then(|age| Duration::try_from(age).ok())
+        .unwrap_or_default();
+    let grace = ctx.config.pvc_pending_grace;
+    if age < grace {
+        return Some(grace - age + Duration::from_secs(1));
+    }
+    let name = names::pvc(instance.name());
+    let hint = match instance.spec().storage.pv.as_deref() {
+        Some(pv) => format!("check that PersistentVolume {pv} exists, is Available and matches the claim"),
+        None => "check its events and its StorageClass (a provisioner, or a PersistentVolume that matches)".to_owned(),
+    };
+    ctx.events
+        .warning(
+            service,
+            topic::PVC_PENDING,
+            "PVCPending",
+            format!(
+                "PersistentVolumeClaim {name} has not been bound for {}s (phase {}): {hint}",
+                age.as_secs(),
+                phase.as_deref().unwrap_or("unknown")
+            ),
+        )
+        .await;
+    None
 }
 
 async fn observe_route(

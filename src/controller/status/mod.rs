@@ -273,7 +273,7 @@ fn pvc_condition(observed: &Observations) -> Computed {
         Some(PvcObservation::Unbound { phase }) => Computed::new(
             condition::PVC_AVAILABLE,
             Status::False,
-            reason::PVC_NOT_FOUND,
+            reason::PVC_PENDING,
             format!(
                 "PersistentVolumeClaim is not bound (phase {})",
                 phase.as_deref().unwrap_or("unknown")

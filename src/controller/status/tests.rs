@@ -198,7 +198,7 @@ fn unbound_pvc_blocks_readiness() {
     };
     let status = compute(None, &observed, &at(100));
     assert_consistent(&status);
-    assert_eq!(sr(&status, "PVCAvailable"), pair("False", "PVCNotFound"));
+    assert_eq!(sr(&status, "PVCAvailable"), pair("False", "PVCPending"));
     assert!(
         condition(&status, "PVCAvailable")
             .and_then(|c| c.message.as_deref())

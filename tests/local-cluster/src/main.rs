@@ -1,7 +1,8 @@
 //! `trustyai-local-cluster`: the README's run command. Starts the local control plane (or uses
 //! the cluster of `--kubeconfig`), starts the operator against it with its webhooks on
 //! `https://127.0.0.1:<port>`, applies a sample TrustyAIService, and prints what to look at.
-//! Ctrl-C stops everything and leaves nothing running.
+//! Ctrl-C stops everything and leaves nothing running. The operator's own logs go to a file
+//! (its path is printed) unless `--operator-logs console`, so the terminal keeps what to do next.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode};
@@ -16,12 +17,16 @@ struct Options {
     namespace: String,
     webhook_port: u16,
     ops_port: u16,
+    logs_on_console: bool,
 }
 
 fn usage() -> &'static str {
     "usage: trustyai-local-cluster --operator PATH [--kubeconfig PATH] [--sample FILE] [--namespace NS] \
-     [--webhook-port PORT] [--ops-port PORT]\n\
-     Without --kubeconfig a local control plane is started; with it, the operator runs against that cluster."
+     [--webhook-port PORT] [--ops-port PORT] [--operator-logs file|console]\n\
+     Without --kubeconfig a local control plane is started; with it, the operator runs against that cluster.\n\
+     --webhook-port (default 9443): where the operator serves its webhooks, on 127.0.0.1.\n\
+     --ops-port (default 9080): /healthz, /readyz and /metrics, on 127.0.0.1.\n\
+     --operator-logs (default file): the operator's logs in target/trustyai-local/operator.log, or on this terminal."
 }
 
 fn parse() -> Result<Options, String> {
@@ -33,6 +38,7 @@ fn parse() -> Result<Options, String> {
         namespace: "trustyai-demo".into(),
         webhook_port: 9443,
         ops_port: 9080,
+        logs_on_console: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -52,6 +58,18 @@ fn parse() -> Result<Options, String> {
             }
             "--ops-port" => {
                 o.ops_port = value()?.parse().map_err(|e| format!("--ops-port: {e}"))?
+            }
+            "--operator-logs" => {
+                o.logs_on_console = match value()?.as_str() {
+                    "console" => true,
+                    "file" => false,
+                    other => {
+                        return Err(format!(
+                            "--operator-logs takes file or console, not {other}\n{}",
+                            usage()
+                        ));
+                    }
+                }
             }
             "-h" | "--help" => return Err(usage().into()),
             other => return Err(format!("unknown argument {other}\n{}", usage())),
@@ -128,7 +146,17 @@ fn run(o: Options) -> Result<(), String> {
     })?;
 
     eprintln!("starting the operator ({})...", o.operator.display());
-    let mut operator = Command::new(&o.operator)
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let log_path = root.join("target/trustyai-local/operator.log");
+    let mut command = Command::new(&o.operator);
+    if !o.logs_on_console {
+        let file = std::fs::create_dir_all(log_path.parent().unwrap_or(&root))
+            .and_then(|()| std::fs::File::create(&log_path))
+            .map_err(|e| format!("the operator log {}: {e}", log_path.display()))?;
+        command.stderr(file);
+        eprintln!("operator logs: {}", log_path.display());
+    }
+    let mut operator = command
         .arg("run")
         .arg("--kubeconfig")
         .arg(&kubeconfig)
@@ -177,19 +205,27 @@ fn run(o: Options) -> Result<(), String> {
         provide_volumes(&kubeconfig, &o.namespace);
     }
 
-    println!(
-        "\nThe operator is running against {cluster}.\n\
-         \n  export KUBECONFIG={kc}\n  kubectl get tas -A            # printer columns: phase, ready, storage, replicas\n  kubectl describe tas -n {ns}   # conditions and events\n  kubectl get deploy,svc,pvc -n {ns}\n  curl -s http://127.0.0.1:{ops}/readyz   # operator readiness; /metrics for Prometheus\n\
-         \nPress Ctrl-C to stop everything.",
-        cluster = if o.kubeconfig.is_some() {
-            "your cluster"
-        } else {
-            "a local control plane"
-        },
+    let cluster = if o.kubeconfig.is_some() {
+        "your cluster"
+    } else {
+        "a local control plane"
+    };
+    let what_to_run = format!(
+        "\n  export KUBECONFIG={kc}\n  kubectl get tas -A -o wide      # ready, reason, storage, image, observed generation\n  kubectl describe tas -n {ns}    # conditions and events\n  kubectl get deploy,svc,pvc -n {ns}\n  curl -s http://127.0.0.1:{ops}/readyz   # operator readiness; /metrics for Prometheus\n{logs}",
         kc = kubeconfig.display(),
         ns = o.namespace,
         ops = o.ops_port,
+        logs = if o.logs_on_console {
+            String::new()
+        } else {
+            format!("  tail -f {}\n", log_path.display())
+        },
     );
+    println!(
+        "\nThe operator is running against {cluster}.\n{what_to_run}\nPress Ctrl-C to stop everything."
+    );
+    let mut announced_ready = false;
+    let mut polls: u32 = 0;
 
     let (tx, rx) = std::sync::mpsc::channel();
     ctrl_c(tx)?;
@@ -202,7 +238,35 @@ fn run(o: Options) -> Result<(), String> {
         if let Ok(Some(status)) = operator.try_wait() {
             return Err(format!("the operator exited ({status})"));
         }
+        polls = polls.wrapping_add(1);
+        // Every 2 s: each look is a kubectl process.
+        if !announced_ready && polls % 4 == 0 && samples_ready(&kubeconfig, &o.namespace) {
+            announced_ready = true;
+            println!(
+                "\nThe sample TrustyAIService in {} is Ready.\n{what_to_run}\nPress Ctrl-C to stop everything.",
+                o.namespace
+            );
+        }
     }
+}
+
+/// Whether every TrustyAIService in `namespace` has `Ready=True` (and there is at least one).
+fn samples_ready(kubeconfig: &std::path::Path, namespace: &str) -> bool {
+    kubectl(
+        kubeconfig,
+        &[
+            "get",
+            "tas",
+            "-n",
+            namespace,
+            "-o",
+            r#"jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}"#,
+        ],
+    )
+    .is_ok_and(|out| {
+        let states: Vec<&str> = out.lines().collect();
+        !states.is_empty() && states.iter().all(|s| *s == "True")
+    })
 }
 
 /// The local control plane has no storage provisioner; play one: a hostPath PersistentVolume

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Checks what `make run` and `make test` need before any long build starts, and says what is
+# missing and how to get it. The control plane is built from Go modules only when it is not
+# cached yet, so Go is needed only then.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bin=$("$here/../../control-plane/build.sh" --print)
+missing=0
+need() { # command, what it is for, how to get it
+  if ! command -v "$1" >/dev/null 2>&1; then
+    echo "missing: $1 ($2). $3" >&2
+    missing=1
+  fi
+}
+need cargo "builds the operator" "Install Rust with rustup (https://rustup.rs)."
+need kubectl "applies the sample and is how you look at the cluster" "Install kubectl 1.30 or newer."
+cached=1
+for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok helm promcheck; do
+  [ -x "$bin/$b" ] || cached=0
+done
+if [ $cached = 0 ]; then
+  need go "builds the control plane from its Go modules, once" "Install Go 1.26 or newer."
+  if [ $missing = 0 ]; then
+    echo "The control plane is not cached yet: building it from its Go modules into $bin" >&2
+    echo "(once per machine; about 15 minutes on two cores, progress below)." >&2
+  fi
+fi
+exit $missing
