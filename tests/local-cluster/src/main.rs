@@ -240,7 +240,7 @@ fn run(o: Options) -> Result<(), String> {
         }
         polls = polls.wrapping_add(1);
         // Every 2 s: each look is a kubectl process.
-        if !announced_ready && polls % 4 == 0 && samples_ready(&kubeconfig, &o.namespace) {
+        if !announced_ready && polls.is_multiple_of(4) && samples_ready(&kubeconfig, &o.namespace) {
             announced_ready = true;
             println!(
                 "\nThe sample TrustyAIService in {} is Ready.\n{what_to_run}\nPress Ctrl-C to stop everything.",
