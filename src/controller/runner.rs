@@ -274,7 +274,12 @@ pub async fn run_controller(
         .run(reconcile, error_policy, context)
         .for_each(|result| {
             if let Some(metrics) = &metrics {
-                metrics.set_managed(i64::try_from(store.state().len()).unwrap_or(i64::MAX));
+                let services = store.state();
+                let not_ready = services.iter().filter(|s| !is_ready(s)).count();
+                metrics.set_managed(
+                    i64::try_from(services.len()).unwrap_or(i64::MAX),
+                    i64::try_from(not_ready).unwrap_or(i64::MAX),
+                );
             }
             async move {
                 match result {
@@ -364,4 +369,17 @@ fn changes(rx: watch::Receiver<OptionalApis>) -> impl Stream<Item = ()> + Send {
     futures::stream::unfold(rx, |mut rx| async move {
         rx.changed().await.ok().map(|()| ((), rx))
     })
+}
+
+/// Whether the status says `Ready=True`.
+fn is_ready(service: &TrustyAIService) -> bool {
+    service
+        .status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == trustyai_crds::contract::condition::READY && c.status == "True")
+        })
 }

@@ -79,6 +79,7 @@ pub struct Metrics {
     reconcile_duration: Histogram,
     reconcile_errors: Family<CategoryLabel, Counter>,
     managed: Gauge,
+    not_ready: Gauge,
     child_applies: Family<ApplyLabels, Counter>,
     webhook_requests: Family<RequestLabels, Counter>,
     webhook_duration: Family<EndpointLabel, Histogram, fn() -> Histogram>,
@@ -104,6 +105,7 @@ impl Metrics {
             reconcile_duration: latency_histogram(),
             reconcile_errors: Family::default(),
             managed: Gauge::default(),
+            not_ready: Gauge::default(),
             child_applies: Family::default(),
             webhook_requests: Family::default(),
             webhook_duration: Family::new_with_constructor(latency_histogram),
@@ -133,6 +135,11 @@ impl Metrics {
             "trustyaiservices",
             "TrustyAIServices the operator manages",
             m.managed.clone(),
+        );
+        registry.register(
+            "trustyaiservices_not_ready",
+            "TrustyAIServices the operator manages whose Ready condition is not True",
+            m.not_ready.clone(),
         );
         registry.register(
             "child_applies",
@@ -260,9 +267,10 @@ impl Metrics {
         }
     }
 
-    /// How many TrustyAIServices the operator manages now.
-    pub fn set_managed(&self, count: i64) {
+    /// How many TrustyAIServices the operator manages now, and how many of them are not Ready.
+    pub fn set_managed(&self, count: i64, not_ready: i64) {
         self.managed.set(count);
+        self.not_ready.set(not_ready);
     }
 
     /// A child's apply: `outcome` is `created`, `changed`, `unchanged` or `skipped`.
