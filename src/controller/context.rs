@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use trustyai_crds::contract::{config_map, image_env};
 
 use super::backoff::Backoffs;
-use super::child_cache::ChildCaches;
+use super::children::Children;
 use super::discovery::OptionalApis;
 use super::events::Events;
 use super::operand_tls::{DEFAULT_CA_SECRET, OperandCa};
@@ -127,7 +127,7 @@ pub struct Context {
     /// The CA of the operand certificates.
     pub operand_ca: OperandCa,
     /// The children's metadata and the last applies.
-    pub children: ChildCaches,
+    pub children: Children,
 }
 
 impl Context {
@@ -137,7 +137,7 @@ impl Context {
         config: ControllerConfig,
         apis: watch::Receiver<OptionalApis>,
         operator_config: Store<ConfigMap>,
-        children: ChildCaches,
+        children: Children,
     ) -> Arc<Self> {
         let operand_ca = OperandCa::new(
             config.operator_namespace.clone(),

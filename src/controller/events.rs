@@ -16,7 +16,7 @@ use trustyai_crds::TrustyAIService;
 use trustyai_crds::contract::EVENT_REPORTER;
 
 /// The Events API caps a note at 1 kB.
-const NOTE_LIMIT: usize = 1000;
+pub const NOTE_LIMIT: usize = 1000;
 
 /// Remembers the last warning per (object, topic), to emit only on transitions.
 #[derive(Debug, Default)]

@@ -14,11 +14,11 @@ use trustyai_crds::TrustyAIService;
 use trustyai_crds::contract::labels;
 
 use super::apply;
-use super::children::apply_one;
+use super::children::inputs::Input;
 use super::context::Context;
 use super::discovery::{OptionalApis, inference_service_api_resource};
 use super::error::ReconcileError;
-use super::resources::{Instance, istio};
+use super::resources::Instance;
 use super::wiring::kserve::{self, LoggerChange, Plan};
 use super::wiring::{JsonPatch, modelmesh};
 
@@ -31,11 +31,64 @@ pub fn modelmesh_selector() -> String {
     )
 }
 
+/// The InferenceServices of the namespace, read before the children are applied (whether
+/// one goes through Istio decides the Istio children).
+#[derive(Debug, Default)]
+pub struct Survey {
+    /// The InferenceServices (none when the API is not served or the namespace has none).
+    inference_services: Vec<DynamicObject>,
+    /// Some InferenceService exists in the namespace.
+    pub inference_services_present: bool,
+    /// An InferenceService logs to this TrustyAIService through Istio.
+    pub istio_wanted: bool,
+    /// A listing failure; wiring reports it.
+    error: Option<ReconcileError>,
+}
+
+/// Lists the namespace's InferenceServices, unless their cache shows there are none.
+pub async fn survey(
+    ctx: &Context,
+    instance: &Instance<'_>,
+    apis: OptionalApis,
+    serverless_enabled: bool,
+) -> Survey {
+    let mut out = Survey::default();
+    if !apis.inference_services {
+        return out;
+    }
+    let ns = instance.namespace();
+    if ctx.children.input(Input::InferenceServices).any_in(ns) == Some(false) {
+        return out;
+    }
+    let isvcs: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), ns, &inference_service_api_resource());
+    match isvcs.list(&ListParams::default()).await {
+        Ok(list) => out.inference_services = list.items,
+        Err(e) => {
+            out.error = Some(ReconcileError::kube("listing", "InferenceService", ns)(e));
+            return out;
+        }
+    }
+    out.inference_services_present = !out.inference_services.is_empty();
+    out.istio_wanted = out.inference_services.iter().any(|isvc| {
+        matches!(
+            kserve::plan(isvc, instance.name(), ns, serverless_enabled),
+            Plan::Logger { .. }
+        ) && kserve::uses_istio(isvc)
+    });
+    out
+}
+
+impl Survey {
+    /// Whether the InferenceServices could not be listed (what they want is then unknown).
+    pub fn failed(&self) -> bool {
+        self.error.is_some()
+    }
+}
+
 /// What wiring saw.
 #[derive(Debug, Default)]
 pub struct Wired {
-    /// Some InferenceService exists in the namespace.
-    pub inference_services_present: bool,
     /// The first failure, after everything was tried.
     pub error: Option<ReconcileError>,
 }
@@ -47,112 +100,64 @@ impl Wired {
     }
 }
 
-/// Wires `instance` into the namespace's InferenceServices and ModelMesh Deployments.
+/// Wires `instance` into the InferenceServices of `survey` and the ModelMesh Deployments.
 pub async fn wire(
     ctx: &Context,
     instance: &Instance<'_>,
-    apis: OptionalApis,
+    survey: Survey,
     serverless_enabled: bool,
 ) -> Wired {
     let mut out = Wired::default();
-    if !apis.inference_services {
+    if let Some(error) = survey.error {
+        out.fail(error);
         return out;
     }
     let (cr, ns) = (instance.name(), instance.namespace());
     let service = instance.service();
     let isvcs: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), ns, &inference_service_api_resource());
-    let list = match isvcs.list(&ListParams::default()).await {
-        Ok(list) => list.items,
-        Err(e) => {
-            out.fail(ReconcileError::kube("listing", "InferenceService", ns)(e));
-            return out;
-        }
-    };
-    out.inference_services_present = !list.is_empty();
-    let (mut modelmesh_wanted, mut istio_wanted) = (false, false);
-    for isvc in &list {
+    let mut modelmesh_wanted = false;
+    for isvc in &survey.inference_services {
         let name = isvc.name_any();
         match kserve::plan(isvc, cr, ns, serverless_enabled) {
             Plan::ModelMesh => modelmesh_wanted = true,
             Plan::Skip(reason) => {
                 tracing::debug!(isvc = %name, ?reason, "InferenceService skipped")
             }
-            Plan::Logger { url } => {
-                istio_wanted |= kserve::uses_istio(isvc);
-                match kserve::set_logger(isvc, cr, ns, &url) {
-                    LoggerChange::Unchanged | LoggerChange::NoPredictor => {}
-                    LoggerChange::Conflict { existing_url } => {
-                        ctx.events
-                            .warning(
-                                service,
-                                "logger",
-                                "InferenceServiceLoggerConflict",
-                                format!(
-                                    "InferenceService {name} already logs to {existing_url}; left unchanged"
-                                ),
-                            )
-                            .await;
-                    }
-                    LoggerChange::Patch(patch) => {
-                        match patch_json(&isvcs, "InferenceService", &name, &patch).await {
-                            Ok(()) => {
-                                ctx.events
-                                    .normal(
-                                        service,
-                                        "InferenceServiceConfigured",
-                                        "Wire",
-                                        format!("KServe InferenceService {name} configured"),
-                                    )
-                                    .await;
-                            }
-                            Err(e) => out.fail(e),
+            Plan::Logger { url } => match kserve::set_logger(isvc, cr, ns, &url) {
+                LoggerChange::Unchanged | LoggerChange::NoPredictor => {}
+                LoggerChange::Conflict { existing_url } => {
+                    ctx.events
+                        .warning(
+                            service,
+                            "logger",
+                            "InferenceServiceLoggerConflict",
+                            format!(
+                                "InferenceService {name} already logs to {existing_url}; left unchanged"
+                            ),
+                        )
+                        .await;
+                }
+                LoggerChange::Patch(patch) => {
+                    match patch_json(&isvcs, "InferenceService", &name, &patch).await {
+                        Ok(()) => {
+                            ctx.events
+                                .normal(
+                                    service,
+                                    "InferenceServiceConfigured",
+                                    "Wire",
+                                    format!("KServe InferenceService {name} configured"),
+                                )
+                                .await;
                         }
+                        Err(e) => out.fail(e),
                     }
                 }
-            }
+            },
         }
     }
     if modelmesh_wanted {
         wire_modelmesh(ctx, instance, &mut out).await;
-    }
-    if istio_wanted {
-        if apis.destination_rules {
-            let api = Api::<DynamicObject>::namespaced_with(
-                ctx.client.clone(),
-                ns,
-                &istio::destination_rule_api_resource(),
-            );
-            if let Err(e) = apply_one(
-                ctx,
-                service,
-                &api,
-                "DestinationRule",
-                &istio::destination_rule(instance),
-            )
-            .await
-            {
-                out.fail(e);
-            }
-        }
-        if apis.virtual_services {
-            let api = Api::<DynamicObject>::namespaced_with(
-                ctx.client.clone(),
-                ns,
-                &istio::virtual_service_api_resource(),
-            );
-            if let Err(e) = apply_one(
-                ctx,
-                service,
-                &api,
-                "VirtualService",
-                &istio::virtual_service(instance),
-            )
-            .await
-            {
-                out.fail(e);
-            }
-        }
     }
     out
 }

@@ -18,16 +18,16 @@
 //!
 //! - [`runner`]: [`run_controller`], the `kube` controller and its watches.
 //! - [`reconciler`]: one reconcile (finalizer, children, wiring, status) or cleanup.
-//! - [`children`]: server-side apply of every child ([`apply`]), with events ([`events`]).
+//! - [`children`]: the list of child kinds, each declared once (rendering, apply, watch and
+//!   cache, orphans, optional API), and the one path that applies them ([`apply`]), with
+//!   events ([`events`]).
 //! - [`integration`]: wiring InferenceServices and ModelMesh Deployments, and undoing it.
 //! - [`operand_tls`]: the operands' serving certificates where no service-ca issues them.
 //! - [`discovery`]: which optional APIs (Route, ServiceMonitor, InferenceService, Istio) exist.
 //! - [`context`]: configuration and shared state.
-//! - [`child_cache`]: the children's metadata and the last applies, to skip no-op applies.
 
 pub mod apply;
 pub mod backoff;
-pub mod child_cache;
 pub mod children;
 pub mod context;
 pub mod db_secret;

@@ -26,10 +26,11 @@ use trustyai_crds::validation::image_allowed;
 
 use super::apply::update_params;
 use super::backoff::{self, CONFLICT_RETRY};
-use super::child_cache;
-use super::children::{self, Inputs, delete_ignoring_absent};
+use super::children::declaration::Kind;
+use super::children::{self, CachedObject, ChildrenApplied, Inputs, delete_ignoring_absent};
 use super::context::Context;
 use super::db_secret::{self, DbSecretError};
+use super::discovery::OptionalApis;
 use super::error::ReconcileError;
 use super::finalizer::{self, Step};
 use super::integration;
@@ -139,23 +140,97 @@ async fn set_finalizers(
 /// Brings the children and the status in line with the spec.
 async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, ReconcileError> {
     let instance = Instance::new(service, &ctx.config.operator_version)?;
-    let mode = match instance.storage_mode() {
-        Ok(mode) => mode,
-        Err(e) => {
-            // Without a storage mode there is no status to compute; the schema and the webhook
-            // make this unreachable for objects written while they were in place.
-            ctx.events
-                .warning(service, topic::PROVISIONING, "InvalidSpec", e.to_string())
-                .await;
-            return Err(e.into());
-        }
-    };
+    let mode = storage_mode(ctx, &instance).await?;
     let apis = ctx.apis();
     let config = ctx.operator_config_data();
+    let serverless = kserve::serverless_enabled(config.as_ref());
     let images = resolve_images(ctx, service, config.as_ref()).await;
+    let read = read_inputs(ctx, &instance, mode).await?;
+    let survey = integration::survey(ctx, &instance, apis, serverless).await;
+    let provisioned = provision(ctx, &instance, &images, &read, &survey, apis).await?;
+    let inference_services_present = survey.inference_services_present;
+    let wired = integration::wire(ctx, &instance, survey, serverless).await;
+    let pvc = observe_pvc(
+        ctx,
+        &instance,
+        mode,
+        provisioned.applied.claim.claim.as_ref(),
+    )
+    .await?;
+    let observed = Observations {
+        generation: service.metadata.generation,
+        mode,
+        deployment: observe_deployment(ctx, &instance, provisioned.applied.deployment).await?,
+        pvc: pvc.observation.clone(),
+        db_credentials: read.db_credentials,
+        route: observe_route(ctx, &instance, apis.routes, provisioned.applied.route).await?,
+        inference_services_present,
+        image: Some(images.service.image.clone()),
+        provisioning_error: provisioned.error.as_ref().map(ToString::to_string),
+        pvc_growth_refused: provisioned.applied.claim.growth_refused,
+    };
+    write_status(ctx, service, &observed).await?;
+    let pending_recheck = report_pending_pvc(ctx, &instance, &pvc).await;
+    report_growth(ctx, &instance, &observed, provisioned.error.is_none()).await;
+    report_failures(
+        ctx,
+        service,
+        provisioned.error.as_ref(),
+        wired.error.as_ref(),
+    )
+    .await;
+    if let Some(e) = provisioned.error.or(wired.error) {
+        return Err(e);
+    }
+    remove_migration_trigger(ctx, service).await?;
+    tracing::info!("reconciled");
+    Ok(Action::requeue(next_check(
+        ctx,
+        service,
+        pending_recheck,
+        provisioned.applied.renew_at,
+    )))
+}
 
+/// The storage mode; a spec without one gets an `InvalidSpec` warning (the schema and the
+/// webhook make this unreachable for objects written while they were in place).
+async fn storage_mode(
+    ctx: &Context,
+    instance: &Instance<'_>,
+) -> Result<StorageMode, ReconcileError> {
+    match instance.storage_mode() {
+        Ok(mode) => Ok(mode),
+        Err(e) => {
+            ctx.events
+                .warning(
+                    instance.service(),
+                    topic::PROVISIONING,
+                    "InvalidSpec",
+                    e.to_string(),
+                )
+                .await;
+            Err(e.into())
+        }
+    }
+}
+
+/// What the rendering reads from other objects of the namespace.
+struct ReadInputs {
+    /// The database credentials verdict, in the modes using a database.
+    db_credentials: Option<Result<(), DbSecretError>>,
+    /// The `<cr>-db-ca` Secret exists.
+    db_ca_exists: bool,
+    /// The custom CA bundle ConfigMap exists.
+    custom_ca_bundle: bool,
+}
+
+async fn read_inputs(
+    ctx: &Context,
+    instance: &Instance<'_>,
+    mode: StorageMode,
+) -> Result<ReadInputs, ReconcileError> {
     let db_credentials = if mode.uses_database() {
-        Some(check_database(ctx, &instance).await?)
+        Some(check_database(ctx, instance).await?)
     } else {
         None
     };
@@ -163,52 +238,61 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
         && children::secret_exists(ctx, instance.namespace(), &names::db_ca(instance.name()))
             .await?;
     let custom_ca_bundle = children::custom_ca_bundle_exists(ctx, instance.namespace()).await?;
-
-    let applied = children::apply_all(
-        ctx,
-        &instance,
-        Inputs {
-            images: &images,
-            custom_ca_bundle,
-            db_ca_exists,
-            apis,
-        },
-    )
-    .await;
-    let (renew_at, applied_deployment, pvc_growth_refused, provisioning_error) = match applied {
-        Ok(applied) => (
-            applied.renew_at,
-            applied.deployment,
-            applied.pvc_growth_refused,
-            None,
-        ),
-        Err(e) if e.is_conflict() => return Err(e),
-        Err(e) => (None, None, None, Some(e)),
-    };
-    let wired = integration::wire(
-        ctx,
-        &instance,
-        apis,
-        kserve::serverless_enabled(config.as_ref()),
-    )
-    .await;
-
-    let pvc = observe_pvc(ctx, &instance, mode).await?;
-    let observed = Observations {
-        generation: service.metadata.generation,
-        mode,
-        deployment: observe_deployment(ctx, &instance, applied_deployment).await?,
-        pvc: pvc.observation.clone(),
+    Ok(ReadInputs {
         db_credentials,
-        route: observe_route(ctx, &instance, apis.routes).await?,
-        inference_services_present: wired.inference_services_present,
-        image: Some(images.service.image.clone()),
-        provisioning_error: provisioning_error.as_ref().map(ToString::to_string),
-        pvc_growth_refused,
-    };
-    write_status(ctx, service, &observed).await?;
-    let pending_recheck = report_pending_pvc(ctx, &instance, &pvc).await;
+        db_ca_exists,
+        custom_ca_bundle,
+    })
+}
 
+/// The children's application: what it left, or why it stopped (a conflict is returned at
+/// once for a quick retry; other failures still get a status).
+struct Provisioned {
+    applied: ChildrenApplied,
+    error: Option<ReconcileError>,
+}
+
+async fn provision(
+    ctx: &Context,
+    instance: &Instance<'_>,
+    images: &Images,
+    read: &ReadInputs,
+    survey: &integration::Survey,
+    apis: OptionalApis,
+) -> Result<Provisioned, ReconcileError> {
+    // Istio objects are left as they are while the InferenceServices cannot be listed.
+    let istio_kept = survey.failed() && children::owns_any_istio(ctx, instance);
+    let inputs = Inputs {
+        images,
+        custom_ca_bundle: read.custom_ca_bundle,
+        db_ca_exists: read.db_ca_exists,
+        apis,
+        istio_wanted: survey.istio_wanted || istio_kept,
+        proxy_cluster_role: &ctx.config.proxy_cluster_role,
+        operator_namespace: &ctx.config.operator_namespace,
+    };
+    match children::apply_all(ctx, instance, inputs).await {
+        Ok(applied) => Ok(Provisioned {
+            applied,
+            error: None,
+        }),
+        Err(e) if e.is_conflict() => Err(e),
+        Err(e) => Ok(Provisioned {
+            applied: ChildrenApplied::default(),
+            error: Some(e),
+        }),
+    }
+}
+
+/// A `PVCGrowthRefused` warning while the claim cannot grow; only a completed apply of the
+/// claim says the refusal is over.
+async fn report_growth(
+    ctx: &Context,
+    instance: &Instance<'_>,
+    observed: &Observations,
+    completed: bool,
+) {
+    let service = instance.service();
     match &observed.pvc_growth_refused {
         Some(refused) => {
             ctx.events
@@ -223,12 +307,19 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
                 )
                 .await;
         }
-        // Only a completed apply of the PVC says the refusal is over.
-        None if provisioning_error.is_none() => ctx.events.resolved(service, topic::PVC_GROWTH),
+        None if completed => ctx.events.resolved(service, topic::PVC_GROWTH),
         None => {}
     }
+}
 
-    match &provisioning_error {
+/// Warnings for a failed provisioning or wiring, once per problem.
+async fn report_failures(
+    ctx: &Context,
+    service: &TrustyAIService,
+    provisioning: Option<&ReconcileError>,
+    wiring: Option<&ReconcileError>,
+) {
+    match provisioning {
         Some(e) => {
             ctx.events
                 .warning(service, topic::PROVISIONING, e.category(), e.to_string())
@@ -236,7 +327,7 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
         }
         None => ctx.events.resolved(service, topic::PROVISIONING),
     }
-    match &wired.error {
+    match wiring {
         Some(e) => {
             ctx.events
                 .warning(service, topic::WIRING, "WiringFailed", e.to_string())
@@ -244,11 +335,16 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
         }
         None => ctx.events.resolved(service, topic::WIRING),
     }
-    if let Some(e) = provisioning_error.or(wired.error) {
-        return Err(e);
-    }
-    remove_migration_trigger(ctx, service).await?;
-    tracing::info!("reconciled");
+}
+
+/// When to look again without a change: the jittered safety requeue, or earlier for a claim
+/// still pending or a certificate due.
+fn next_check(
+    ctx: &Context,
+    service: &TrustyAIService,
+    pending_recheck: Option<Duration>,
+    renew_at: Option<OffsetDateTime>,
+) -> Duration {
     let uid = service.uid().unwrap_or_default();
     let mut next = backoff::jittered(ctx.config.safety_requeue, &uid);
     if let Some(recheck) = pending_recheck {
@@ -259,7 +355,7 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
             (renew_at - OffsetDateTime::now_utc()).max(trustyai_certs::time::Duration::ZERO);
         next = next.min(Duration::try_from(until).unwrap_or(Duration::ZERO));
     }
-    Ok(Action::requeue(next))
+    next
 }
 
 /// Removes the Go operator's migration annotation once the children of the current spec are
@@ -344,7 +440,10 @@ async fn check_database(
     let name = names::db_credentials(instance.name(), instance.spec());
     // The verdict (never the data) is remembered for the resourceVersion it was reached on.
     let owner = (instance.namespace().to_owned(), instance.name().to_owned());
-    let cached = child_cache::lookup(&ctx.children.secrets, Some(instance.namespace()), &name);
+    let cached = ctx
+        .children
+        .cache(Kind::Secret)
+        .lookup(Some(instance.namespace()), &name);
     let memory = &ctx.children.db_credentials;
     let checked = match memory.current(&owner, "Secret", &name, 0, &cached) {
         Some(verdict) => verdict,
@@ -385,9 +484,14 @@ async fn observe_deployment(
     instance: &Instance<'_>,
     applied: Option<Deployment>,
 ) -> Result<Option<DeploymentObservation>, ReconcileError> {
-    let deployment = match applied {
-        Some(deployment) => deployment,
-        None => {
+    let cached = match applied {
+        Some(deployment) => CachedObject::Present(deployment),
+        None => children::cached_deployment(ctx, instance),
+    };
+    let deployment = match cached {
+        CachedObject::Present(deployment) => deployment,
+        CachedObject::Absent => return Ok(None),
+        CachedObject::Unknown => {
             let name = names::service(instance.name());
             let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), instance.namespace());
             let read = api.get_opt(&name).await.map_err(ReconcileError::kube(
@@ -423,10 +527,12 @@ struct ObservedPvc {
     created: Option<Timestamp>,
 }
 
+/// The claim: `applied` (this reconcile's answer), else its cache, else read.
 async fn observe_pvc(
     ctx: &Context,
     instance: &Instance<'_>,
     mode: StorageMode,
+    applied: Option<&PersistentVolumeClaim>,
 ) -> Result<ObservedPvc, ReconcileError> {
     if !mode.uses_pvc() {
         return Ok(ObservedPvc {
@@ -434,13 +540,24 @@ async fn observe_pvc(
             created: None,
         });
     }
-    let name = names::pvc(instance.name());
-    let api: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), instance.namespace());
-    let claim = api.get_opt(&name).await.map_err(ReconcileError::kube(
-        "reading",
-        "PersistentVolumeClaim",
-        &name,
-    ))?;
+    let cached = match applied {
+        Some(claim) => CachedObject::Present(claim.clone()),
+        None => children::cached_claim(ctx, instance),
+    };
+    let claim = match cached {
+        CachedObject::Present(claim) => Some(claim),
+        CachedObject::Absent => None,
+        CachedObject::Unknown => {
+            let name = names::pvc(instance.name());
+            let api: Api<PersistentVolumeClaim> =
+                Api::namespaced(ctx.client.clone(), instance.namespace());
+            api.get_opt(&name).await.map_err(ReconcileError::kube(
+                "reading",
+                "PersistentVolumeClaim",
+                &name,
+            ))?
+        }
+    };
     Ok(ObservedPvc {
         observation: Some(PvcObservation::from_claim(claim.as_ref())),
         created: claim
@@ -492,24 +609,35 @@ async fn report_pending_pvc(
     None
 }
 
+/// The Route: `applied` (this reconcile's answer), else its cache, else read.
 async fn observe_route(
     ctx: &Context,
     instance: &Instance<'_>,
     served: bool,
+    applied: Option<DynamicObject>,
 ) -> Result<RouteObservation, ReconcileError> {
     if !served {
         return Ok(RouteObservation::NotSupported);
     }
-    let name = names::service(instance.name());
-    let api = Api::<DynamicObject>::namespaced_with(
-        ctx.client.clone(),
-        instance.namespace(),
-        &route::api_resource(),
-    );
-    let found = api
-        .get_opt(&name)
-        .await
-        .map_err(ReconcileError::kube("reading", "Route", &name))?;
+    let cached = match applied {
+        Some(route) => CachedObject::Present(route),
+        None => children::cached_route(ctx, instance),
+    };
+    let found = match cached {
+        CachedObject::Present(route) => Some(route),
+        CachedObject::Absent => None,
+        CachedObject::Unknown => {
+            let name = names::service(instance.name());
+            let api = Api::<DynamicObject>::namespaced_with(
+                ctx.client.clone(),
+                instance.namespace(),
+                &route::api_resource(),
+            );
+            api.get_opt(&name)
+                .await
+                .map_err(ReconcileError::kube("reading", "Route", &name))?
+        }
+    };
     Ok(RouteObservation::from_route(found.as_ref()))
 }
 

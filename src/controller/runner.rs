@@ -1,23 +1,18 @@
 //! The controller: which watches trigger a reconcile, and the loop that runs them until the
 //! stop token is cancelled.
 //!
-//! Triggers (all cheap: label-scoped or metadata-only where possible). Full objects are cached
-//! only for the TrustyAIServices and the operator ConfigMap; the watches marked *cached* keep
-//! metadata (without managedFields) in [`super::child_cache`], so reconciles skip no-op applies
-//! and answer "does it exist" without a request.
+//! Full objects are cached only for the TrustyAIServices and the operator ConfigMap. Every
+//! child kind and input is watched by the watch its declaration states
+//! ([`super::children::DECLARATIONS`], [`super::children::inputs`]): label-scoped, metadata
+//! only unless its cache keeps a few fields (a Deployment's status, a Route's admission), and
+//! mapped to the TrustyAIServices it concerns. The watches of optional APIs (Route,
+//! ServiceMonitor, Istio, InferenceService) run while their API is served. Besides those:
 //!
 //! | Watch | Scope | Reconciles |
 //! |---|---|---|
 //! | TrustyAIServices | all; generation, finalizers, annotations, deletion only | itself |
-//! | Deployments, Services, ServiceAccounts, ConfigMaps (*cached*), PVCs | `app.kubernetes.io/part-of=trustyai`, metadata | the owner |
-//! | PVCs | same label | `<cr>` of a `<cr>-pvc` (retained PVCs have no owner) |
-//! | ClusterRoleBindings (*cached*) | owner labels, metadata | the owner |
-//! | Deployments | `modelmesh-service=modelmesh-serving` | every TrustyAIService of the namespace |
-//! | ConfigMaps (*cached*) | `config.openshift.io/inject-trusted-cabundle=true`, metadata | every TrustyAIService of the namespace |
-//! | Secrets (*cached*: name and resourceVersion only) | metadata | the TrustyAIServices reading it (credentials, DB CA, certificates) |
 //! | operator ConfigMap | its name, operator namespace | all |
 //! | optional APIs (discovery) | — | all, when one appears or goes |
-//! | Routes, ServiceMonitors, InferenceServices | while served | the owner; the namespace |
 //!
 //! No periodic resync of everything: each object comes back after a long jittered safety
 //! requeue, and errors back off per object.
@@ -25,27 +20,19 @@
 use std::time::Duration;
 
 use futures::{FutureExt, Stream, StreamExt};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{
-    ConfigMap, PersistentVolumeClaim, Secret, Service, ServiceAccount,
-};
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use kube::core::PartialObjectMeta;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector;
 use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
-use kube::{Api, Client, Resource};
-use serde::de::DeserializeOwned;
-use std::fmt::Debug;
+use kube::{Api, Client};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use trustyai_crds::TrustyAIService;
-use trustyai_crds::contract::{config_map, custom_ca_bundle, labels, owner_labels};
+use trustyai_crds::contract::config_map;
 
-use super::child_cache::{AppliedMemory, ChildCaches};
+use super::children::{Children, watches};
 use super::context::{Context, ControllerConfig};
 use super::discovery::{self, OptionalApis};
-use super::integration::modelmesh_selector;
 use super::reconciler::{error_policy, reconcile};
 use super::triggers;
 
@@ -109,31 +96,12 @@ pub async fn run_controller(
         ready = config_store.wait_until_ready() => ready.map_err(|_| ControllerError::ConfigMapWatch)?,
     }
 
-    let (deployments, deployments_writer) = reflector::store();
-    let (services_cache, services_writer) = reflector::store();
-    let (service_accounts, service_accounts_writer) = reflector::store();
-    let (config_maps, config_maps_writer) = reflector::store();
-    let (bindings, bindings_writer) = reflector::store();
-    let (ca_bundles, ca_bundles_writer) = reflector::store();
-    let (secrets, secrets_writer) = reflector::store();
-    let children = ChildCaches {
-        deployments,
-        services: services_cache,
-        service_accounts,
-        config_maps,
-        bindings,
-        ca_bundles,
-        secrets,
-        applied: AppliedMemory::default(),
-        certificates: AppliedMemory::default(),
-        db_credentials: AppliedMemory::default(),
-    };
     let context = Context::new(
         client.clone(),
         config,
         apis_rx.clone(),
         config_store,
-        children,
+        Children::default(),
     );
 
     let (reader, writer) = reflector::store::<TrustyAIService>();
@@ -148,123 +116,17 @@ pub async fn run_controller(
     let controller = Controller::for_stream(services, reader);
     let store = controller.store();
 
-    let (dynamic_tx, dynamic_rx) = mpsc::unbounded_channel();
-    tokio::spawn(triggers::optional_watches(
-        client.clone(),
-        apis_rx.clone(),
-        store.clone(),
-        dynamic_tx,
-        stop.clone(),
-    ));
-
-    let ours = watcher::Config::default().labels(&format!(
-        "{}={}",
-        labels::PART_OF,
-        labels::PART_OF_VALUE
-    ));
-    let secrets_store = store.clone();
-    let modelmesh_store = store.clone();
-    let bundle_store = store.clone();
+    let (children_tx, children_rx) = mpsc::unbounded_channel();
+    start_watches(&context, &client, &apis_rx, &store, children_tx, &stop);
     let everything = futures::stream::select(receiver_stream(config_rx), changes(apis_rx));
     let controller = controller
-        .owns_stream(cached_metadata::<Deployment>(
-            &client,
-            ours.clone(),
-            deployments_writer,
-        ))
-        .owns_stream(cached_metadata::<Service>(
-            &client,
-            ours.clone(),
-            services_writer,
-        ))
-        .owns_stream(cached_metadata::<ServiceAccount>(
-            &client,
-            ours.clone(),
-            service_accounts_writer,
-        ))
-        .owns_stream(cached_metadata::<ConfigMap>(
-            &client,
-            ours.clone(),
-            config_maps_writer,
-        ))
-        .owns(
-            Api::<PersistentVolumeClaim>::all(client.clone()),
-            ours.clone(),
-        )
-        .watches(
-            Api::<PersistentVolumeClaim>::all(client.clone()),
-            ours,
-            |claim| triggers::pvc_owner(&claim),
-        )
-        .watches_stream(
-            cached_metadata::<ClusterRoleBinding>(
-                &client,
-                watcher::Config::default().labels(owner_labels::NAME),
-                bindings_writer,
-            ),
-            |binding| triggers::binding_owner(&binding.metadata),
-        )
-        .watches(
-            Api::<Deployment>::all(client.clone()),
-            watcher::Config::default().labels(&modelmesh_selector()),
-            move |deployment| {
-                triggers::in_namespace(
-                    &modelmesh_store.state(),
-                    deployment.metadata.namespace.as_deref().unwrap_or_default(),
-                )
-            },
-        )
-        .watches_stream(
-            // The custom CA bundle is mounted when it exists: its appearance changes the pods.
-            cached_metadata::<ConfigMap>(
-                &client,
-                watcher::Config::default()
-                    .labels(&format!("{}=true", custom_ca_bundle::INJECT_LABEL)),
-                ca_bundles_writer,
-            ),
-            move |config_map| {
-                triggers::in_namespace(
-                    &bundle_store.state(),
-                    config_map.metadata.namespace.as_deref().unwrap_or_default(),
-                )
-            },
-        )
-        .watches_stream(
-            // Metadata only: the operator never caches Secret data.
-            watcher(
-                Api::<PartialObjectMeta<Secret>>::all(client.clone()),
-                watcher::Config::default(),
-            )
-            .default_backoff()
-            .modify(|secret| {
-                // Not the webhook's `SecretCache` (every replica, its own watch): a reconcile must
-                // see at least the change that triggered it, so the store and the trigger share
-                // this one watch. Name, namespace and resourceVersion are all it needs.
-                let meta = &mut secret.metadata;
-                meta.managed_fields = None;
-                meta.annotations = None;
-                meta.labels = None;
-                meta.owner_references = None;
-            })
-            .reflect(secrets_writer)
-            .touched_objects(),
-            move |secret| {
-                triggers::secret_readers(
-                    &secrets_store.state(),
-                    secret.metadata.namespace.as_deref().unwrap_or_default(),
-                    secret.metadata.name.as_deref().unwrap_or_default(),
-                )
-            },
-        )
+        .reconcile_on(receiver_stream(children_rx))
         .reconcile_all_on(everything)
-        .reconcile_on(receiver_stream(dynamic_rx))
         .with_config(
             controller::Config::default()
                 .concurrency(CONCURRENCY)
                 .debounce(DEBOUNCE),
         )
-        // Leader election comes with a later change: until then, run one replica of the
-        // controller (every replica may serve the webhooks).
         .graceful_shutdown_on(stop.clone().cancelled_owned());
 
     tracing::info!("controller started");
@@ -305,6 +167,28 @@ pub async fn run_controller(
     }
 }
 
+/// Starts the watch of every declared child kind and input; each keeps its cache in
+/// `context` and sends the TrustyAIServices its events concern to `tx`.
+fn start_watches(
+    context: &Context,
+    client: &Client,
+    apis: &watch::Receiver<OptionalApis>,
+    services: &reflector::Store<TrustyAIService>,
+    tx: mpsc::UnboundedSender<reflector::ObjectRef<TrustyAIService>>,
+    stop: &CancellationToken,
+) {
+    let shared = watches::Shared {
+        client: client.clone(),
+        apis: apis.clone(),
+        services: services.clone(),
+        tx,
+        stop: stop.clone(),
+    };
+    for watched in context.children.watches() {
+        tokio::spawn(watches::run(watched, shared.clone()));
+    }
+}
+
 /// Resolves when the controller must stop even if its graceful shutdown has not finished:
 /// right away when the TrustyAIServices were never listed (kube's runner then holds its queue
 /// forever, e.g. while the CRD is missing), else [`SHUTDOWN_GRACE`] after `stop`.
@@ -314,23 +198,6 @@ async fn shutdown_deadline(stop: &CancellationToken, services: &reflector::Store
     if listed {
         tokio::time::sleep(SHUTDOWN_GRACE).await;
     }
-}
-
-/// The metadata of the `K` objects `config` selects, kept in `writer`'s store (without
-/// managedFields, the bulk of it), as a stream of the touched objects to trigger reconciles.
-fn cached_metadata<K>(
-    client: &Client,
-    config: watcher::Config,
-    writer: reflector::store::Writer<PartialObjectMeta<K>>,
-) -> impl Stream<Item = Result<PartialObjectMeta<K>, watcher::Error>> + Send + 'static
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-{
-    watcher(Api::<PartialObjectMeta<K>>::all(client.clone()), config)
-        .default_backoff()
-        .modify(|meta| meta.metadata.managed_fields = None)
-        .reflect(writer)
-        .touched_objects()
 }
 
 /// Drives `events` (keeping its reflector current) and signals each one on `tx`, until `stop`.

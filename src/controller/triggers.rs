@@ -2,27 +2,20 @@
 //! TrustyAIServices an event on another object concerns.
 //!
 //! The functions mapping objects to TrustyAIServices are pure (they read the controller's store
-//! of TrustyAIServices, passed in as a slice), so they are unit-tested here; [`optional_watches`]
-//! runs the watches of APIs that may come and go (Routes, ServiceMonitors, InferenceServices).
+//! of TrustyAIServices, passed in as a slice), so they are unit-tested here; the watches that
+//! use them are [`super::children::watches`].
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DynamicObject};
-use kube::core::{ApiResource, PartialObjectMeta};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
-use kube::{Client, Resource};
-use tokio::sync::{mpsc, watch};
-use tokio_util::sync::CancellationToken;
+use kube::Resource;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{Predicate, predicates};
 use trustyai_crds::TrustyAIService;
-use trustyai_crds::contract::{labels, owner_labels};
+use trustyai_crds::contract::owner_labels;
 
-use super::discovery::{OptionalApis, inference_service_api_resource};
-use super::resources::{names, route, service_monitor};
+use super::resources::names;
 
 /// The part of a TrustyAIService whose change needs a reconcile: generation (the spec),
 /// finalizers, annotations and the deletion request. Status writes (ours included) and label
@@ -51,15 +44,6 @@ fn deletion_requested(service: &TrustyAIService) -> Option<u64> {
 /// A reference to the TrustyAIService `name` in `namespace`.
 pub fn service_ref(name: &str, namespace: &str) -> ObjectRef<TrustyAIService> {
     ObjectRef::new(name).within(namespace)
-}
-
-/// The TrustyAIService whose PVC `<cr>-pvc` this is (by its instance label; a retained PVC
-/// has no owner reference).
-pub fn pvc_owner(claim: &PersistentVolumeClaim) -> Option<ObjectRef<TrustyAIService>> {
-    let meta = &claim.metadata;
-    let cr = meta.labels.as_ref()?.get(labels::INSTANCE)?;
-    (meta.name.as_deref() == Some(names::pvc(cr).as_str()))
-        .then(|| service_ref(cr, meta.namespace.as_deref().unwrap_or_default()))
 }
 
 /// The TrustyAIService a ClusterRoleBinding was made for (by its owner labels).
@@ -120,131 +104,6 @@ pub fn secret_readers(
         .collect()
 }
 
-/// How an optional API's objects map to TrustyAIServices.
-#[derive(Clone, Copy)]
-enum Mapping {
-    /// Through owner references (Routes, local ServiceMonitors).
-    Owner,
-    /// To every TrustyAIService of the namespace (InferenceServices).
-    Namespace,
-}
-
-/// One optional API to watch while it is served.
-struct OptionalWatch {
-    resource: ApiResource,
-    served: fn(&OptionalApis) -> bool,
-    mapping: Mapping,
-}
-
-/// What every optional watch shares.
-#[derive(Clone)]
-struct Shared {
-    client: Client,
-    apis: watch::Receiver<OptionalApis>,
-    services: Store<TrustyAIService>,
-    tx: mpsc::UnboundedSender<ObjectRef<TrustyAIService>>,
-    stop: CancellationToken,
-}
-
-/// Watches Routes, ServiceMonitors and InferenceServices while their APIs are served (per
-/// `apis`) and sends the TrustyAIServices concerned to `tx`, until `stop`.
-pub async fn optional_watches(
-    client: Client,
-    apis: watch::Receiver<OptionalApis>,
-    services: Store<TrustyAIService>,
-    tx: mpsc::UnboundedSender<ObjectRef<TrustyAIService>>,
-    stop: CancellationToken,
-) {
-    let shared = Shared {
-        client,
-        apis,
-        services,
-        tx,
-        stop,
-    };
-    let watches = [
-        OptionalWatch {
-            resource: route::api_resource(),
-            served: |a| a.routes,
-            mapping: Mapping::Owner,
-        },
-        OptionalWatch {
-            resource: service_monitor::api_resource(),
-            served: |a| a.service_monitors,
-            mapping: Mapping::Owner,
-        },
-        OptionalWatch {
-            resource: inference_service_api_resource(),
-            served: |a| a.inference_services,
-            mapping: Mapping::Namespace,
-        },
-    ];
-    let tasks = watches.map(|w| watch_while_served(w, shared.clone()));
-    futures::future::join_all(tasks).await;
-}
-
-async fn watch_while_served(watch: OptionalWatch, shared: Shared) {
-    let OptionalWatch {
-        resource,
-        served,
-        mapping,
-    } = watch;
-    let Shared {
-        client,
-        mut apis,
-        services,
-        tx,
-        stop,
-    } = shared;
-    loop {
-        // Wait until the API is served.
-        while !served(&apis.borrow_and_update()) {
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                changed = apis.changed() => if changed.is_err() { return },
-            }
-        }
-        tracing::info!(api = %resource.api_version, kind = %resource.kind, "watching an optional API");
-        let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), &resource);
-        let events = watcher(api, watcher::Config::default())
-            .default_backoff()
-            .touched_objects();
-        let mut events = std::pin::pin!(events);
-        loop {
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                changed = apis.changed() => {
-                    if changed.is_err() {
-                        return;
-                    }
-                    if !served(&apis.borrow_and_update()) {
-                        tracing::info!(api = %resource.api_version, kind = %resource.kind, "optional API gone; stopped watching it");
-                        break;
-                    }
-                }
-                event = events.next() => match event {
-                    Some(Ok(object)) => {
-                        let targets = match mapping {
-                            Mapping::Owner => owners(&object.metadata),
-                            Mapping::Namespace => in_namespace(
-                                &services.state(),
-                                object.metadata.namespace.as_deref().unwrap_or_default(),
-                            ),
-                        };
-                        for target in targets {
-                            if tx.send(target).is_err() {
-                                return;
-                            }
-                        }
-                    }
-                    Some(Err(error)) => tracing::debug!(%error, kind = %resource.kind, "watch error"),
-                    None => break,
-                },
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,21 +140,6 @@ mod tests {
             change(&mut c);
             assert_ne!(reconcile_relevant(&a), reconcile_relevant(&c));
         }
-    }
-
-    #[test]
-    fn pvc_maps_by_instance_label_and_name() {
-        let claim = |name: &str, instance: &str| -> PersistentVolumeClaim {
-            serde_json::from_value(json!({"metadata": {"name": name, "namespace": "models",
-                "labels": {"app.kubernetes.io/instance": instance}}}))
-            .unwrap_or_default()
-        };
-        assert_eq!(
-            pvc_owner(&claim("tas-pvc", "tas")),
-            Some(service_ref("tas", "models"))
-        );
-        assert_eq!(pvc_owner(&claim("other", "tas")), None);
-        assert_eq!(pvc_owner(&PersistentVolumeClaim::default()), None);
     }
 
     #[test]

@@ -143,7 +143,7 @@ impl Metrics {
         );
         registry.register(
             "child_applies",
-            "Children of TrustyAIServices, by kind and what their apply did (created, changed, unchanged; skipped: known to be a no-op, no request made)",
+            "Children of TrustyAIServices, by kind and what their apply did (created, changed, unchanged; skipped: known to be a no-op, no request made; deleted: no longer wanted)",
             m.child_applies.clone(),
         );
         registry.register(
@@ -273,7 +273,7 @@ impl Metrics {
         self.not_ready.set(not_ready);
     }
 
-    /// A child's apply: `outcome` is `created`, `changed`, `unchanged` or `skipped`.
+    /// A child's apply: `outcome` is `created`, `changed`, `unchanged`, `skipped` or `deleted`.
     pub fn child_applied(&self, kind: &'static str, outcome: &'static str) {
         self.child_applies
             .get_or_create(&ApplyLabels { kind, outcome })

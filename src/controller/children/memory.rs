@@ -1,54 +1,20 @@
-//! What the operator knows about the children it applies, without asking the API server.
+//! What the operator remembers of its own applies.
 //!
-//! The watches that trigger reconciles also keep the children's metadata (metadata only: no
-//! specs, no Secret data), and every apply records a fingerprint of what was applied with the
-//! resourceVersion the API server answered. A child whose cached resourceVersion is still the
-//! recorded one, and whose rendering still has the recorded fingerprint, is exactly as this
-//! operator left it: applying it again would be a no-op, so the reconcile skips the read and
-//! the apply. Any change by anyone moves the resourceVersion, and its watch event reconciles
-//! the owner, which then applies again: drift is still corrected, only no-op round trips go.
-//!
-//! Without this every reconcile read and re-applied every child (about two thirds of the API
-//! requests a TrustyAIService cost on its way to Ready, see the README's performance section).
+//! Every apply records a fingerprint of what was applied with the version the API server
+//! answered. A child whose cached version ([`super::cache`]) is still the recorded one, and
+//! whose rendering still has the recorded fingerprint, is exactly as this operator left it:
+//! applying it again would be a no-op, so the reconcile skips the read and the apply. Any
+//! change by anyone moves the version, and its watch event reconciles the owner, which then
+//! applies again: drift is still corrected, only no-op round trips go.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Mutex, PoisonError};
 
-use futures::FutureExt;
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
-use kube::core::PartialObjectMeta;
-use kube::runtime::reflector::{ObjectRef, Store};
 use serde::Serialize;
-use trustyai_certs::time::OffsetDateTime;
 
-use super::db_secret::DbSecretError;
-
-/// What a metadata cache says about one object.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Cached {
-    /// The cache has not finished its first list (or the object lacks what [`Tracking`] needs):
-    /// it cannot tell, ask the API server.
-    Unknown,
-    /// The object is not in the cache.
-    Absent,
-    /// The object's version as [`Tracking`] defines it.
-    Present(String),
-}
-
-impl Cached {
-    /// The version, when present.
-    pub fn version(&self) -> Option<&str> {
-        match self {
-            Self::Present(version) => Some(version),
-            Self::Unknown | Self::Absent => None,
-        }
-    }
-}
+use super::cache::Cached;
 
 /// Prefix of the annotations the Deployment controller writes on Deployments.
 const DEPLOYMENT_CONTROLLER_PREFIX: &str = "deployment.kubernetes.io/";
@@ -84,41 +50,6 @@ impl Tracking {
                 Some(format!("{generation}/{digest:x}"))
             }
         }
-    }
-}
-
-/// Looks `name` (in `namespace`, `None` for cluster-scoped kinds) up in `store`, by
-/// resourceVersion.
-pub fn lookup<K>(store: &Store<PartialObjectMeta<K>>, namespace: Option<&str>, name: &str) -> Cached
-where
-    K: Resource<DynamicType = ()> + Clone,
-{
-    lookup_tracked(store, namespace, name, Tracking::ResourceVersion)
-}
-
-/// [`lookup`] with the version `tracking` defines.
-pub fn lookup_tracked<K>(
-    store: &Store<PartialObjectMeta<K>>,
-    namespace: Option<&str>,
-    name: &str,
-    tracking: Tracking,
-) -> Cached
-where
-    K: Resource<DynamicType = ()> + Clone,
-{
-    // Not yet listed, or its writer is gone (the watch stopped): the cache cannot tell.
-    if !matches!(store.wait_until_ready().now_or_never(), Some(Ok(()))) {
-        return Cached::Unknown;
-    }
-    let mut reference = ObjectRef::<PartialObjectMeta<K>>::new(name);
-    if let Some(namespace) = namespace {
-        reference = reference.within(namespace);
-    }
-    match store.get(&reference) {
-        None => Cached::Absent,
-        Some(meta) => tracking
-            .version(&meta.metadata)
-            .map_or(Cached::Unknown, Cached::Present),
     }
 }
 
@@ -236,47 +167,11 @@ impl<V: Clone> AppliedMemory<V> {
     }
 }
 
-/// The metadata caches of the children kinds whose apply can be skipped (and of one input),
-/// and the memory of the applies.
-pub struct ChildCaches {
-    /// Owned Deployments.
-    pub deployments: Store<PartialObjectMeta<Deployment>>,
-    /// Owned Services.
-    pub services: Store<PartialObjectMeta<Service>>,
-    /// Owned ServiceAccounts.
-    pub service_accounts: Store<PartialObjectMeta<ServiceAccount>>,
-    /// Owned ConfigMaps.
-    pub config_maps: Store<PartialObjectMeta<ConfigMap>>,
-    /// The per-instance ClusterRoleBindings.
-    pub bindings: Store<PartialObjectMeta<ClusterRoleBinding>>,
-    /// The custom CA bundle ConfigMaps labelled for injection (not children, but an input of
-    /// the Deployment every reconcile would otherwise read).
-    pub ca_bundles: Store<PartialObjectMeta<ConfigMap>>,
-    /// Secrets, metadata reduced to name and resourceVersion: the operator never caches
-    /// Secret data, nor their labels and annotations.
-    pub secrets: Store<PartialObjectMeta<Secret>>,
-    /// The last applies.
-    pub applied: AppliedMemory,
-    /// The operand serving certificates last found good (or issued), with when they are due.
-    pub certificates: AppliedMemory<OffsetDateTime>,
-    /// The verdicts on the database credentials Secrets.
-    pub db_credentials: AppliedMemory<Result<(), DbSecretError>>,
-}
-
-impl ChildCaches {
-    /// Forgets what is remembered about `owner`'s children (it is being deleted).
-    pub fn forget_owner(&self, owner: &Owner) {
-        self.applied.forget_owner(owner);
-        self.certificates.forget_owner(owner);
-        self.db_credentials.forget_owner(owner);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::runtime::reflector::store;
-    use kube::runtime::watcher::Event;
+    use k8s_openapi::api::core::v1::Service;
+    use kube::core::PartialObjectMeta;
 
     fn owner() -> Owner {
         ("ns".to_owned(), "tas".to_owned())
@@ -409,25 +304,5 @@ mod tests {
         let fa = fingerprint(&a).expect("serializes");
         assert_eq!(fa, fingerprint(&a.clone()).expect("serializes"));
         assert_ne!(fa, fingerprint(&b).expect("serializes"));
-    }
-
-    #[test]
-    fn lookup_is_unknown_until_the_first_list_then_answers() {
-        let (reader, mut writer) = store::<PartialObjectMeta<Service>>();
-        assert_eq!(lookup(&reader, Some("ns"), "a"), Cached::Unknown);
-        let (orphan, dropped) = store::<PartialObjectMeta<Service>>();
-        drop(dropped);
-        assert_eq!(lookup(&orphan, Some("ns"), "a"), Cached::Unknown);
-        writer.apply_watcher_event(&Event::Init);
-        writer.apply_watcher_event(&Event::InitApply(meta("a", Some("5"))));
-        writer.apply_watcher_event(&Event::InitApply(meta("norv", None)));
-        writer.apply_watcher_event(&Event::InitDone);
-        assert_eq!(
-            lookup(&reader, Some("ns"), "a"),
-            Cached::Present("5".to_owned())
-        );
-        assert_eq!(lookup(&reader, Some("other"), "a"), Cached::Absent);
-        assert_eq!(lookup(&reader, Some("ns"), "b"), Cached::Absent);
-        assert_eq!(lookup(&reader, Some("ns"), "norv"), Cached::Unknown);
     }
 }

@@ -1,0 +1,357 @@
+//! What a watch knows about the objects of one kind, without asking the API server.
+//!
+//! One [`KindCache`] per watched kind, fed by its watch ([`super::watches`]): for each object
+//! its version (as the kind's [`Tracking`] defines it), the TrustyAIService it belongs to, and
+//! the few fields the reconciler reads (a [`Projection`]; a Deployment's status and selector,
+//! a Route's admission). Nothing else is kept: no specs, no Secret data, no managedFields, so
+//! the memory a TrustyAIService costs stays small.
+//!
+//! Until the watch has listed (or after its API went away) the cache answers
+//! [`Cached::Unknown`] and the caller asks the API server.
+
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::Value;
+
+use super::memory::{Owner, Tracking};
+
+/// What a cache says about one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cached {
+    /// The watch has not finished its first list (or its API is not served, or the object
+    /// lacks what the tracking needs): ask the API server.
+    Unknown,
+    /// The object does not exist.
+    Absent,
+    /// The object's version as its kind's [`Tracking`] defines it.
+    Present(String),
+}
+
+impl Cached {
+    /// The version, when present.
+    pub fn version(&self) -> Option<&str> {
+        match self {
+            Self::Present(version) => Some(version),
+            Self::Unknown | Self::Absent => None,
+        }
+    }
+}
+
+/// The fields of an object kept beside its version: JSON pointers (e.g. `/status`), each
+/// copied to the same place of a sparse object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Projection(pub &'static [&'static str]);
+
+impl Projection {
+    /// Nothing beyond the metadata the cache always keeps.
+    pub const NONE: Self = Self(&[]);
+
+    /// Whether the watch needs whole objects (else a metadata-only watch suffices).
+    pub fn needs_objects(self) -> bool {
+        !self.0.is_empty()
+    }
+
+    /// The sparse copy of `object`'s projected fields.
+    pub fn project(self, object: &Value) -> Option<Arc<Value>> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let mut out = Value::Object(serde_json::Map::new());
+        for pointer in self.0 {
+            if let Some(value) = object.pointer(pointer) {
+                insert_at(&mut out, pointer, value.clone());
+            }
+        }
+        Some(Arc::new(out))
+    }
+}
+
+/// Sets `value` at `pointer` in `target`, creating the objects on the way.
+fn insert_at(target: &mut Value, pointer: &str, value: Value) {
+    let mut keys = pointer.split('/').skip(1).peekable();
+    let mut current = target;
+    while let Some(key) = keys.next() {
+        let Value::Object(map) = current else {
+            return;
+        };
+        if keys.peek().is_none() {
+            map.insert(key.to_owned(), value);
+            return;
+        }
+        current = map
+            .entry(key.to_owned())
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    }
+}
+
+/// One cached object.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// Its version, per the kind's tracking; `None` when the object lacks what is tracked.
+    pub version: Option<String>,
+    /// Its resourceVersion (what an apply's answer is compared with).
+    pub resource_version: Option<String>,
+    /// The TrustyAIService it belongs to, per the kind's mapping.
+    pub owner: Option<Owner>,
+    /// The projected fields.
+    pub fields: Option<Arc<Value>>,
+}
+
+/// `(namespace, name)`; the namespace is empty for cluster-scoped kinds.
+type Key = (String, String);
+
+#[derive(Debug, Default)]
+struct State {
+    listed: bool,
+    objects: HashMap<Key, Entry>,
+    /// Objects received since the current (re)list began, swapped in when it ends.
+    relisting: Option<HashMap<Key, Entry>>,
+}
+
+/// The cache of one kind.
+#[derive(Debug)]
+pub struct KindCache {
+    tracking: Tracking,
+    projection: Projection,
+    state: RwLock<State>,
+}
+
+impl KindCache {
+    /// An empty cache (it answers [`Cached::Unknown`] until its first list is complete).
+    pub fn new(tracking: Tracking, projection: Projection) -> Self {
+        Self {
+            tracking,
+            projection,
+            state: RwLock::new(State::default()),
+        }
+    }
+
+    /// What the cache says about `name` in `namespace` (`None` for cluster-scoped kinds).
+    pub fn lookup(&self, namespace: Option<&str>, name: &str) -> Cached {
+        let state = self.state.read().unwrap_or_else(PoisonError::into_inner);
+        if !state.listed {
+            return Cached::Unknown;
+        }
+        match state.objects.get(&key(namespace, name)) {
+            None => Cached::Absent,
+            Some(entry) => entry
+                .version
+                .clone()
+                .map_or(Cached::Unknown, Cached::Present),
+        }
+    }
+
+    /// The cached entry of `name`; `None` when absent or not known.
+    pub fn entry(&self, namespace: Option<&str>, name: &str) -> Option<Entry> {
+        let state = self.state.read().unwrap_or_else(PoisonError::into_inner);
+        state.objects.get(&key(namespace, name)).cloned()
+    }
+
+    /// Whether the cache has listed its objects.
+    pub fn listed(&self) -> bool {
+        self.state
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .listed
+    }
+
+    /// The names of the objects that belong to `owner`; `None` while the cache cannot tell.
+    pub fn owned_by(&self, owner: &Owner) -> Option<Vec<(String, String)>> {
+        let state = self.state.read().unwrap_or_else(PoisonError::into_inner);
+        state.listed.then(|| {
+            state
+                .objects
+                .iter()
+                .filter(|(_, entry)| entry.owner.as_ref() == Some(owner))
+                .map(|(key, _)| key.clone())
+                .collect()
+        })
+    }
+
+    /// Whether some object exists in `namespace`; `None` while the cache cannot tell.
+    pub fn any_in(&self, namespace: &str) -> Option<bool> {
+        let state = self.state.read().unwrap_or_else(PoisonError::into_inner);
+        state
+            .listed
+            .then(|| state.objects.keys().any(|(ns, _)| ns == namespace))
+    }
+
+    /// The entry of an object with metadata `meta` (and, for a kind with a projection, the
+    /// whole `object`), `owner` being what the kind's mapping says.
+    pub fn entry_for(
+        &self,
+        meta: &ObjectMeta,
+        object: Option<&Value>,
+        owner: Option<Owner>,
+    ) -> Entry {
+        Entry {
+            version: self.tracking.version(meta),
+            resource_version: meta.resource_version.clone(),
+            owner,
+            fields: object.and_then(|o| self.projection.project(o)),
+        }
+    }
+
+    /// A (re)list begins: the objects that follow replace the current ones when it is done.
+    pub fn begin_list(&self) {
+        self.state
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .relisting = Some(HashMap::new());
+    }
+
+    /// An object of the (re)list.
+    pub fn listed_object(&self, namespace: Option<&str>, name: &str, entry: Entry) {
+        let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
+        let key = key(namespace, name);
+        match state.relisting.as_mut() {
+            Some(relisting) => {
+                relisting.insert(key, entry);
+            }
+            None => {
+                state.objects.insert(key, entry);
+            }
+        }
+    }
+
+    /// The (re)list is complete.
+    pub fn end_list(&self) {
+        let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(objects) = state.relisting.take() {
+            state.objects = objects;
+        }
+        state.listed = true;
+    }
+
+    /// An object was created or changed.
+    pub fn applied(&self, namespace: Option<&str>, name: &str, entry: Entry) {
+        self.state
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .objects
+            .insert(key(namespace, name), entry);
+    }
+
+    /// An object was deleted.
+    pub fn deleted(&self, namespace: Option<&str>, name: &str) {
+        self.state
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .objects
+            .remove(&key(namespace, name));
+    }
+
+    /// The API went away (or the watch stopped): the cache can no longer tell.
+    pub fn reset(&self) {
+        let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
+        *state = State::default();
+    }
+}
+
+fn key(namespace: Option<&str>, name: &str) -> Key {
+    (namespace.unwrap_or_default().to_owned(), name.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::DynamicObject;
+    use serde_json::json;
+
+    fn object(name: &str, rv: &str) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "ns", "resourceVersion": rv, "generation": 1},
+            "spec": {"replicas": 1, "template": {"big": "x"}},
+            "status": {"readyReplicas": 1}
+        }))
+        .expect("object")
+    }
+
+    fn cache() -> KindCache {
+        KindCache::new(
+            Tracking::ResourceVersion,
+            Projection(&["/spec/replicas", "/status"]),
+        )
+    }
+
+    fn put(cache: &KindCache, name: &str, rv: &str, owner: Option<Owner>) {
+        let object = object(name, rv);
+        let value = serde_json::to_value(&object).expect("value");
+        let entry = cache.entry_for(&object.metadata, Some(&value), owner);
+        cache.listed_object(Some("ns"), name, entry);
+    }
+
+    #[test]
+    fn unknown_until_listed_then_answers() {
+        let cache = cache();
+        assert_eq!(cache.lookup(Some("ns"), "a"), Cached::Unknown);
+        assert_eq!(cache.any_in("ns"), None);
+        cache.begin_list();
+        put(&cache, "a", "5", None);
+        assert_eq!(cache.lookup(Some("ns"), "a"), Cached::Unknown);
+        cache.end_list();
+        assert_eq!(cache.lookup(Some("ns"), "a"), Cached::Present("5".into()));
+        assert_eq!(cache.lookup(Some("other"), "a"), Cached::Absent);
+        assert_eq!(cache.any_in("ns"), Some(true));
+        assert_eq!(cache.any_in("other"), Some(false));
+        cache.deleted(Some("ns"), "a");
+        assert_eq!(cache.lookup(Some("ns"), "a"), Cached::Absent);
+        cache.reset();
+        assert_eq!(cache.lookup(Some("ns"), "a"), Cached::Unknown);
+    }
+
+    #[test]
+    fn a_relist_replaces_what_was_there() {
+        let cache = cache();
+        cache.begin_list();
+        put(&cache, "gone", "1", None);
+        cache.end_list();
+        cache.begin_list();
+        put(&cache, "new", "2", None);
+        // Still answering from the previous list while the new one runs.
+        assert_eq!(
+            cache.lookup(Some("ns"), "gone"),
+            Cached::Present("1".into())
+        );
+        cache.end_list();
+        assert_eq!(cache.lookup(Some("ns"), "gone"), Cached::Absent);
+        assert_eq!(cache.lookup(Some("ns"), "new"), Cached::Present("2".into()));
+    }
+
+    #[test]
+    fn keeps_only_the_projected_fields() {
+        let cache = cache();
+        let object = object("a", "1");
+        let value = serde_json::to_value(&object).expect("value");
+        let entry = cache.entry_for(&object.metadata, Some(&value), None);
+        assert_eq!(
+            entry.fields.as_deref(),
+            Some(&json!({"spec": {"replicas": 1}, "status": {"readyReplicas": 1}}))
+        );
+        let bare = KindCache::new(Tracking::ResourceVersion, Projection::NONE);
+        assert!(
+            bare.entry_for(&object.metadata, Some(&value), None)
+                .fields
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn owned_by_lists_the_owners_objects() {
+        let cache = cache();
+        let owner = ("ns".to_owned(), "tas".to_owned());
+        assert_eq!(cache.owned_by(&owner), None);
+        cache.begin_list();
+        put(&cache, "mine", "1", Some(owner.clone()));
+        put(&cache, "theirs", "1", Some(("ns".into(), "other".into())));
+        put(&cache, "nobodys", "1", None);
+        cache.end_list();
+        assert_eq!(
+            cache.owned_by(&owner),
+            Some(vec![("ns".to_owned(), "mine".to_owned())])
+        );
+    }
+}

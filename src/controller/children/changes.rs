@@ -1,0 +1,261 @@
+//! What one reconcile changed among the children, reported as one `Normal` event.
+//!
+//! One event per child would be folded by Kubernetes (same reason, same object): `kubectl
+//! describe` would show `ServiceCreated (x2)` and never name the second Service. One event per
+//! reconcile names every child it created, changed, replaced, issued or deleted.
+
+use trustyai_crds::TrustyAIService;
+
+use super::super::apply::Outcome;
+use super::super::events::{Events, NOTE_LIMIT};
+
+/// One change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Change {
+    label: &'static str,
+    name: String,
+    what: What,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum What {
+    Created,
+    Updated,
+    /// Deleted and created again: a field that cannot change in place differed.
+    Replaced,
+    /// A certificate issued, and why.
+    Issued(String),
+    /// No longer wanted.
+    Deleted,
+}
+
+/// The changes of one reconcile, in the order they happened.
+#[derive(Debug, Default)]
+pub struct Changes {
+    changes: Vec<Change>,
+}
+
+impl Changes {
+    /// Records what an apply of `label` `name` did (nothing when unchanged).
+    pub fn applied(&mut self, label: &'static str, name: &str, outcome: Outcome) {
+        let what = match outcome {
+            Outcome::Created => What::Created,
+            Outcome::Changed => What::Updated,
+            Outcome::Unchanged => return,
+        };
+        self.push(label, name, what);
+    }
+
+    /// `label` `name` was deleted and created again.
+    pub fn replaced(&mut self, label: &'static str, name: &str) {
+        // Its re-creation is recorded as `Created` next: one entry says both.
+        self.push(label, name, What::Replaced);
+    }
+
+    /// The certificate Secret `name` was issued for `reason`.
+    pub fn issued(&mut self, name: &str, reason: &str) {
+        self.push("Secret", name, What::Issued(reason.to_owned()));
+    }
+
+    /// `label` `name` was deleted: no longer wanted.
+    pub fn deleted(&mut self, label: &'static str, name: &str) {
+        self.push(label, name, What::Deleted);
+    }
+
+    fn push(&mut self, label: &'static str, name: &str, what: What) {
+        if let Some(last) = self.changes.last_mut()
+            && last.label == label
+            && last.name == name
+            && last.what == What::Replaced
+            && what == What::Created
+        {
+            return;
+        }
+        self.changes.push(Change {
+            label,
+            name: name.to_owned(),
+            what,
+        });
+    }
+
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+
+    /// The event's reason: the Go operator's `PVCCreated` when the claim was created (what
+    /// existing alerts and scripts look for), a Deployment's re-creation, the single change's
+    /// own reason (`ServiceCreated`, `CertificateIssued`, ...), else `ChildrenCreated` when
+    /// everything was new and `ChildrenChanged` otherwise.
+    pub fn reason(&self) -> Option<String> {
+        let first = self.changes.first()?;
+        let is = |label: &str, what: &What| {
+            self.changes
+                .iter()
+                .any(|c| c.label == label && &c.what == what)
+        };
+        if is("PVC", &What::Created) {
+            return Some("PVCCreated".to_owned());
+        }
+        if is("Deployment", &What::Replaced) {
+            return Some("DeploymentRecreated".to_owned());
+        }
+        if self.changes.len() == 1 {
+            return Some(match &first.what {
+                What::Created => format!("{}Created", first.label),
+                What::Updated => format!("{}Updated", first.label),
+                What::Replaced => format!("{}Recreated", first.label),
+                What::Issued(_) => "CertificateIssued".to_owned(),
+                What::Deleted => format!("{}Deleted", first.label),
+            });
+        }
+        let all_new = self.changes.iter().all(|c| c.what == What::Created);
+        Some(
+            if all_new {
+                "ChildrenCreated"
+            } else {
+                "ChildrenChanged"
+            }
+            .to_owned(),
+        )
+    }
+
+    /// The event's note: every change, grouped by what happened, within `limit` bytes.
+    pub fn note(&self, limit: usize) -> String {
+        let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+        for change in &self.changes {
+            let (heading, item) = match &change.what {
+                What::Created => (
+                    "created".to_owned(),
+                    format!("{} {}", change.label, change.name),
+                ),
+                What::Updated => (
+                    "updated".to_owned(),
+                    format!("{} {}", change.label, change.name),
+                ),
+                What::Replaced => (
+                    "re-created (a field that cannot change in place differed)".to_owned(),
+                    format!("{} {}", change.label, change.name),
+                ),
+                What::Issued(reason) => (
+                    "issued".to_owned(),
+                    format!("certificate Secret {} ({reason})", change.name),
+                ),
+                What::Deleted => (
+                    "deleted (no longer wanted)".to_owned(),
+                    format!("{} {}", change.label, change.name),
+                ),
+            };
+            match groups.iter_mut().find(|(h, _)| *h == heading) {
+                Some((_, items)) => items.push(item),
+                None => groups.push((heading, vec![item])),
+            }
+        }
+        let sentences: Vec<String> = groups
+            .into_iter()
+            .map(|(heading, items)| {
+                let mut heading = heading;
+                if let Some(first) = heading.get(..1) {
+                    heading = format!("{}{}", first.to_uppercase(), &heading[1..]);
+                }
+                format!("{heading}: {}.", items.join(", "))
+            })
+            .collect();
+        truncate(&sentences.join(" "), limit)
+    }
+
+    /// Publishes the event, if anything changed.
+    pub async fn publish(&self, events: &Events, service: &TrustyAIService) {
+        if let Some(reason) = self.reason() {
+            events
+                .normal(service, &reason, "Apply", self.note(NOTE_LIMIT))
+                .await;
+        }
+    }
+}
+
+/// `text` cut at a character boundary to fit `limit` bytes, saying it was cut.
+fn truncate(text: &str, limit: usize) -> String {
+    const MORE: &str = " …";
+    if text.len() <= limit {
+        return text.to_owned();
+    }
+    let mut end = limit.saturating_sub(MORE.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{MORE}", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_changed_means_no_event() {
+        let mut changes = Changes::default();
+        changes.applied("Service", "tas-tls", Outcome::Unchanged);
+        assert!(changes.is_empty());
+        assert_eq!(changes.reason(), None);
+    }
+
+    #[test]
+    fn one_change_keeps_its_own_reason() {
+        let mut changes = Changes::default();
+        changes.applied("Deployment", "tas", Outcome::Changed);
+        assert_eq!(changes.reason().as_deref(), Some("DeploymentUpdated"));
+        assert_eq!(changes.note(1000), "Updated: Deployment tas.");
+    }
+
+    #[test]
+    fn every_child_is_named_in_one_event() {
+        let mut changes = Changes::default();
+        changes.applied("Service", "tas-tls", Outcome::Created);
+        changes.applied("Service", "tas-internal", Outcome::Created);
+        changes.issued("tas-tls", "no certificate yet");
+        changes.applied("Deployment", "tas", Outcome::Created);
+        assert_eq!(changes.reason().as_deref(), Some("ChildrenChanged"));
+        assert_eq!(
+            changes.note(1000),
+            "Created: Service tas-tls, Service tas-internal, Deployment tas. \
+             Issued: certificate Secret tas-tls (no certificate yet)."
+        );
+    }
+
+    #[test]
+    fn a_created_claim_keeps_the_go_operators_reason() {
+        let mut changes = Changes::default();
+        changes.applied("Service", "tas-tls", Outcome::Created);
+        changes.applied("PVC", "tas-pvc", Outcome::Created);
+        assert_eq!(changes.reason().as_deref(), Some("PVCCreated"));
+        let mut all_new = Changes::default();
+        all_new.applied("Service", "tas-tls", Outcome::Created);
+        all_new.applied("Deployment", "tas", Outcome::Created);
+        assert_eq!(all_new.reason().as_deref(), Some("ChildrenCreated"));
+    }
+
+    #[test]
+    fn a_replacement_is_one_entry() {
+        let mut changes = Changes::default();
+        changes.replaced("Deployment", "tas");
+        changes.applied("Deployment", "tas", Outcome::Created);
+        changes.deleted("Route", "old");
+        assert_eq!(changes.reason().as_deref(), Some("DeploymentRecreated"));
+        assert_eq!(
+            changes.note(1000),
+            "Re-created (a field that cannot change in place differed): Deployment tas. \
+             Deleted (no longer wanted): Route old."
+        );
+    }
+
+    #[test]
+    fn long_notes_are_cut_at_a_character_boundary() {
+        let mut changes = Changes::default();
+        for i in 0..100 {
+            changes.applied("Service", &format!("é-{i}"), Outcome::Created);
+        }
+        let note = changes.note(100);
+        assert!(note.len() <= 100, "{}", note.len());
+        assert!(note.ends_with('…'));
+    }
+}

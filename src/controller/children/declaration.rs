@@ -1,0 +1,218 @@
+//! The shape of a child declaration: everything the operator does with one kind of object,
+//! stated in one place. The list itself is [`super::DECLARATIONS`].
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::DynamicObject;
+use kube::core::ApiResource;
+use serde_json::Value;
+use trustyai_crds::contract::{labels, owner_labels};
+
+use super::super::discovery::OptionalApis;
+use super::super::error::ReconcileError;
+use super::super::resources::Instance;
+use super::Inputs;
+use super::cache::Projection;
+use super::memory::{Owner, Tracking};
+
+/// Declares the child kinds in the order they are applied. `Kind::ALL` is generated with the
+/// enum, so a kind cannot be declared without being in the list the runner watches and
+/// `apply_all` walks.
+macro_rules! kinds {
+    ($($(#[$doc:meta])* $variant:ident),+ $(,)?) => {
+        /// A kind of object the operator makes for a TrustyAIService.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Kind {
+            $($(#[$doc])* $variant),+
+        }
+
+        impl Kind {
+            /// Every child kind, in the order they are applied.
+            pub const ALL: &'static [Kind] = &[$(Kind::$variant),+];
+        }
+    };
+}
+
+kinds! {
+    /// The kube-rbac-proxy's ServiceAccount.
+    ServiceAccount,
+    /// The per-instance ClusterRoleBinding of the proxy role.
+    ClusterRoleBinding,
+    /// The kube-rbac-proxy configuration.
+    ConfigMap,
+    /// The `<cr>-tls` and `<cr>-internal` Services.
+    Service,
+    /// The serving certificate Secrets, where no service-ca issues them.
+    Secret,
+    /// The storage claim in PVC and migration modes.
+    PersistentVolumeClaim,
+    /// The service itself.
+    Deployment,
+    /// The local ServiceMonitor and the shared one in the operator namespace.
+    ServiceMonitor,
+    /// The OpenShift Route.
+    Route,
+    /// The Istio DestinationRule for KServe InferenceServices behind Istio.
+    DestinationRule,
+    /// The Istio VirtualService for the same.
+    VirtualService,
+}
+
+/// How the objects of a watched kind map to the TrustyAIServices an event concerns (and to
+/// the one they belong to).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mapping {
+    /// Owner references to a TrustyAIService of any served version.
+    OwnerReferences,
+    /// The `trustyai.opendatahub.io/owner-*` labels (cluster-scoped objects cannot have a
+    /// namespaced owner).
+    OwnerLabels,
+    /// Owner references, or the instance label of a `<cr>-pvc` (a retained claim has no owner
+    /// reference).
+    Claim,
+    /// The TrustyAIServices reading a Secret of that name (credentials, DB CA, certificates).
+    SecretReaders,
+    /// Every TrustyAIService of the object's namespace.
+    Namespace,
+}
+
+impl Mapping {
+    /// The TrustyAIService the object of `meta` belongs to.
+    pub fn owner(self, meta: &ObjectMeta) -> Option<Owner> {
+        let namespace = meta.namespace.clone().unwrap_or_default();
+        let by_reference = || {
+            super::super::triggers::owners(meta)
+                .into_iter()
+                .next()
+                .map(|r| (namespace.clone(), r.name))
+        };
+        match self {
+            Self::OwnerReferences => by_reference(),
+            Self::OwnerLabels => {
+                let labels = meta.labels.as_ref()?;
+                Some((
+                    labels.get(owner_labels::NAMESPACE)?.clone(),
+                    labels.get(owner_labels::NAME)?.clone(),
+                ))
+            }
+            Self::Claim => by_reference().or_else(|| {
+                let cr = meta.labels.as_ref()?.get(labels::INSTANCE)?;
+                (meta.name.as_deref() == Some(super::super::resources::names::pvc(cr).as_str()))
+                    .then(|| (namespace.clone(), cr.clone()))
+            }),
+            Self::SecretReaders | Self::Namespace => None,
+        }
+    }
+}
+
+/// What a watch lists and keeps.
+#[derive(Debug, Clone, Copy)]
+pub struct WatchSpec {
+    /// The API resource.
+    pub resource: fn() -> ApiResource,
+    /// Namespaced (else cluster-scoped).
+    pub namespaced: bool,
+    /// The label selector, if any.
+    pub selector: Option<fn() -> String>,
+    /// Whether its API is served; `None` for the built-in APIs, always served.
+    pub served: Option<fn(&OptionalApis) -> bool>,
+    /// How its objects map to TrustyAIServices.
+    pub mapping: Mapping,
+    /// Which changes count as a new version.
+    pub tracking: Tracking,
+    /// The fields kept beside the version.
+    pub projection: Projection,
+}
+
+impl WatchSpec {
+    /// Whether the watch runs with `apis` served.
+    pub fn runs_with(&self, apis: &OptionalApis) -> bool {
+        self.served.is_none_or(|served| served(apis))
+    }
+}
+
+/// The label every object this operator makes carries.
+pub fn ours() -> String {
+    format!("{}={}", labels::PART_OF, labels::PART_OF_VALUE)
+}
+
+/// What may happen to an object of the kind that is no longer wanted, and on deletion of its
+/// TrustyAIService.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lifecycle {
+    /// Owned by the TrustyAIService: garbage-collected with it; deleted when no longer wanted.
+    Owned,
+    /// Cluster-scoped, so not garbage-collected: the finalizer deletes it; deleted when no
+    /// longer wanted.
+    ClusterScoped,
+    /// Holds data: never deleted by the operator (the retention policy decides, through the
+    /// owner reference).
+    Data,
+    /// Issued credentials a running pod may still read: owned (garbage-collected) but never
+    /// deleted while the TrustyAIService exists.
+    Credentials,
+}
+
+impl Lifecycle {
+    /// Whether an object that is no longer wanted is deleted.
+    pub fn removes_orphans(self) -> bool {
+        matches!(self, Self::Owned | Self::ClusterScoped)
+    }
+}
+
+/// One object to apply.
+#[derive(Debug, Clone)]
+pub struct Wanted {
+    /// The rendered object.
+    pub object: DynamicObject,
+    /// Shared by every TrustyAIService and owned by none (no event on the instance, one
+    /// memory of its apply for all).
+    pub shared: bool,
+}
+
+/// The objects of a rendered kind that `instance` wants.
+pub type Render = fn(&Instance<'_>, &Inputs<'_>) -> Result<Vec<Wanted>, ReconcileError>;
+
+/// Whether the live object (its projected fields) must be deleted before `desired` can be
+/// applied: a field that cannot change in place differs.
+pub type MustReplace = fn(&Value, &DynamicObject) -> bool;
+
+/// How the kind is applied.
+#[derive(Debug, Clone, Copy)]
+pub enum Applying {
+    /// Rendered and server-side applied; skipped when the cache shows it as the last apply
+    /// left it.
+    Rendered {
+        /// The objects wanted.
+        render: Render,
+        /// When the live object must be replaced instead.
+        must_replace: Option<MustReplace>,
+    },
+    /// Planned from the live object (the PVC: only grows, keeps its immutable fields).
+    Planned,
+    /// Issued and renewed from the operand CA (the serving certificates).
+    Issued,
+}
+
+/// Everything about one child kind.
+#[derive(Debug, Clone, Copy)]
+pub struct Declaration {
+    /// Which kind.
+    pub kind: Kind,
+    /// Its name in metrics, logs and events (`PVC` for the claim: the Go operator's event
+    /// reason is `PVCCreated`).
+    pub label: &'static str,
+    /// Its watch and cache.
+    pub watch: WatchSpec,
+    /// Whether the kind is wanted at all on a cluster serving `apis` (its API, or another
+    /// API that makes it unnecessary).
+    pub applies_with: fn(&OptionalApis) -> bool,
+    /// What happens to objects no longer wanted.
+    pub lifecycle: Lifecycle,
+    /// How it is applied.
+    pub applying: Applying,
+}
+
+/// For [`Declaration::applies_with`]: wanted on every cluster.
+pub fn always(_: &OptionalApis) -> bool {
+    true
+}

@@ -1,0 +1,528 @@
+//! The children of a TrustyAIService, each kind declared once.
+//!
+//! [`DECLARATIONS`] is the list: one module per kind states how its objects are rendered and
+//! applied, how they are watched and cached, what happens to those no longer wanted, and which
+//! optional API they need ([`declaration::Declaration`]). The runner starts one watch per
+//! declaration ([`watches`]), and [`apply_all`] walks the same list in order; a kind cannot be
+//! applied without being watched, because both come from the list (and `Kind::ALL` is
+//! generated with the enum).
+//!
+//! **Adding a child** is one module here (its declaration), one entry in [`DECLARATIONS`] and
+//! one variant of [`Kind`], plus its RBAC in the chart.
+//!
+//! Every apply goes through one path ([`rendered`]): a child the cache shows exactly as the
+//! last apply of the same rendering left it is skipped (no request); one whose immutable
+//! fields differ is replaced; objects of the owner that are no longer wanted are deleted,
+//! except claims, which hold data. What changed is reported in one event per reconcile
+//! ([`changes`]).
+
+pub mod cache;
+pub mod changes;
+pub mod declaration;
+pub mod inputs;
+pub mod memory;
+pub mod watches;
+
+mod cluster_role_binding;
+mod config_map;
+mod deployment;
+mod istio;
+mod pvc;
+mod rendered;
+mod route;
+mod service_account;
+mod service_monitor;
+mod services;
+mod serving_secrets;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::Resource;
+use kube::api::{Api, DeleteParams, DynamicObject};
+use kube::core::ApiResource;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use trustyai_certs::time::OffsetDateTime;
+use trustyai_crds::contract::custom_ca_bundle;
+
+use super::context::Context;
+use super::db_secret::DbSecretError;
+use super::discovery::OptionalApis;
+use super::error::{ReconcileError, is_not_found};
+use super::resources::Instance;
+use super::resources::images::Images;
+use cache::KindCache;
+use changes::Changes;
+use declaration::{Applying, Declaration, Kind, Mapping, Wanted, WatchSpec, ours};
+use inputs::Input;
+use memory::{AppliedMemory, Owner, Tracking};
+
+pub use pvc::ClaimApplied;
+
+/// Every child kind, in the order they are applied: identity and configuration first, then the
+/// Services and their certificates, the storage, the Deployment, and last the monitoring,
+/// routing and mesh objects.
+pub const DECLARATIONS: &[Declaration] = &[
+    service_account::DECLARATION,
+    cluster_role_binding::DECLARATION,
+    config_map::DECLARATION,
+    services::DECLARATION,
+    serving_secrets::DECLARATION,
+    pvc::DECLARATION,
+    deployment::DECLARATION,
+    service_monitor::DECLARATION,
+    route::DECLARATION,
+    istio::DESTINATION_RULE,
+    istio::VIRTUAL_SERVICE,
+];
+
+/// The declaration of `kind`.
+pub fn declaration(kind: Kind) -> &'static Declaration {
+    // The list and the enum are in the same order, which a test holds.
+    &DECLARATIONS[kind as usize]
+}
+
+/// The API resource of a built-in kind.
+pub fn built_in<K: Resource<DynamicType = ()>>() -> ApiResource {
+    ApiResource::erase::<K>(&())
+}
+
+/// The watch of an owned, namespaced, built-in kind: the objects carrying this operator's
+/// label, metadata only, mapped by owner reference.
+const fn owned_watch(resource: fn() -> ApiResource) -> WatchSpec {
+    WatchSpec {
+        resource,
+        namespaced: true,
+        selector: Some(ours),
+        served: None,
+        mapping: Mapping::OwnerReferences,
+        tracking: Tracking::ResourceVersion,
+        projection: cache::Projection::NONE,
+    }
+}
+
+/// [`owned_watch`] for a kind of an optional API, watched while `served`.
+const fn optional_owned_watch(
+    resource: fn() -> ApiResource,
+    served: fn(&OptionalApis) -> bool,
+) -> WatchSpec {
+    WatchSpec {
+        served: Some(served),
+        ..owned_watch(resource)
+    }
+}
+
+/// `object` as an object to apply.
+fn wanted<K: Serialize>(object: &K) -> Result<Wanted, ReconcileError> {
+    let encode = |source| ReconcileError::Encode {
+        what: "a rendered child",
+        source,
+    };
+    let object: DynamicObject =
+        serde_json::from_value(serde_json::to_value(object).map_err(encode)?).map_err(encode)?;
+    Ok(Wanted {
+        object,
+        shared: false,
+    })
+}
+
+/// The one object of a kind.
+fn render_one<K: Serialize>(object: &K) -> Result<Vec<Wanted>, ReconcileError> {
+    Ok(vec![wanted(object)?])
+}
+
+/// The caches of every declared kind and input, and the memory of the applies.
+pub struct Children {
+    kinds: Vec<Arc<KindCache>>,
+    inputs: Vec<Arc<KindCache>>,
+    /// The last applies.
+    pub applied: AppliedMemory,
+    /// The operand serving certificates last found good (or issued), with when they are due.
+    pub certificates: AppliedMemory<OffsetDateTime>,
+    /// The verdicts on the database credentials Secrets.
+    pub db_credentials: AppliedMemory<Result<(), DbSecretError>>,
+}
+
+impl Default for Children {
+    fn default() -> Self {
+        let cache = |spec: WatchSpec| Arc::new(KindCache::new(spec.tracking, spec.projection));
+        Self {
+            kinds: DECLARATIONS.iter().map(|d| cache(d.watch)).collect(),
+            inputs: Input::ALL.iter().map(|i| cache(i.watch())).collect(),
+            applied: AppliedMemory::default(),
+            certificates: AppliedMemory::default(),
+            db_credentials: AppliedMemory::default(),
+        }
+    }
+}
+
+impl Children {
+    /// The cache of `kind`.
+    pub fn cache(&self, kind: Kind) -> &KindCache {
+        &self.kinds[kind as usize]
+    }
+
+    /// The cache of `input`.
+    pub fn input(&self, input: Input) -> &KindCache {
+        &self.inputs[input as usize]
+    }
+
+    /// Every watch to run: one per declared kind and input.
+    pub fn watches(&self) -> Vec<watches::Watched> {
+        let kinds = DECLARATIONS.iter().map(|d| watches::Watched {
+            spec: d.watch,
+            cache: self.kinds[d.kind as usize].clone(),
+            label: d.label,
+        });
+        let inputs = Input::ALL.iter().map(|i| watches::Watched {
+            spec: i.watch(),
+            cache: self.inputs[*i as usize].clone(),
+            label: i.label(),
+        });
+        kinds.chain(inputs).collect()
+    }
+
+    /// Forgets what is remembered about `owner`'s children (it is being deleted).
+    pub fn forget_owner(&self, owner: &Owner) {
+        self.applied.forget_owner(owner);
+        self.certificates.forget_owner(owner);
+        self.db_credentials.forget_owner(owner);
+    }
+}
+
+/// What the children's application leaves for the status and the requeue.
+#[derive(Debug, Default)]
+pub struct ChildrenApplied {
+    /// When an operand certificate must be renewed next.
+    pub renew_at: Option<OffsetDateTime>,
+    /// The Deployment as the API server answered its apply (status included); `None` when
+    /// the apply was skipped as a no-op.
+    pub deployment: Option<Deployment>,
+    /// The Route as the API server answered its apply.
+    pub route: Option<DynamicObject>,
+    /// The claim's apply.
+    pub claim: ClaimApplied,
+}
+
+/// The inputs of the rendering that come from elsewhere than the TrustyAIService.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    /// The resolved images.
+    pub images: &'a Images,
+    /// The custom CA bundle ConfigMap exists.
+    pub custom_ca_bundle: bool,
+    /// The `<cr>-db-ca` Secret exists.
+    pub db_ca_exists: bool,
+    /// The optional APIs.
+    pub apis: OptionalApis,
+    /// An InferenceService of the namespace logs to this TrustyAIService through Istio.
+    pub istio_wanted: bool,
+    /// The ClusterRole the proxy's binding refers to.
+    pub proxy_cluster_role: &'a str,
+    /// The operator's namespace (of the shared ServiceMonitor).
+    pub operator_namespace: &'a str,
+}
+
+/// Applies every child of `instance`, in the order of [`DECLARATIONS`], and reports what
+/// changed in one event.
+pub async fn apply_all(
+    ctx: &Context,
+    instance: &Instance<'_>,
+    inputs: Inputs<'_>,
+) -> Result<ChildrenApplied, ReconcileError> {
+    let mut changes = Changes::default();
+    let result = apply_declared(ctx, instance, inputs, &mut changes).await;
+    // Reported even when a later child failed: what was done is done.
+    changes.publish(&ctx.events, instance.service()).await;
+    result
+}
+
+async fn apply_declared(
+    ctx: &Context,
+    instance: &Instance<'_>,
+    inputs: Inputs<'_>,
+    changes: &mut Changes,
+) -> Result<ChildrenApplied, ReconcileError> {
+    let owner = (instance.namespace().to_owned(), instance.name().to_owned());
+    let mut out = ChildrenApplied::default();
+    for declaration in DECLARATIONS {
+        if !(declaration.applies_with)(&inputs.apis) {
+            continue;
+        }
+        match declaration.applying {
+            Applying::Rendered {
+                render,
+                must_replace,
+            } => {
+                let wanted = render(instance, &inputs)?;
+                let answers =
+                    rendered::apply_kind(ctx, declaration, &owner, wanted, must_replace, changes)
+                        .await?;
+                keep_answers(declaration.kind, answers, &mut out)?;
+            }
+            Applying::Planned => out.claim = pvc::apply(ctx, instance, changes).await?,
+            Applying::Issued => {
+                out.renew_at = serving_secrets::apply(ctx, instance, changes).await?;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Keeps the answers the status reads (it then needs no read of its own).
+fn keep_answers(
+    kind: Kind,
+    answers: Vec<DynamicObject>,
+    out: &mut ChildrenApplied,
+) -> Result<(), ReconcileError> {
+    match kind {
+        Kind::Deployment => {
+            if let Some(answer) = answers.into_iter().next() {
+                out.deployment = Some(typed(answer)?);
+            }
+        }
+        Kind::Route => out.route = answers.into_iter().next(),
+        _ => {}
+    }
+    Ok(())
+}
+
+/// A dynamic object as its typed kind.
+pub fn typed<K: DeserializeOwned>(object: DynamicObject) -> Result<K, ReconcileError> {
+    let encode = |source| ReconcileError::Encode {
+        what: "an API answer",
+        source,
+    };
+    serde_json::from_value(serde_json::to_value(object).map_err(encode)?).map_err(encode)
+}
+
+/// Counts what happened to a child of `kind` (`skipped`: known current, no request made).
+fn count(ctx: &Context, kind: &'static str, outcome: &'static str) {
+    if let Some(metrics) = &ctx.config.metrics {
+        metrics.child_applied(kind, outcome);
+    }
+}
+
+/// An object as a cache knows it (its projected fields only).
+#[derive(Debug, Clone)]
+pub enum CachedObject<K> {
+    /// The cache cannot tell: ask the API server.
+    Unknown,
+    /// It does not exist.
+    Absent,
+    /// Its projected fields, as the typed object.
+    Present(K),
+}
+
+/// The Deployment `<cr>` as its cache knows it (status, selector, replicas), for the status.
+pub fn cached_deployment(ctx: &Context, instance: &Instance<'_>) -> CachedObject<Deployment> {
+    cached_fields(ctx, Kind::Deployment, instance)
+}
+
+/// The claim `<cr>-pvc` as its cache knows it (phase, creation time), for the status.
+pub fn cached_claim(ctx: &Context, instance: &Instance<'_>) -> CachedObject<PersistentVolumeClaim> {
+    let name = super::resources::names::pvc(instance.name());
+    cached_named(
+        ctx,
+        Kind::PersistentVolumeClaim,
+        instance.namespace(),
+        &name,
+    )
+}
+
+/// The Route `<cr>` as its cache knows it (status), for the status.
+pub fn cached_route(ctx: &Context, instance: &Instance<'_>) -> CachedObject<DynamicObject> {
+    cached_fields(ctx, Kind::Route, instance)
+}
+
+fn cached_fields<K: DeserializeOwned>(
+    ctx: &Context,
+    kind: Kind,
+    instance: &Instance<'_>,
+) -> CachedObject<K> {
+    let name = super::resources::names::service(instance.name());
+    cached_named(ctx, kind, instance.namespace(), &name)
+}
+
+fn cached_named<K: DeserializeOwned>(
+    ctx: &Context,
+    kind: Kind,
+    namespace: &str,
+    name: &str,
+) -> CachedObject<K> {
+    let cache = ctx.children.cache(kind);
+    if !cache.listed() {
+        return CachedObject::Unknown;
+    }
+    let Some(entry) = cache.entry(Some(namespace), name) else {
+        return CachedObject::Absent;
+    };
+    let Some(fields) = entry.fields else {
+        return CachedObject::Unknown;
+    };
+    let mut value = (*fields).clone();
+    if let Some(object) = value.as_object_mut() {
+        let meta = object
+            .entry("metadata")
+            .or_insert_with(|| serde_json::json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert("name".to_owned(), name.into());
+            meta.insert("namespace".to_owned(), namespace.into());
+        }
+    }
+    // A kind's typed form may require fields the projection leaves out: then ask.
+    serde_json::from_value(value).map_or(CachedObject::Unknown, CachedObject::Present)
+}
+
+/// Whether the cache shows an Istio object of `instance` (unknown counts as yes: keep them).
+pub fn owns_any_istio(ctx: &Context, instance: &Instance<'_>) -> bool {
+    let owner = (instance.namespace().to_owned(), instance.name().to_owned());
+    [Kind::DestinationRule, Kind::VirtualService]
+        .iter()
+        .any(|kind| {
+            ctx.children
+                .cache(*kind)
+                .owned_by(&owner)
+                .is_none_or(|owned| !owned.is_empty())
+        })
+}
+
+/// Whether the custom CA bundle ConfigMap (`odh-trusted-ca-bundle`, labelled for injection)
+/// exists in `namespace`. Its cache answers once it has listed them.
+pub async fn custom_ca_bundle_exists(
+    ctx: &Context,
+    namespace: &str,
+) -> Result<bool, ReconcileError> {
+    match ctx
+        .children
+        .input(Input::CaBundles)
+        .lookup(Some(namespace), custom_ca_bundle::CONFIG_MAP)
+    {
+        cache::Cached::Present(_) => return Ok(true),
+        cache::Cached::Absent => return Ok(false),
+        cache::Cached::Unknown => {}
+    }
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(ctx.client.clone(), namespace);
+    let found = api
+        .get_metadata_opt(custom_ca_bundle::CONFIG_MAP)
+        .await
+        .map_err(ReconcileError::kube(
+            "reading",
+            "ConfigMap",
+            custom_ca_bundle::CONFIG_MAP,
+        ))?;
+    Ok(found.is_some_and(|cm| {
+        cm.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(custom_ca_bundle::INJECT_LABEL))
+            .is_some_and(|v| v == "true")
+    }))
+}
+
+/// Whether the Secret `name` exists in `namespace` (metadata only: its content is not needed).
+/// The Secret cache answers once it has listed them.
+pub async fn secret_exists(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+) -> Result<bool, ReconcileError> {
+    match ctx
+        .children
+        .cache(Kind::Secret)
+        .lookup(Some(namespace), name)
+    {
+        cache::Cached::Present(_) => return Ok(true),
+        cache::Cached::Absent => return Ok(false),
+        cache::Cached::Unknown => {}
+    }
+    let api: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(ctx.client.clone(), namespace);
+    api.get_metadata_opt(name)
+        .await
+        .map(|s| s.is_some())
+        .map_err(ReconcileError::kube("reading", "Secret", name))
+}
+
+/// Deletes `name`; absent is fine.
+pub async fn delete_ignoring_absent<K>(
+    api: &Api<K>,
+    kind: &'static str,
+    name: &str,
+) -> Result<(), ReconcileError>
+where
+    K: Resource + Clone + std::fmt::Debug + DeserializeOwned,
+{
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(ReconcileError::kube("deleting", kind, name)(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::declaration::Lifecycle;
+    use super::*;
+
+    #[test]
+    fn the_list_holds_every_kind_once_in_declaration_order() {
+        assert_eq!(DECLARATIONS.len(), Kind::ALL.len());
+        for (index, (declaration, kind)) in DECLARATIONS.iter().zip(Kind::ALL).enumerate() {
+            assert_eq!(declaration.kind, *kind, "entry {index}");
+            assert_eq!(*kind as usize, index);
+        }
+    }
+
+    #[test]
+    fn every_kind_is_watched_with_this_operators_label_or_a_reason() {
+        for declaration in DECLARATIONS {
+            let watch = declaration.watch;
+            match declaration.kind {
+                // Credentials are not ours: every Secret, names only.
+                Kind::Secret => assert!(watch.selector.is_none()),
+                Kind::ClusterRoleBinding => assert_eq!(watch.mapping, Mapping::OwnerLabels),
+                _ => assert_eq!(
+                    watch.selector.map(|s| s()),
+                    Some(ours()),
+                    "{:?}",
+                    declaration.kind
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn only_data_and_credentials_survive_when_unwanted() {
+        for declaration in DECLARATIONS {
+            let kept = !declaration.lifecycle.removes_orphans();
+            let expected = matches!(declaration.kind, Kind::PersistentVolumeClaim | Kind::Secret);
+            assert_eq!(kept, expected, "{:?}", declaration.kind);
+        }
+        assert_eq!(
+            declaration(Kind::PersistentVolumeClaim).lifecycle,
+            Lifecycle::Data
+        );
+    }
+
+    #[test]
+    fn optional_kinds_are_applied_only_where_their_api_is_served() {
+        let none = OptionalApis::default();
+        let all = OptionalApis {
+            routes: true,
+            service_monitors: true,
+            inference_services: true,
+            destination_rules: true,
+            virtual_services: true,
+        };
+        for declaration in DECLARATIONS {
+            if let Some(served) = declaration.watch.served {
+                assert!(!served(&none) && served(&all), "{:?}", declaration.kind);
+                assert!(!(declaration.applies_with)(&none), "{:?}", declaration.kind);
+            }
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! The claim `<cr>-pvc`, in PVC and migration modes: created when absent, grown when the spec
+//! asks for more, never shrunk, re-created or deleted by the operator (the retention policy
+//! decides through the owner reference); with `retention: Retain`, an owner reference to this
+//! TrustyAIService (the Go operator's) is removed. The plan is [`super::super::pvc_plan`].
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::{Api, ResourceExt};
+
+use super::super::apply;
+use super::super::error::ReconcileError;
+use super::super::pvc_plan;
+use super::super::resources::{Instance, pvc};
+use super::cache::{Cached, Projection};
+use super::changes::Changes;
+use super::declaration::{
+    Applying, Declaration, Kind, Lifecycle, Mapping, WatchSpec, always, ours,
+};
+use super::memory::{Tracking, fingerprint};
+use super::{built_in, count};
+use crate::controller::context::Context;
+
+/// The declaration.
+pub const DECLARATION: Declaration = Declaration {
+    kind: Kind::PersistentVolumeClaim,
+    label: "PVC",
+    watch: WatchSpec {
+        resource: built_in::<PersistentVolumeClaim>,
+        namespaced: true,
+        selector: Some(ours),
+        served: None,
+        mapping: Mapping::Claim,
+        tracking: Tracking::ResourceVersion,
+        projection: Projection(&["/status/phase", "/metadata/creationTimestamp"]),
+    },
+    applies_with: always,
+    lifecycle: Lifecycle::Data,
+    applying: Applying::Planned,
+};
+
+/// What the apply left.
+#[derive(Debug, Default)]
+pub struct ClaimApplied {
+    /// The claim as the API server last answered (`None`: skipped as current, or not wanted).
+    pub claim: Option<PersistentVolumeClaim>,
+    /// Why the claim could not grow to the spec's size (it kept its size).
+    pub growth_refused: Option<String>,
+}
+
+/// Applies the claim, if the storage mode wants one.
+pub async fn apply(
+    ctx: &Context,
+    instance: &Instance<'_>,
+    changes: &mut Changes,
+) -> Result<ClaimApplied, ReconcileError> {
+    let Some(desired) = pvc::pvc(instance)? else {
+        return Ok(ClaimApplied::default());
+    };
+    let name = desired.name_any();
+    let owner = (instance.namespace().to_owned(), instance.name().to_owned());
+    let memory = &ctx.children.applied;
+    let cached = ctx
+        .children
+        .cache(Kind::PersistentVolumeClaim)
+        .lookup(Some(instance.namespace()), &name);
+    let rendered = fingerprint(&desired).map_err(|source| ReconcileError::Encode {
+        what: "a rendered child",
+        source,
+    })?;
+    if memory
+        .current(&owner, "PersistentVolumeClaim", &name, rendered, &cached)
+        .is_some()
+    {
+        count(ctx, "PersistentVolumeClaim", "skipped");
+        return Ok(ClaimApplied::default());
+    }
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), instance.namespace());
+    let live = match cached {
+        Cached::Absent if !memory.knows(&owner, "PersistentVolumeClaim", &name) => None,
+        _ => api.get_opt(&name).await.map_err(ReconcileError::kube(
+            "reading",
+            "PersistentVolumeClaim",
+            &name,
+        ))?,
+    };
+    if let Some(live) = &live
+        && !instance.spec().storage.deletes_pvc_with_service()
+        && let Some(patch) = pvc_plan::drop_owner_patch(live, instance.uid())
+    {
+        let patch = patch
+            .to_kube_patch::<()>()
+            .map_err(|source| ReconcileError::Encode {
+                what: "the PVC owner patch",
+                source,
+            })?;
+        api.patch(&name, &apply::update_params(), &patch)
+            .await
+            .map_err(ReconcileError::kube(
+                "patching",
+                "PersistentVolumeClaim",
+                &name,
+            ))?;
+        tracing::info!(pvc = %name, "removed the owner reference of a retained PVC");
+    }
+    let live_rv = live
+        .as_ref()
+        .and_then(|l| l.metadata.resource_version.clone());
+    let body = pvc_plan::apply_body(desired, live.as_ref());
+    let growth = live.as_ref().and_then(|l| pvc_plan::growth(&body, l));
+    let (applied, growth_refused) =
+        match apply::apply_after(&api, "PersistentVolumeClaim", &body, live_rv.clone()).await {
+            Ok(applied) => (applied, None),
+            // A class that cannot expand (or a quota) refuses the growth: the claim keeps its
+            // size and still serves, so the rest of the spec goes on being applied.
+            Err(ref e) if let (Some(growth), Some(why)) = (&growth, e.refusal()) => {
+                let refused = format!(
+                    "it could not grow from {} to {}: {why}",
+                    growth.from.0, growth.to.0
+                );
+                tracing::warn!(pvc = %name, %refused, "the PVC keeps its size");
+                let kept = pvc_plan::with_size(body, growth.from.clone());
+                let applied =
+                    apply::apply_after(&api, "PersistentVolumeClaim", &kept, live_rv).await?;
+                (applied, Some(refused))
+            }
+            Err(e) => return Err(e),
+        };
+    count(ctx, "PersistentVolumeClaim", applied.outcome.label());
+    // Remembered only when the whole spec was applied: a refused growth is tried again.
+    if growth_refused.is_none() {
+        memory.record(
+            &owner,
+            "PersistentVolumeClaim",
+            &name,
+            rendered,
+            applied.object.metadata.resource_version.as_deref(),
+            (),
+        );
+    }
+    changes.applied(DECLARATION.label, &name, applied.outcome);
+    Ok(ClaimApplied {
+        claim: Some(applied.object),
+        growth_refused,
+    })
+}

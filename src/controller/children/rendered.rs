@@ -1,0 +1,243 @@
+//! The one path of every rendered child: skip what the cache shows as the last apply left
+//! it, replace what cannot change in place, apply the rest, delete what is no longer wanted.
+
+use std::collections::HashSet;
+
+use kube::api::{Api, DynamicObject};
+use kube::core::ApiResource;
+use kube::{Client, ResourceExt};
+
+use super::super::apply::{self, Applied};
+use super::super::error::ReconcileError;
+use super::cache::{Cached, KindCache};
+use super::changes::Changes;
+use super::declaration::{Declaration, MustReplace, Wanted};
+use super::memory::{Owner, fingerprint};
+use super::{Children, count, delete_ignoring_absent};
+use crate::controller::context::Context;
+
+/// The owner under which shared children's applies are remembered (one memory for all).
+fn shared_owner() -> Owner {
+    (String::new(), String::new())
+}
+
+/// The API of `declaration`'s objects in `namespace` (`None`: cluster-scoped).
+pub fn api(client: &Client, resource: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+    match namespace {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
+        None => Api::all_with(client.clone(), resource),
+    }
+}
+
+/// Applies every wanted object of `declaration`, then deletes those of `owner` no longer
+/// wanted. Returns the API server's answers to the applies made (skipped ones have none).
+pub async fn apply_kind(
+    ctx: &Context,
+    declaration: &Declaration,
+    owner: &Owner,
+    wanted: Vec<Wanted>,
+    must_replace: Option<MustReplace>,
+    changes: &mut Changes,
+) -> Result<Vec<DynamicObject>, ReconcileError> {
+    let resource = (declaration.watch.resource)();
+    let mut answers = Vec::new();
+    let mut names = HashSet::new();
+    for wanted in wanted {
+        let name = wanted.object.name_any();
+        names.insert((wanted.object.namespace().unwrap_or_default(), name.clone()));
+        let child = Child {
+            ctx,
+            declaration,
+            resource: &resource,
+            owner: if wanted.shared {
+                shared_owner()
+            } else {
+                owner.clone()
+            },
+            namespace: declaration
+                .watch
+                .namespaced
+                .then(|| wanted.object.namespace().unwrap_or_default()),
+            name,
+        };
+        if let Some(applied) = child.apply(&wanted, must_replace, changes).await? {
+            answers.push(applied.object);
+        }
+    }
+    if declaration.lifecycle.removes_orphans() {
+        remove_orphans(ctx, declaration, &resource, owner, &names, changes).await?;
+    }
+    Ok(answers)
+}
+
+/// One object of a kind, for one owner.
+struct Child<'a> {
+    ctx: &'a Context,
+    declaration: &'a Declaration,
+    resource: &'a ApiResource,
+    owner: Owner,
+    namespace: Option<String>,
+    name: String,
+}
+
+impl Child<'_> {
+    fn children(&self) -> &Children {
+        &self.ctx.children
+    }
+
+    fn cache(&self) -> &KindCache {
+        self.children().cache(self.declaration.kind)
+    }
+
+    fn api(&self) -> Api<DynamicObject> {
+        api(&self.ctx.client, self.resource, self.namespace.as_deref())
+    }
+
+    async fn apply(
+        &self,
+        wanted: &Wanted,
+        must_replace: Option<MustReplace>,
+        changes: &mut Changes,
+    ) -> Result<Option<Applied<DynamicObject>>, ReconcileError> {
+        let label = self.declaration.label;
+        let memory = &self.children().applied;
+        let rendered = fingerprint(&wanted.object).map_err(|source| ReconcileError::Encode {
+            what: "a rendered child",
+            source,
+        })?;
+        let cached = self.cache().lookup(self.namespace.as_deref(), &self.name);
+        if memory
+            .current(&self.owner, label, &self.name, rendered, &cached)
+            .is_some()
+        {
+            count(self.ctx, label, "skipped");
+            return Ok(None);
+        }
+        let api = self.api();
+        let live = self.live(&api, &cached).await?;
+        let mut live_rv = live.as_ref().and_then(|l| l.resource_version.clone());
+        if let (Some(must_replace), Some(live)) = (must_replace, &live)
+            && must_replace(&live.fields, &wanted.object)
+        {
+            delete_ignoring_absent(&api, label, &self.name).await?;
+            changes.replaced(label, &self.name);
+            live_rv = None;
+        }
+        let applied = apply::apply_after(&api, label, &wanted.object, live_rv).await?;
+        count(self.ctx, label, applied.outcome.label());
+        let tracking = self.declaration.watch.tracking;
+        memory.record(
+            &self.owner,
+            label,
+            &self.name,
+            rendered,
+            tracking.version(&applied.object.metadata).as_deref(),
+            (),
+        );
+        // Written through: a reconcile before the watch event sees what this apply left.
+        let owner = self
+            .declaration
+            .watch
+            .mapping
+            .owner(&applied.object.metadata);
+        let entry = self.cache().entry_for(
+            &applied.object.metadata,
+            serde_json::to_value(&applied.object).ok().as_ref(),
+            owner,
+        );
+        if self.cache().listed() {
+            self.cache()
+                .applied(self.namespace.as_deref(), &self.name, entry);
+        }
+        if !wanted.shared {
+            changes.applied(label, &self.name, applied.outcome);
+        }
+        Ok(Some(applied))
+    }
+
+    /// The live object's resourceVersion and projected fields: from the cache when it
+    /// knows; not read when surely absent (the cache has listed and does not show it, and
+    /// this process never applied it, else the cache might only lag behind that apply).
+    async fn live(
+        &self,
+        api: &Api<DynamicObject>,
+        cached: &Cached,
+    ) -> Result<Option<Live>, ReconcileError> {
+        let label = self.declaration.label;
+        match cached {
+            Cached::Present(_) => {
+                if let Some(entry) = self.cache().entry(self.namespace.as_deref(), &self.name) {
+                    return Ok(Some(Live {
+                        resource_version: entry.resource_version,
+                        fields: entry.fields.as_deref().cloned().unwrap_or_default(),
+                    }));
+                }
+            }
+            Cached::Absent
+                if !self
+                    .children()
+                    .applied
+                    .knows(&self.owner, label, &self.name) =>
+            {
+                return Ok(None);
+            }
+            Cached::Absent | Cached::Unknown => {}
+        }
+        let found = api
+            .get_opt(&self.name)
+            .await
+            .map_err(ReconcileError::kube("reading", label, &self.name))?;
+        Ok(found.map(|object| {
+            let value = serde_json::to_value(&object).unwrap_or_default();
+            Live {
+                resource_version: object.metadata.resource_version.clone(),
+                fields: self
+                    .declaration
+                    .watch
+                    .projection
+                    .project(&value)
+                    .as_deref()
+                    .cloned()
+                    .unwrap_or_default(),
+            }
+        }))
+    }
+}
+
+/// What the replacement check and the outcome need of the live object.
+struct Live {
+    resource_version: Option<String>,
+    fields: serde_json::Value,
+}
+
+/// Deletes the objects of `declaration` that belong to `owner` but are not in `wanted`, as
+/// far as its cache knows (a cache that has not listed deletes nothing: the next reconcile
+/// will).
+async fn remove_orphans(
+    ctx: &Context,
+    declaration: &Declaration,
+    resource: &ApiResource,
+    owner: &Owner,
+    wanted: &HashSet<(String, String)>,
+    changes: &mut Changes,
+) -> Result<(), ReconcileError> {
+    let Some(owned) = ctx.children.cache(declaration.kind).owned_by(owner) else {
+        return Ok(());
+    };
+    for (namespace, name) in owned {
+        if wanted.contains(&(namespace.clone(), name.clone())) {
+            continue;
+        }
+        let namespace = declaration.watch.namespaced.then_some(namespace.as_str());
+        let api = api(&ctx.client, resource, namespace);
+        delete_ignoring_absent(&api, declaration.label, &name).await?;
+        tracing::info!(
+            kind = declaration.label,
+            name,
+            "deleted a child no longer wanted"
+        );
+        count(ctx, declaration.label, "deleted");
+        changes.deleted(declaration.label, &name);
+    }
+    Ok(())
+}

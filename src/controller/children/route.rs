@@ -1,0 +1,23 @@
+//! The OpenShift Route `<cr>` to the proxy Service. Its cache keeps the status: whether a
+//! router admitted it is part of readiness.
+
+use super::super::resources::route;
+use super::cache::Projection;
+use super::declaration::{Applying, Declaration, Kind, Lifecycle, WatchSpec};
+use super::{optional_owned_watch, render_one};
+
+/// The declaration.
+pub const DECLARATION: Declaration = Declaration {
+    kind: Kind::Route,
+    label: "Route",
+    watch: WatchSpec {
+        projection: Projection(&["/status"]),
+        ..optional_owned_watch(route::api_resource, |a| a.routes)
+    },
+    applies_with: |a| a.routes,
+    lifecycle: Lifecycle::Owned,
+    applying: Applying::Rendered {
+        render: |instance, _| render_one(&route::route(instance)),
+        must_replace: None,
+    },
+};

@@ -1,0 +1,28 @@
+//! The Services `<cr>-tls` (the proxy, the one clients use) and `<cr>-internal`.
+
+use k8s_openapi::api::core::v1::Service;
+
+use super::super::resources::services;
+use super::declaration::{Applying, Declaration, Kind, Lifecycle, always};
+use super::{built_in, owned_watch, wanted};
+
+/// The declaration.
+pub const DECLARATION: Declaration = Declaration {
+    kind: Kind::Service,
+    label: "Service",
+    watch: owned_watch(built_in::<Service>),
+    applies_with: always,
+    lifecycle: Lifecycle::Owned,
+    applying: Applying::Rendered {
+        render: |instance, _| {
+            [
+                services::tls_service(instance),
+                services::internal_service(instance),
+            ]
+            .iter()
+            .map(wanted)
+            .collect()
+        },
+        must_replace: None,
+    },
+};

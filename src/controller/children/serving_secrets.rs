@@ -1,0 +1,117 @@
+//! The serving certificate Secrets `<cr>-tls` and `<cr>-internal`, issued from the operand CA
+//! where no service-ca operator issues them (it does on OpenShift, from the Services'
+//! annotations). The Secret watch also serves the database credentials check, so it covers
+//! every Secret, metadata only: the operator never caches Secret data.
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use trustyai_certs::ServiceNames;
+use trustyai_certs::time::OffsetDateTime;
+
+use super::super::apply;
+use super::super::error::ReconcileError;
+use super::super::operand_tls::{self, Decision};
+use super::super::resources::Instance;
+use super::cache::Projection;
+use super::changes::Changes;
+use super::declaration::{Applying, Declaration, Kind, Lifecycle, Mapping, WatchSpec};
+use super::memory::{Tracking, fingerprint};
+use super::{Children, built_in, count};
+use crate::controller::context::Context;
+
+/// The declaration.
+pub const DECLARATION: Declaration = Declaration {
+    kind: Kind::Secret,
+    label: "Secret",
+    watch: WatchSpec {
+        resource: built_in::<Secret>,
+        namespaced: true,
+        selector: None,
+        served: None,
+        mapping: Mapping::SecretReaders,
+        tracking: Tracking::ResourceVersion,
+        projection: Projection::NONE,
+    },
+    applies_with: |a| !a.service_ca(),
+    lifecycle: Lifecycle::Credentials,
+    applying: Applying::Issued,
+};
+
+/// Issues or keeps both Secrets; returns when the next one is due.
+pub async fn apply(
+    ctx: &Context,
+    instance: &Instance<'_>,
+    changes: &mut Changes,
+) -> Result<Option<OffsetDateTime>, ReconcileError> {
+    let ca = ctx.operand_ca.get(&ctx.client).await?;
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), instance.namespace());
+    let lifetimes = *ctx.operand_ca.lifetimes();
+    let children: &Children = &ctx.children;
+    let cache = children.cache(Kind::Secret);
+    let mut next: Option<OffsetDateTime> = None;
+    let owner = (instance.namespace().to_owned(), instance.name().to_owned());
+    // A certificate found good stays good until it is due, as long as neither the Secret (its
+    // resourceVersion in the cache) nor the CA changed: no read, no parsing until then.
+    let ca_fingerprint = fingerprint(&ca.cert_pem()).map_err(|source| ReconcileError::Encode {
+        what: "the operand CA",
+        source,
+    })?;
+    let memory = &children.certificates;
+    for (secret_name, service_name) in operand_tls::serving_secrets(instance.name()) {
+        let now = OffsetDateTime::now_utc();
+        let cached = cache.lookup(Some(instance.namespace()), &secret_name);
+        if let Some(renew_at) =
+            memory.current(&owner, "Secret", &secret_name, ca_fingerprint, &cached)
+            && now < renew_at
+        {
+            count(ctx, "Secret", "skipped");
+            next = Some(next.map_or(renew_at, |n| n.min(renew_at)));
+            continue;
+        }
+        let live = api
+            .get_opt(&secret_name)
+            .await
+            .map_err(ReconcileError::kube("reading", "Secret", &secret_name))?;
+        let names = ServiceNames::new(&service_name, instance.namespace());
+        let renew_at = match operand_tls::decide(live.as_ref(), &ca, &names, now) {
+            Decision::Foreign => continue,
+            Decision::Keep { renew_at } => {
+                count(ctx, "Secret", "unchanged");
+                let live_rv = live
+                    .as_ref()
+                    .and_then(|l| l.metadata.resource_version.as_deref());
+                memory.record(
+                    &owner,
+                    "Secret",
+                    &secret_name,
+                    ca_fingerprint,
+                    live_rv,
+                    renew_at,
+                );
+                renew_at
+            }
+            Decision::Issue(reason) => {
+                tracing::info!(secret = %secret_name, %reason, "issuing an operand certificate");
+                let secret =
+                    operand_tls::issue(instance, &ca, &lifetimes, &secret_name, &service_name, now)
+                        .await?;
+                let live_rv = live.and_then(|l| l.metadata.resource_version);
+                let applied = apply::apply_after(&api, "Secret", &secret, live_rv).await?;
+                count(ctx, "Secret", applied.outcome.label());
+                let renew_at = now + lifetimes.serving * 2 / 3;
+                memory.record(
+                    &owner,
+                    "Secret",
+                    &secret_name,
+                    ca_fingerprint,
+                    applied.object.metadata.resource_version.as_deref(),
+                    renew_at,
+                );
+                changes.issued(&secret_name, &reason);
+                renew_at
+            }
+        };
+        next = Some(next.map_or(renew_at, |n| n.min(renew_at)));
+    }
+    Ok(next)
+}
