@@ -559,9 +559,20 @@ async fn pvc_mode_creates_every_child_and_becomes_ready() {
                 .all(|k| data.contains_key(*k))
         );
     }
+    // One event for the reconcile that created them, named after the claim (the Go
+    // operator's reason) and naming every child it created.
     let created = env.wait_event(&ns, "tas", "PVCCreated").await;
     assert_eq!(created[0].type_.as_deref(), Some("Normal"));
-    env.wait_event(&ns, "tas", "DeploymentCreated").await;
+    let note = created[0].note.as_deref().unwrap_or_default();
+    for child in [
+        "PVC tas-pvc",
+        "Deployment tas",
+        "Service tas-tls",
+        "Service tas-internal",
+        "ServiceAccount tas-proxy",
+    ] {
+        assert!(note.contains(child), "{child} not in {note:?}");
+    }
 }
 
 #[tokio::test]

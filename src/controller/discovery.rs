@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::client::APIGroupDiscoveryList;
 use kube::core::{ApiResource, GroupVersionKind, PartialObjectMeta};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
@@ -109,9 +110,39 @@ pub fn is_relevant_crd(name: &str) -> bool {
         .any(|p| name == format!("{}.{}", p.resource.plural, p.resource.group))
 }
 
-/// Discovers the optional APIs; an API whose discovery fails (other than 404) keeps its value
-/// in `previous`.
+/// Discovers the optional APIs in one request (aggregated discovery of `/apis`); where the
+/// API server does not answer it, group by group, an API whose discovery fails (other than
+/// 404) keeping its value in `previous`.
 pub async fn discover(client: &Client, previous: OptionalApis) -> OptionalApis {
+    match client.list_api_groups_aggregated().await {
+        Ok(groups) => from_aggregated(&groups),
+        Err(error) => {
+            tracing::debug!(%error, "aggregated discovery failed; discovering group by group");
+            discover_by_group(client, previous).await
+        }
+    }
+}
+
+/// The optional APIs an aggregated discovery document lists.
+fn from_aggregated(groups: &APIGroupDiscoveryList) -> OptionalApis {
+    let mut found = OptionalApis::default();
+    for probe in probes() {
+        let resource = &probe.resource;
+        *(probe.field)(&mut found) = groups
+            .items
+            .iter()
+            .filter(|g| {
+                g.metadata.as_ref().and_then(|m| m.name.as_deref()) == Some(&resource.group)
+            })
+            .flat_map(|g| &g.versions)
+            .filter(|v| v.version.as_deref() == Some(&resource.version))
+            .flat_map(|v| &v.resources)
+            .any(|r| r.resource.as_deref() == Some(&resource.plural));
+    }
+    found
+}
+
+async fn discover_by_group(client: &Client, previous: OptionalApis) -> OptionalApis {
     let mut found = previous;
     for probe in probes() {
         let resource = &probe.resource;
@@ -186,6 +217,37 @@ mod tests {
         }
         assert!(!is_relevant_crd("trustyaiservices.trustyai.opendatahub.io"));
         assert!(!is_relevant_crd("podmonitors.monitoring.coreos.com"));
+    }
+
+    #[test]
+    fn one_aggregated_document_answers_every_api() {
+        let groups: APIGroupDiscoveryList = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apidiscovery.k8s.io/v2", "kind": "APIGroupDiscoveryList",
+            "metadata": {},
+            "items": [
+                {"metadata": {"name": "route.openshift.io"}, "versions": [
+                    {"version": "v1", "resources": [{"resource": "routes"}]}]},
+                {"metadata": {"name": "monitoring.coreos.com"}, "versions": [
+                    {"version": "v1", "resources": [{"resource": "podmonitors"}]}]},
+                {"metadata": {"name": "serving.kserve.io"}, "versions": [
+                    {"version": "v1alpha1", "resources": [{"resource": "inferenceservices"}]}]},
+                {"metadata": {"name": "networking.istio.io"}, "versions": [
+                    {"version": "v1beta1", "resources": [
+                        {"resource": "destinationrules"}, {"resource": "virtualservices"}]}]}
+            ]
+        }))
+        .expect("a discovery document");
+        assert_eq!(
+            from_aggregated(&groups),
+            OptionalApis {
+                routes: true,
+                // Another resource of the group, another version: not served.
+                service_monitors: false,
+                inference_services: false,
+                destination_rules: true,
+                virtual_services: true,
+            }
+        );
     }
 
     #[test]
