@@ -89,13 +89,16 @@ impl DeploymentObservation {
     }
 }
 
-/// Whether the pods must be read to tell if one is failing. Not when every desired replica is
-/// updated, ready and available and no other pod remains: a crash-looping or exited container
-/// makes its pod unready, which the Deployment's status then shows (and that change triggers
-/// a reconcile, which reads the pods).
+/// Whether the pods must be read to tell if one is failing: only while the Deployment's status
+/// describes its current spec and some desired replica is not updated, ready and available
+/// (or another pod remains). A crash-looping or exited container makes its pod unready, which
+/// the Deployment's status then shows (and that change triggers a reconcile, which reads the
+/// pods). A status not yet written, or behind the spec, says the service is not ready
+/// anyway, and its next update triggers a reconcile: reading the pods then would only see
+/// the previous rollout's.
 pub fn pods_may_be_failing(deployment: &Deployment) -> bool {
     let Some(status) = deployment.status.as_ref() else {
-        return true;
+        return false;
     };
     let desired = deployment.spec.replicas.unwrap_or(1);
     let current = match (deployment.metadata.generation, status.observed_generation) {
@@ -103,13 +106,12 @@ pub fn pods_may_be_failing(deployment: &Deployment) -> bool {
         (None, _) => true,
         (Some(_), None) => false,
     };
-    let settled = current
-        && status.replicas.unwrap_or(0) == desired
+    let settled = status.replicas.unwrap_or(0) == desired
         && status.updated_replicas.unwrap_or(0) == desired
         && status.ready_replicas.unwrap_or(0) == desired
         && status.available_replicas.unwrap_or(0) == desired
         && status.unavailable_replicas.unwrap_or(0) == 0;
-    !settled
+    current && !settled
 }
 
 /// Whether a container of `pods` waits in `CrashLoopBackOff` or terminated with a non-zero exit
@@ -284,13 +286,14 @@ mod tests {
         assert!(with("updatedReplicas", json!(1)), "a rollout under way");
         assert!(with("replicas", json!(3)), "an old pod still there");
         assert!(with("unavailableReplicas", json!(1)), "a pod unavailable");
+        // Not ready anyway, and the next status update comes back here.
         assert!(
-            with("observedGeneration", json!(1)),
+            !with("observedGeneration", json!(1)),
             "a status behind the spec"
         );
         let mut no_status = settled.clone();
         no_status["status"] = serde_json::Value::Null;
-        assert!(pods_may_be_failing(&deployment(no_status)));
+        assert!(!pods_may_be_failing(&deployment(no_status)));
     }
 
     #[test]
