@@ -30,6 +30,10 @@ pub struct Startup {
     pub to_readyz_ms: f64,
     /// API requests the operator made from start until ready.
     pub api_requests_until_ready: u64,
+    /// API requests from start until idle (ready, then 5 s with no TrustyAIService), by verb
+    /// and resource.
+    pub api_requests_until_idle: u64,
+    pub until_idle_by_verb_resource: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -47,6 +51,9 @@ pub struct Reconcile {
     pub api_writes: u64,
     pub api_requests_per_trustyaiservice: f64,
     pub api_writes_per_trustyaiservice: f64,
+    /// The operator's CPU time (user + system) from the first create until all were Ready
+    /// and 10 s passed, per TrustyAIService.
+    pub cpu_seconds_per_trustyaiservice: Option<f64>,
     pub by_verb_resource: BTreeMap<String, u64>,
 }
 
@@ -210,6 +217,53 @@ pub fn per_trustyaiservice_per_minute(count: u64, n: usize, seconds: f64) -> f64
     }
 }
 
+/// The optional APIs a real cluster has (OpenShift Routes, the Prometheus Operator's
+/// ServiceMonitors, KServe InferenceServices): the operator then makes and watches Routes and
+/// ServiceMonitors and wires InferenceServices, as in production.
+const OPTIONAL_CRDS: [&str; 3] = [
+    "tests/fixtures/crds/route.yaml",
+    "tests/fixtures/crds/servicemonitor.yaml",
+    "tests/fixtures/crds/inferenceservice.yaml",
+];
+
+fn install_optional_crds(cp: &ControlPlane) -> Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for file in OPTIONAL_CRDS {
+        let path = root.join(file);
+        let path = path.to_string_lossy();
+        let (ok, out, err) = cp.kubectl(&["apply", "-f", &path], None);
+        if !ok {
+            bail!("kubectl apply {path}: {out}{err}");
+        }
+    }
+    let (ok, out, err) = cp.kubectl(
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/routes.route.openshift.io",
+            "crd/servicemonitors.monitoring.coreos.com",
+            "crd/inferenceservices.serving.kserve.io",
+        ],
+        None,
+    );
+    if !ok {
+        bail!("optional CRDs not established: {out}{err}");
+    }
+    Ok(())
+}
+
+/// The CPU time (user + system) of process `pid` so far, from `/proc/<pid>/stat`.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command may hold spaces and parentheses: fields count from the last `)`.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    // Linux reports clock ticks; USER_HZ is 100 on every architecture it supports.
+    Some((utime + stime) / 100.0)
+}
+
 fn tas_object(name: &str) -> Result<TrustyAIService> {
     Ok(serde_json::from_value(json!({
         "apiVersion": "trustyai.opendatahub.io/v1",
@@ -247,6 +301,7 @@ async fn run_on(
     rest: Duration,
 ) -> Result<ClusterResults> {
     let client = cp.client().await;
+    install_optional_crds(cp)?;
     let operator_ns = cp.namespace(&client, "bench-operator").await;
     let ns = cp.namespace(&client, "bench-tas").await;
 
@@ -303,6 +358,8 @@ async fn run_on(
     // Let the start-up work (CRD maintenance, storage migration, caches) finish.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let idle_rss_kib = proc_status_kib(pid, "VmRSS");
+    let until_idle_by_verb_resource = counts.snapshot();
+    let api_requests_until_idle = total(&until_idle_by_verb_resource, |_| true);
 
     // The credentials every TrustyAIService names.
     let secret: Secret = serde_json::from_value(json!({
@@ -316,6 +373,7 @@ async fn run_on(
 
     // N at once.
     let before = counts.snapshot();
+    let cpu_before = cpu_seconds(pid);
     let create_started = Instant::now();
     let api: Api<TrustyAIService> = Api::namespaced(client.clone(), &ns);
     futures::stream::iter(0..n)
@@ -376,6 +434,7 @@ async fn run_on(
     // Follow-up reconciles (Deployment status changes) settle.
     tokio::time::sleep(Duration::from_secs(10)).await;
     let after = counts.snapshot();
+    let cpu = cpu_seconds(pid).zip(cpu_before).map(|(after, before)| after - before);
     let reconcile_counts = difference(&after, &before);
     let requests = total(&reconcile_counts, |_| true);
     let writes = total(&reconcile_counts, is_write);
@@ -403,6 +462,8 @@ async fn run_on(
             to_convert_ms: to_convert.as_secs_f64() * 1e3,
             to_readyz_ms: to_readyz.as_secs_f64() * 1e3,
             api_requests_until_ready,
+            api_requests_until_idle,
+            until_idle_by_verb_resource,
         },
         reconcile: Reconcile {
             trustyaiservices: n,
@@ -413,6 +474,7 @@ async fn run_on(
             api_writes: writes,
             api_requests_per_trustyaiservice: per_trustyaiservice(requests, n),
             api_writes_per_trustyaiservice: per_trustyaiservice(writes, n),
+            cpu_seconds_per_trustyaiservice: cpu.map(|s| s / n.max(1) as f64),
             by_verb_resource: reconcile_counts,
         },
         at_rest: AtRest {

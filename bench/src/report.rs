@@ -225,6 +225,10 @@ pub fn markdown(r: &Results) -> String {
                 c.startup.api_requests_until_ready.to_string(),
             ),
             (
+                "API requests from start to idle (ready + 5 s, no TrustyAIService)".to_owned(),
+                c.startup.api_requests_until_idle.to_string(),
+            ),
+            (
                 format!("Create {n} (through the admission webhooks)"),
                 format!("{:.1} s", c.reconcile.create_seconds),
             ),
@@ -245,6 +249,12 @@ pub fn markdown(r: &Results) -> String {
                     c.reconcile.api_requests_per_trustyaiservice,
                     c.reconcile.api_writes_per_trustyaiservice
                 ),
+            ),
+            (
+                "Operator CPU per TrustyAIService (create → Ready + 10 s)".to_owned(),
+                c.reconcile
+                    .cpu_seconds_per_trustyaiservice
+                    .map_or("unknown".to_owned(), |v| format!("{:.1} ms", v * 1e3)),
             ),
             (
                 format!(
@@ -296,6 +306,13 @@ pub fn markdown(r: &Results) -> String {
         );
         for (k, v) in &c.reconcile.by_verb_resource {
             let _ = writeln!(s, "| {k} | {v} | {:.2} |", per_trustyaiservice(*v, n));
+        }
+        let _ = writeln!(
+            s,
+            "\nAPI requests by verb and resource, start → idle:\n\n| Request | Count |\n|---|---:|"
+        );
+        for (k, v) in &c.startup.until_idle_by_verb_resource {
+            let _ = writeln!(s, "| {k} | {v} |");
         }
         s.push('\n');
     }
@@ -403,6 +420,8 @@ mod tests {
                 to_convert_ms: 123.4,
                 to_readyz_ms: 456.7,
                 api_requests_until_ready: 12,
+                api_requests_until_idle: 20,
+                until_idle_by_verb_resource: BTreeMap::new(),
             },
             reconcile: Reconcile {
                 trustyaiservices: n,
@@ -413,6 +432,7 @@ mod tests {
                 api_writes: 226,
                 api_requests_per_trustyaiservice: 5.5,
                 api_writes_per_trustyaiservice: 2.26,
+                cpu_seconds_per_trustyaiservice: Some(0.004),
                 by_verb_resource,
             },
             at_rest: AtRest {
