@@ -99,7 +99,7 @@ fn kubectl_with(
     args: &[&str],
     object: &Value,
 ) -> (bool, String, String) {
-    let yaml = serde_yaml::to_string(object).expect("YAML");
+    let yaml = trustyai_crds::manifests::to_yaml(object);
     let mut all: Vec<&str> = args.to_vec();
     all.extend(["-n", ns, "-f", "-"]);
     cp.kubectl(&all, Some(&yaml))

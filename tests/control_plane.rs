@@ -68,7 +68,10 @@ fn tas_api(client: &Client, ns: &str, version: &str) -> Api<DynamicObject> {
 fn fixture(path: &str) -> Value {
     let text =
         std::fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))).expect("fixture");
-    serde_yaml::from_str(&text).expect("fixture YAML")
+    match trustyai_crds::manifests::parse_documents(&text) {
+        Ok(mut docs) if docs.len() == 1 => docs.remove(0),
+        other => panic!("{path}: expected one YAML document: {other:?}"),
+    }
 }
 
 fn object(value: Value) -> DynamicObject {

@@ -526,7 +526,10 @@ fn alerts_pass_prometheus_rule_checker_and_use_exported_metrics() {
     let mut rules_doc = None;
     let mut dashboard = None;
     for document in manifest.split("\n---") {
-        let Ok(value) = serde_yaml::from_str::<serde_json::Value>(document) else {
+        let Some(value) = trustyai_crds::manifests::parse_documents(document)
+            .ok()
+            .and_then(|docs| docs.into_iter().next())
+        else {
             continue;
         };
         match value["kind"].as_str() {
@@ -543,7 +546,7 @@ fn alerts_pass_prometheus_rule_checker_and_use_exported_metrics() {
     let dir = std::env::temp_dir().join(format!("trustyai-rules-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let file = dir.join("rules.yaml");
-    std::fs::write(&file, serde_yaml::to_string(&rules).expect("yaml")).expect("write");
+    std::fs::write(&file, trustyai_crds::manifests::to_yaml(&rules)).expect("write");
     let promcheck = trustyai_local_cluster::binary("promcheck").unwrap_or_else(|e| panic!("{e}"));
     let out = std::process::Command::new(promcheck)
         .arg("rules")
@@ -554,7 +557,7 @@ fn alerts_pass_prometheus_rule_checker_and_use_exported_metrics() {
         out.status.success(),
         "Prometheus' rule checker refused the chart's rules: {}\n{}",
         String::from_utf8_lossy(&out.stderr),
-        serde_yaml::to_string(&rules).unwrap_or_default()
+        trustyai_crds::manifests::to_yaml(&rules)
     );
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("8 rules found"),

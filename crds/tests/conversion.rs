@@ -34,7 +34,11 @@ fn fixture_path(name: &str) -> PathBuf {
 fn fixture(name: &str) -> Value {
     let path = fixture_path(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    match trustyai_crds::manifests::parse_documents(&text) {
+        Ok(mut docs) if docs.len() == 1 => docs.remove(0),
+        Ok(docs) => panic!("{}: {} documents, expected one", path.display(), docs.len()),
+        Err(e) => panic!("{}: {e}", path.display()),
+    }
 }
 
 fn review_fixture(name: &str) -> ConversionReview {

@@ -24,7 +24,11 @@ fn version<'a>(crd: &'a Value, name: &str) -> &'a Value {
 fn fixture(name: &str) -> Value {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    match trustyai_crds::manifests::parse_documents(&text) {
+        Ok(mut docs) if docs.len() == 1 => docs.remove(0),
+        Ok(docs) => panic!("{}: {} documents, expected one", path.display(), docs.len()),
+        Err(e) => panic!("{}: {e}", path.display()),
+    }
 }
 
 #[test]

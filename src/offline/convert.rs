@@ -414,7 +414,7 @@ data:
             "spec": {"storage": {"format": "PVC", "retention": "Delete"},
                      "metrics": {"schedule": "5s"}, "image": "quay.io/trustyai/x:1"}
         });
-        let text = serde_yaml::to_string(&v1).expect("yaml");
+        let text = trustyai_crds::manifests::to_yaml(&v1);
         let alpha = ok(&text, "v1alpha1");
         let doc = &parse_documents(&alpha).expect("parses")[0];
         assert_eq!(doc["apiVersion"], "trustyai.opendatahub.io/v1alpha1");

@@ -1,21 +1,33 @@
 //! Reading and writing manifest files for the offline commands (`validate`, `convert`): YAML or
-//! JSON, one or several documents, key order kept.
+//! JSON, one or several documents, key order kept. The YAML written must mean the same to
+//! kubectl as the values it came from, so JSON is read as JSON, YAML as kubectl reads it
+//! ([`read`]), and the YAML emitter and its quoting are our own ([`emit`], [`scalar`]).
 
-use serde::Deserialize;
+mod emit;
+mod read;
+mod scalar;
+
 use serde_json::Value;
+
+pub use emit::to_yaml;
 
 /// Errors reading manifests.
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
     #[error("document {index}: not valid YAML or JSON: {source}")]
-    Parse {
+    Yaml {
         /// 1-based position of the document in the input.
         index: usize,
         #[source]
-        source: serde_yaml::Error,
+        source: Box<serde_saphyr::Error>,
     },
-    #[error("cannot render the documents as YAML: {0}")]
-    Render(#[from] serde_yaml::Error),
+    #[error("document {index}: not valid JSON: {source}")]
+    Json {
+        /// 1-based position of the document in the input.
+        index: usize,
+        #[source]
+        source: serde_json::Error,
+    },
     #[error("cannot render the documents as JSON: {0}")]
     RenderJson(#[from] serde_json::Error),
 }
@@ -37,20 +49,18 @@ impl TextFormat {
     }
 }
 
-/// Parses every document in `text` (YAML streams separated by `---`, or JSON, which is YAML).
-/// Empty documents are skipped; a JSON `List` (`kind: List` with `items`) is not expanded.
+/// Parses every document in `text`: JSON (one value, or several one after another) when it
+/// starts like JSON, YAML streams separated by `---` otherwise. Text that starts like JSON but
+/// is not (a YAML flow mapping such as `{kind: X}`, JSON followed by `---`) is read as YAML, as
+/// it always was; when that fails too, the JSON error is reported. Empty and `null` documents
+/// are skipped; a `List` (`kind: List` with `items`) is not expanded.
 pub fn parse_documents(text: &str) -> Result<Vec<Value>, ManifestError> {
-    let mut docs = Vec::new();
-    for (i, de) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let value = Value::deserialize(de).map_err(|source| ManifestError::Parse {
-            index: i + 1,
-            source,
-        })?;
-        if !value.is_null() {
-            docs.push(value);
+    match TextFormat::detect(text) {
+        TextFormat::Json => {
+            read::json_stream(text).or_else(|json| read::yaml_stream(text).map_err(|_| json))
         }
+        TextFormat::Yaml => read::yaml_stream(text),
     }
-    Ok(docs)
 }
 
 /// Renders documents in the given format: a YAML stream separated by `---`, or JSON (one
@@ -63,7 +73,7 @@ pub fn render_documents(docs: &[Value], format: TextFormat) -> Result<String, Ma
                 if i > 0 {
                     out.push_str("---\n");
                 }
-                out.push_str(&serde_yaml::to_string(doc)?);
+                out.push_str(&to_yaml(doc));
             }
             Ok(out)
         }
@@ -104,6 +114,33 @@ mod tests {
         assert_eq!(
             parse_documents(text).expect("parses"),
             vec![serde_json::json!({"kind": "X"})]
+        );
+    }
+
+    #[test]
+    fn json_that_is_not_json_is_read_as_yaml_as_before() {
+        let docs = parse_documents("{kind: X, n: yes}\n---\na: 1\n").expect("YAML flow");
+        assert_eq!(
+            docs,
+            [
+                serde_json::json!({"kind": "X", "n": true}),
+                serde_json::json!({"a": 1})
+            ]
+        );
+        let err = parse_documents("{\"a\": 1} {\"b\": [}").expect_err("neither");
+        assert!(
+            err.to_string().starts_with("document 2: not valid JSON"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn json_strings_are_read_as_json() {
+        let key = "k".repeat(1500);
+        let text = format!("{{\"{key}\": \"a\\u0085b \\u2028c\u{2029}\"}}");
+        assert_eq!(
+            parse_documents(&text).expect("JSON"),
+            [serde_json::json!({ key: "a\u{85}b \u{2028}c\u{2029}" })]
         );
     }
 
