@@ -1140,6 +1140,45 @@ async fn retained_pvc_survives_deletion_and_is_adopted_while_delete_removes_it()
     })
     .await;
     assert!(env.events(&ns, "gone", "PVCRetained").await.is_empty());
+    env.wait_event(&ns, "gone", "PVCDeleted").await;
+}
+
+#[tokio::test]
+async fn retention_delete_set_right_before_deletion_is_honoured() {
+    let env = Env::shared().await;
+    let ns = env.namespace("late-delete").await;
+    env.volume_for(&ns, "late-pvc").await;
+    env.create(&ns, "late", pvc_spec()).await;
+    env.wait_ready(&ns, "late").await;
+    let claims = env.api::<PersistentVolumeClaim>(&ns);
+    // Retained so far: no owner reference for the garbage collector to follow.
+    let claim = claims.get("late-pvc").await.expect("PVC");
+    assert!(claim.metadata.owner_references.unwrap_or_default().is_empty());
+
+    // The change and the deletion back to back: whether a reconcile runs in between or not,
+    // the deletion does what the spec says when it is deleted.
+    env.api::<TrustyAIService>(&ns)
+        .patch(
+            "late",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"storage": {"retention": "Delete"}}})),
+        )
+        .await
+        .expect("setting retention: Delete");
+    env.delete_service(&ns, "late").await;
+    env.wait("the claim deleted", || async {
+        claims.get_opt("late-pvc").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let deleted = env.wait_event(&ns, "late", "PVCDeleted").await;
+    assert!(
+        deleted[0]
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("late-pvc")
+    );
+    assert!(env.events(&ns, "late", "PVCRetained").await.is_empty());
 }
 
 #[tokio::test]

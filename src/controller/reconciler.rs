@@ -709,8 +709,14 @@ async fn cleanup(
                 .await;
         }
     }
-    if !service.spec.storage.deletes_pvc_with_service() && service.spec.uses_pvc() {
-        report_retained_pvc(ctx, service).await;
+    if service.spec.uses_pvc() {
+        // What the spec says now, at deletion: a `retention: Delete` set just before the
+        // deletion may not have reached the claim's owner reference yet.
+        if service.spec.storage.deletes_pvc_with_service() {
+            delete_claim(ctx, service).await?;
+        } else {
+            report_retained_pvc(ctx, service).await;
+        }
     }
     set_finalizers(ctx, service, &remaining).await?;
     ctx.events.forget(service);
@@ -746,6 +752,32 @@ async fn delete_bindings(ctx: &Context, service: &TrustyAIService) -> Result<(),
     for binding in labelled.items {
         delete_ignoring_absent(&api, "ClusterRoleBinding", &binding.name_any()).await?;
     }
+    Ok(())
+}
+
+/// With `retention: Delete`: deletes the claim (the garbage collector would too, through the
+/// owner reference, when it has one) and says so.
+async fn delete_claim(ctx: &Context, service: &TrustyAIService) -> Result<(), ReconcileError> {
+    let name = names::pvc(&service.name_any());
+    let api: Api<PersistentVolumeClaim> =
+        Api::namespaced(ctx.client.clone(), &service.namespace().unwrap_or_default());
+    let found = api.get_metadata_opt(&name).await.map_err(ReconcileError::kube(
+        "reading",
+        "PersistentVolumeClaim",
+        &name,
+    ))?;
+    if found.is_none() {
+        return Ok(());
+    }
+    delete_ignoring_absent(&api, "PersistentVolumeClaim", &name).await?;
+    ctx.events
+        .normal(
+            service,
+            "PVCDeleted",
+            "Delete",
+            format!("PersistentVolumeClaim {name} deleted (storage.retention: Delete)"),
+        )
+        .await;
     Ok(())
 }
 
