@@ -35,6 +35,11 @@ pub enum Command {
     /// Re-write every stored TrustyAIService as v1 and drop other versions from the CRD's
     /// status.storedVersions: the step before a release stops serving v1alpha1.
     MigrateStorage(MigrateStorageArgs),
+    /// Without a running operator: release every TrustyAIService (undo its wiring, delete its
+    /// ClusterRoleBindings, remove the operator's finalizer) and delete what the operator left
+    /// (bindings, the shared ServiceMonitor, its certificate Secrets and Lease). Run it after
+    /// `helm uninstall`; the CRD and retained claims stay.
+    Uninstall(UninstallArgs),
 }
 
 /// Options of `validate`.
@@ -82,6 +87,48 @@ pub struct MigrateStorageArgs {
     /// config is used.
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
+}
+
+/// Options of `uninstall`: the names the operator ran with (its defaults unless changed).
+#[derive(Debug, Args)]
+pub struct UninstallArgs {
+    /// Path of a kubeconfig file; without it `KUBECONFIG`, `~/.kube/config` or the in-cluster
+    /// config is used.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Namespace the operator ran in.
+    #[arg(
+        long,
+        env = "POD_NAMESPACE",
+        default_value = "trustyai-operator-system"
+    )]
+    pub namespace: String,
+
+    /// The operator's certificate Secret (self-signed mode).
+    #[arg(long, default_value = "trustyai-operator-webhook-tls")]
+    pub cert_secret: String,
+
+    /// The Secret of the operands' CA.
+    #[arg(long, default_value = "trustyai-operator-operand-ca")]
+    pub operand_ca_secret: String,
+
+    /// The leader Lease.
+    #[arg(long, default_value = "trustyai-operator-leader")]
+    pub lease_name: String,
+
+    /// Also delete the webhook registrations (when the operator created them with
+    /// --create-webhook-configurations; a Helm release removes its own).
+    #[arg(long)]
+    pub webhook_configurations: bool,
+
+    /// The ValidatingWebhookConfiguration.
+    #[arg(long, default_value = "trustyai-operator-validating")]
+    pub validating_webhook_configuration: String,
+
+    /// The MutatingWebhookConfiguration.
+    #[arg(long, default_value = "trustyai-operator-mutating")]
+    pub mutating_webhook_configuration: String,
 }
 
 /// Logging options, shared by every subcommand.

@@ -19,4 +19,5 @@ pub mod run;
 pub mod secret_cache;
 pub mod shutdown;
 pub mod storage_migration;
+pub mod uninstall;
 pub mod webhook_configurations;

@@ -46,6 +46,16 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Uninstall(args) => match tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt.block_on(trustyai_operator::uninstall::run_cli(&args)),
+            Err(e) => {
+                eprintln!("error: cannot start the async runtime: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Version => {
             println!("trustyai-operator {VERSION}");
             ExitCode::SUCCESS

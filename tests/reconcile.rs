@@ -140,6 +140,18 @@ impl Env {
         log
     }
 
+    /// Stops the operator (asserting a clean exit); the next test's `Env` starts another.
+    fn stop_operator(&self) {
+        if let Some(mut operator) = running().operator.take() {
+            let status = operator.stop();
+            assert!(
+                status.success(),
+                "clean exit on SIGTERM:\n{}",
+                operator.logs()
+            );
+        }
+    }
+
     /// The running operator's log file.
     fn operator_log(&self) -> std::path::PathBuf {
         running()
@@ -1153,7 +1165,13 @@ async fn retention_delete_set_right_before_deletion_is_honoured() {
     let claims = env.api::<PersistentVolumeClaim>(&ns);
     // Retained so far: no owner reference for the garbage collector to follow.
     let claim = claims.get("late-pvc").await.expect("PVC");
-    assert!(claim.metadata.owner_references.unwrap_or_default().is_empty());
+    assert!(
+        claim
+            .metadata
+            .owner_references
+            .unwrap_or_default()
+            .is_empty()
+    );
 
     // The change and the deletion back to back: whether a reconcile runs in between or not,
     // the deletion does what the spec says when it is deleted.
@@ -1167,7 +1185,12 @@ async fn retention_delete_set_right_before_deletion_is_honoured() {
         .expect("setting retention: Delete");
     env.delete_service(&ns, "late").await;
     env.wait("the claim deleted", || async {
-        claims.get_opt("late-pvc").await.ok()?.is_none().then_some(())
+        claims
+            .get_opt("late-pvc")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
     })
     .await;
     let deleted = env.wait_event(&ns, "late", "PVCDeleted").await;
@@ -2142,4 +2165,86 @@ async fn a_go_operator_deployment_is_recreated_with_a_selector_without_version()
         Some(DEFAULT_IMAGE)
     );
     env.wait_event(&ns, "tas", "DeploymentRecreated").await;
+}
+
+#[tokio::test]
+async fn uninstall_without_the_operator_releases_deletions_and_leaves_nothing_of_ours() {
+    let env = Env::exclusive().await;
+    let ns = env.namespace("uninstall").await;
+    env.create(
+        &ns,
+        "tas",
+        json!({"storage": {"format": "DATABASE", "databaseConfigurations": "db-creds"},
+               "metrics": {"schedule": "5s"}}),
+    )
+    .await;
+    let bindings = Api::<ClusterRoleBinding>::all(env.client.clone());
+    let binding = format!("tas-{ns}-proxy-rolebinding");
+    env.wait("the proxy's ClusterRoleBinding", || async {
+        bindings.get_opt(&binding).await.ok()?.map(|_| ())
+    })
+    .await;
+
+    // The operator is gone (helm uninstall, an outage): a deletion waits for its finalizer.
+    env.stop_operator();
+    let services = env.services(&ns);
+    services
+        .delete("tas", &DeleteParams::default())
+        .await
+        .expect("deleting the TrustyAIService");
+    let waiting = services.get("tas").await.expect("held by its finalizer");
+    assert!(waiting.metadata.deletion_timestamp.is_some());
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_trustyai-operator"))
+        .arg("uninstall")
+        .arg("--kubeconfig")
+        .arg(&env.cp.kubeconfig)
+        .args(["--namespace", &env.operator_ns, "--webhook-configurations"])
+        .output()
+        .expect("running uninstall");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(&format!("{ns}/tas")), "{stdout}");
+
+    env.wait("the deletion to complete without an operator", || async {
+        services.get_opt("tas").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let left = bindings
+        .list_metadata(&ListParams::default().labels("trustyai.opendatahub.io/owner-name"))
+        .await
+        .expect("listing bindings");
+    assert!(left.items.is_empty(), "bindings left: {:?}", left.items);
+    let secrets = env.api::<Secret>(&env.operator_ns);
+    for name in [
+        "trustyai-operator-webhook-tls",
+        "trustyai-operator-operand-ca",
+    ] {
+        assert!(
+            secrets.get_opt(name).await.expect("read").is_none(),
+            "{name}"
+        );
+    }
+    let leases = env.api::<k8s_openapi::api::coordination::v1::Lease>(&env.operator_ns);
+    assert!(
+        leases
+            .get_opt("trustyai-operator-leader")
+            .await
+            .expect("read")
+            .is_none()
+    );
+    let validating = Api::<
+        k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+    >::all(env.client.clone());
+    assert!(
+        validating
+            .get_opt("trustyai-operator-validating")
+            .await
+            .expect("read")
+            .is_none()
+    );
 }

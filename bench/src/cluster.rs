@@ -434,7 +434,9 @@ async fn run_on(
     // Follow-up reconciles (Deployment status changes) settle.
     tokio::time::sleep(Duration::from_secs(10)).await;
     let after = counts.snapshot();
-    let cpu = cpu_seconds(pid).zip(cpu_before).map(|(after, before)| after - before);
+    let cpu = cpu_seconds(pid)
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
     let reconcile_counts = difference(&after, &before);
     let requests = total(&reconcile_counts, |_| true);
     let writes = total(&reconcile_counts, is_write);

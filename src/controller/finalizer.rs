@@ -58,6 +58,16 @@ pub fn step(meta: &ObjectMeta) -> Step {
     }
 }
 
+/// Without the operator: the finalizers to keep when ours (and the legacy one) are removed;
+/// `None` when the object carries neither.
+pub fn released(meta: &ObjectMeta) -> Option<Vec<String>> {
+    let current = meta.finalizers.as_deref().unwrap_or_default();
+    current
+        .iter()
+        .any(|f| ours(f))
+        .then(|| current.iter().filter(|f| !ours(f)).cloned().collect())
+}
+
 /// The merge patch that sets `finalizers`, valid only while the object still has
 /// `resource_version` (a concurrent change makes it fail with 409 Conflict rather than drop
 /// someone else's finalizer).
@@ -98,6 +108,24 @@ pub fn until_cleanup_expires(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn released_keeps_other_finalizers_only() {
+        let meta = |finalizers: &[&str]| ObjectMeta {
+            finalizers: Some(finalizers.iter().map(|f| (*f).to_owned()).collect()),
+            ..ObjectMeta::default()
+        };
+        assert_eq!(
+            released(&meta(&[
+                contract::FINALIZER,
+                "other/x",
+                contract::LEGACY_FINALIZER
+            ])),
+            Some(vec!["other/x".to_owned()])
+        );
+        assert_eq!(released(&meta(&["other/x"])), None);
+        assert_eq!(released(&ObjectMeta::default()), None);
+    }
 
     fn meta(finalizers: &[&str], deleting: bool) -> ObjectMeta {
         ObjectMeta {

@@ -726,7 +726,7 @@ async fn cleanup(
     Ok(Action::await_change())
 }
 
-async fn undo(service: &TrustyAIService, ctx: &Context) -> Result<(), ReconcileError> {
+pub(crate) async fn undo(service: &TrustyAIService, ctx: &Context) -> Result<(), ReconcileError> {
     let wiring = integration::unwire(ctx, service, ctx.apis()).await;
     let binding = delete_bindings(ctx, service).await;
     wiring.and(binding)
@@ -761,11 +761,14 @@ async fn delete_claim(ctx: &Context, service: &TrustyAIService) -> Result<(), Re
     let name = names::pvc(&service.name_any());
     let api: Api<PersistentVolumeClaim> =
         Api::namespaced(ctx.client.clone(), &service.namespace().unwrap_or_default());
-    let found = api.get_metadata_opt(&name).await.map_err(ReconcileError::kube(
-        "reading",
-        "PersistentVolumeClaim",
-        &name,
-    ))?;
+    let found = api
+        .get_metadata_opt(&name)
+        .await
+        .map_err(ReconcileError::kube(
+            "reading",
+            "PersistentVolumeClaim",
+            &name,
+        ))?;
     if found.is_none() {
         return Ok(());
     }

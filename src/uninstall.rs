@@ -1,0 +1,211 @@
+//! `trustyai-operator uninstall`: what the finalizer and the operator would clean up, done
+//! without a running operator, so nothing waits for one.
+//!
+//! Once the operator is gone (`helm uninstall`, or an outage), a TrustyAIService being deleted
+//! keeps its finalizer and its namespace stays `Terminating`. This command releases every
+//! TrustyAIService (undoes the wiring, deletes its ClusterRoleBindings, removes this
+//! operator's finalizer; the objects themselves stay: they are the users'), then deletes what
+//! the operator created cluster-wide or in its namespace: every ClusterRoleBinding it made,
+//! the shared ServiceMonitor, its certificate Secrets, its leader Lease, and the webhook
+//! registrations it created. The CRD and retained claims stay, by design: they hold data.
+
+use std::process::ExitCode;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{Api, DynamicObject, ListParams, Patch};
+use kube::runtime::reflector;
+use kube::{Client, ResourceExt};
+use tokio::sync::watch;
+use trustyai_crds::TrustyAIService;
+use trustyai_crds::contract::{CENTRAL_SERVICE_MONITOR, owner_labels};
+
+use crate::cli::UninstallArgs;
+use crate::controller::apply::update_params;
+use crate::controller::children::{Children, delete_ignoring_absent};
+use crate::controller::context::{Context, ControllerConfig};
+use crate::controller::discovery::{self, OptionalApis};
+use crate::controller::error::{ReconcileError, is_not_found};
+use crate::controller::finalizer;
+use crate::controller::reconciler::undo;
+use crate::controller::resources::service_monitor;
+
+/// What the command did.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// TrustyAIServices released (`namespace/name`).
+    pub released: Vec<String>,
+    /// Objects deleted (`Kind namespace/name` or `Kind name`).
+    pub deleted: Vec<String>,
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "released {} TrustyAIService(s)", self.released.len())?;
+        for name in &self.released {
+            writeln!(f, "  {name}")?;
+        }
+        writeln!(f, "deleted {} object(s)", self.deleted.len())?;
+        for name in &self.deleted {
+            writeln!(f, "  {name}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs the command.
+pub async fn run_cli(args: &UninstallArgs) -> ExitCode {
+    let client = match crate::kube_client::client(args.kubeconfig.as_deref()).await {
+        Ok(client) => client,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match uninstall(client, args).await {
+        Ok(report) => {
+            print!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: uninstall failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Releases every TrustyAIService and deletes what the operator left.
+pub async fn uninstall(client: Client, args: &UninstallArgs) -> Result<Report, ReconcileError> {
+    let apis = discovery::discover(&client, OptionalApis::default()).await;
+    let ctx = context(client.clone(), &args.namespace, apis);
+    let mut report = Report::default();
+    release_all(&ctx, &mut report).await?;
+    delete_leftovers(&client, args, apis, &mut report).await?;
+    Ok(report)
+}
+
+/// A context for the finalizer's steps: nothing cached, so they read what they need.
+fn context(client: Client, namespace: &str, apis: OptionalApis) -> std::sync::Arc<Context> {
+    let (_, apis_rx) = watch::channel(apis);
+    let (config_store, _) = reflector::store::<ConfigMap>();
+    Context::new(
+        client,
+        ControllerConfig::new(namespace),
+        apis_rx,
+        config_store,
+        Children::default(),
+    )
+}
+
+async fn release_all(ctx: &Context, report: &mut Report) -> Result<(), ReconcileError> {
+    let api: Api<TrustyAIService> = Api::all(ctx.client.clone());
+    let services = api
+        .list(&ListParams::default())
+        .await
+        .map_err(ReconcileError::kube("listing", "TrustyAIService", "all"))?;
+    for service in &services.items {
+        let Some(remaining) = finalizer::released(&service.metadata) else {
+            continue;
+        };
+        let (name, namespace) = (service.name_any(), service.namespace().unwrap_or_default());
+        undo(service, ctx).await?;
+        let body = finalizer::patch(service.metadata.resource_version.as_deref(), &remaining);
+        Api::<TrustyAIService>::namespaced(ctx.client.clone(), &namespace)
+            .patch(&name, &update_params(), &Patch::Merge(&body))
+            .await
+            .map_err(ReconcileError::kube("patching", "TrustyAIService", &name))?;
+        report.released.push(format!("{namespace}/{name}"));
+    }
+    Ok(())
+}
+
+async fn delete_leftovers(
+    client: &Client,
+    args: &UninstallArgs,
+    apis: OptionalApis,
+    report: &mut Report,
+) -> Result<(), ReconcileError> {
+    let ns = args.namespace.as_str();
+    // Every binding made for a TrustyAIService, including those of objects already gone.
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    let labelled = bindings
+        .list_metadata(&ListParams::default().labels(owner_labels::NAME))
+        .await
+        .map_err(ReconcileError::kube("listing", "ClusterRoleBinding", "all"))?;
+    for binding in labelled.items {
+        let name = binding.name_any();
+        delete_ignoring_absent(&bindings, "ClusterRoleBinding", &name).await?;
+        report.deleted.push(format!("ClusterRoleBinding {name}"));
+    }
+    if apis.service_monitors {
+        let monitors = Api::<DynamicObject>::namespaced_with(
+            client.clone(),
+            ns,
+            &service_monitor::api_resource(),
+        );
+        delete_found(
+            &monitors,
+            "ServiceMonitor",
+            ns,
+            CENTRAL_SERVICE_MONITOR,
+            report,
+        )
+        .await?;
+    }
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    for name in [&args.cert_secret, &args.operand_ca_secret] {
+        delete_found(&secrets, "Secret", ns, name, report).await?;
+    }
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    delete_found(&leases, "Lease", ns, &args.lease_name, report).await?;
+    if args.webhook_configurations {
+        let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+        delete_found(
+            &validating,
+            "ValidatingWebhookConfiguration",
+            "",
+            &args.validating_webhook_configuration,
+            report,
+        )
+        .await?;
+        let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+        delete_found(
+            &mutating,
+            "MutatingWebhookConfiguration",
+            "",
+            &args.mutating_webhook_configuration,
+            report,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Deletes `name` if it exists, and reports it.
+async fn delete_found<K>(
+    api: &Api<K>,
+    kind: &'static str,
+    namespace: &str,
+    name: &str,
+    report: &mut Report,
+) -> Result<(), ReconcileError>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    match api.delete(name, &Default::default()).await {
+        Ok(_) => {
+            report.deleted.push(if namespace.is_empty() {
+                format!("{kind} {name}")
+            } else {
+                format!("{kind} {namespace}/{name}")
+            });
+            Ok(())
+        }
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(ReconcileError::kube("deleting", kind, name)(e)),
+    }
+}
