@@ -2123,7 +2123,7 @@ async fn optional_apis_get_their_objects_and_modelmesh_is_wired_and_unwired() {
 }
 
 #[tokio::test]
-async fn a_go_operator_deployment_is_recreated_with_a_selector_without_version() {
+async fn a_go_operator_deployment_is_adopted_in_place_keeping_its_selector() {
     let env = Env::shared().await;
     let ns = env.namespace("adopt").await;
     // What the Go operator made: its version in the (immutable) selector.
@@ -2154,17 +2154,42 @@ async fn a_go_operator_deployment_is_recreated_with_a_selector_without_version()
     env.create(&ns, "tas", pvc_spec()).await;
     env.wait_ready(&ns, "tas").await;
     let now = deployments.get("tas").await.expect("Deployment");
-    assert_ne!(now.uid(), old, "re-created");
+    // Not deleted and created again: the service keeps running through the switch.
+    assert_eq!(now.uid(), old, "adopted in place");
     let selector = now.spec.selector.match_labels.clone().expect("selector");
+    assert_eq!(
+        selector
+            .get("app.kubernetes.io/version")
+            .map(String::as_str),
+        Some("1.39.0"),
+        "the live selector is kept: {selector:?}"
+    );
+    let pod_labels = now
+        .spec
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
     assert!(
-        !selector.contains_key("app.kubernetes.io/version"),
-        "{selector:?}"
+        selector.iter().all(|(k, v)| pod_labels.get(k) == Some(v)),
+        "the pods match the kept selector: {pod_labels:?}"
     );
     assert_eq!(
         service_container(&now).image.as_deref(),
         Some(DEFAULT_IMAGE)
     );
-    env.wait_event(&ns, "tas", "DeploymentRecreated").await;
+    let created = env.wait_event(&ns, "tas", "PVCCreated").await;
+    let note = created[0].note.as_deref().unwrap_or_default();
+    assert!(
+        note.contains("Adopted (it existed): Deployment tas"),
+        "{note}"
+    );
+    assert!(
+        env.events(&ns, "tas", "DeploymentRecreated")
+            .await
+            .is_empty()
+    );
 }
 
 #[tokio::test]

@@ -8,6 +8,7 @@
 
 use std::fmt::Debug;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
@@ -23,6 +24,9 @@ pub const FIELD_MANAGER: &str = "trustyai-operator";
 pub enum Outcome {
     /// The object did not exist.
     Created,
+    /// It existed, made by someone else (the Go operator, a previous install), without being
+    /// known to this operator: the apply took it over.
+    Adopted,
     /// It existed and the apply changed it.
     Changed,
     /// It was already as rendered.
@@ -39,10 +43,20 @@ impl Outcome {
         }
     }
 
+    /// From the resourceVersion before (`None`: not known to exist) and the apply's answer:
+    /// an object believed absent whose answer shows other field managers already existed.
+    pub fn from_answer(before: Option<&str>, answer: &ObjectMeta) -> Self {
+        match Self::from_versions(before, answer.resource_version.as_deref()) {
+            Self::Created if written_by_others(answer) => Self::Adopted,
+            outcome => outcome,
+        }
+    }
+
     /// The metric label.
     pub fn label(self) -> &'static str {
         match self {
             Self::Created => "created",
+            Self::Adopted => "adopted",
             Self::Changed => "changed",
             Self::Unchanged => "unchanged",
         }
@@ -52,6 +66,7 @@ impl Outcome {
     pub fn reason(self, kind: &str) -> Option<String> {
         match self {
             Self::Created => Some(format!("{kind}Created")),
+            Self::Adopted => Some(format!("{kind}Adopted")),
             Self::Changed => Some(format!("{kind}Updated")),
             Self::Unchanged => None,
         }
@@ -119,10 +134,7 @@ where
         .patch(&name, &params(), &Patch::Apply(object))
         .await
         .map_err(ReconcileError::kube("applying", kind, &name))?;
-    let outcome = Outcome::from_versions(
-        live_resource_version.as_deref(),
-        applied.meta().resource_version.as_deref(),
-    );
+    let outcome = Outcome::from_answer(live_resource_version.as_deref(), applied.meta());
     if outcome != Outcome::Unchanged {
         tracing::info!(kind, name, ?outcome, "applied");
     }
@@ -132,9 +144,19 @@ where
     })
 }
 
+/// Whether a field manager other than this operator's wrote to the object.
+fn written_by_others(meta: &ObjectMeta) -> bool {
+    meta.managed_fields.iter().flatten().any(|m| {
+        m.manager
+            .as_deref()
+            .is_some_and(|manager| !manager.starts_with(FIELD_MANAGER))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 
     #[test]
     fn outcome_from_resource_versions() {
@@ -156,5 +178,38 @@ mod tests {
             Some("DeploymentUpdated")
         );
         assert_eq!(Outcome::Unchanged.reason("Service"), None);
+    }
+
+    #[test]
+    fn an_object_believed_absent_but_written_by_others_was_adopted() {
+        let answer = |managers: &[&str]| ObjectMeta {
+            resource_version: Some("5".to_owned()),
+            managed_fields: Some(
+                managers
+                    .iter()
+                    .map(|m| ManagedFieldsEntry {
+                        manager: Some((*m).to_owned()),
+                        ..ManagedFieldsEntry::default()
+                    })
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        };
+        assert_eq!(
+            Outcome::from_answer(None, &answer(&[FIELD_MANAGER])),
+            Outcome::Created
+        );
+        assert_eq!(
+            Outcome::from_answer(None, &answer(&[FIELD_MANAGER, "manager"])),
+            Outcome::Adopted
+        );
+        assert_eq!(
+            Outcome::from_answer(Some("5"), &answer(&[FIELD_MANAGER, "manager"])),
+            Outcome::Unchanged
+        );
+        assert_eq!(
+            Outcome::Adopted.reason("ClusterRoleBinding").as_deref(),
+            Some("ClusterRoleBindingAdopted")
+        );
     }
 }

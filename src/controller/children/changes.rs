@@ -20,6 +20,8 @@ struct Change {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum What {
     Created,
+    /// It existed, made by someone else; now this operator's.
+    Adopted,
     Updated,
     /// Deleted and created again: a field that cannot change in place differed.
     Replaced,
@@ -40,6 +42,7 @@ impl Changes {
     pub fn applied(&mut self, label: &'static str, name: &str, outcome: Outcome) {
         let what = match outcome {
             Outcome::Created => What::Created,
+            Outcome::Adopted => What::Adopted,
             Outcome::Changed => What::Updated,
             Outcome::Unchanged => return,
         };
@@ -103,6 +106,7 @@ impl Changes {
         if self.changes.len() == 1 {
             return Some(match &first.what {
                 What::Created => format!("{}Created", first.label),
+                What::Adopted => format!("{}Adopted", first.label),
                 What::Updated => format!("{}Updated", first.label),
                 What::Replaced => format!("{}Recreated", first.label),
                 What::Issued(_) => "CertificateIssued".to_owned(),
@@ -127,6 +131,10 @@ impl Changes {
             let (heading, item) = match &change.what {
                 What::Created => (
                     "created".to_owned(),
+                    format!("{} {}", change.label, change.name),
+                ),
+                What::Adopted => (
+                    "adopted (it existed)".to_owned(),
                     format!("{} {}", change.label, change.name),
                 ),
                 What::Updated => (

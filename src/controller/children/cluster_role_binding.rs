@@ -33,6 +33,7 @@ pub const DECLARATION: Declaration = Declaration {
                 inputs.proxy_cluster_role,
             ))
         },
+        keep_live: None,
         must_replace: Some(|live, desired| live.get("roleRef") != desired.data.get("roleRef")),
     },
 };

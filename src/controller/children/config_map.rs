@@ -15,6 +15,7 @@ pub const DECLARATION: Declaration = Declaration {
     lifecycle: Lifecycle::Owned,
     applying: Applying::Rendered {
         render: |instance, _| render_one(&config_map::kube_rbac_proxy_config(instance)),
+        keep_live: None,
         must_replace: None,
     },
 };

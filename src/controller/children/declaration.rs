@@ -176,6 +176,10 @@ pub type Render = fn(&Instance<'_>, &Inputs<'_>) -> Result<Vec<Wanted>, Reconcil
 /// applied: a field that cannot change in place differs.
 pub type MustReplace = fn(&Value, &DynamicObject) -> bool;
 
+/// Adapts `desired` to fields of the live object (its projection) that must stay as they
+/// are: what lets an object made by someone else be adopted in place.
+pub type KeepLive = fn(&Value, &mut DynamicObject);
+
 /// How the kind is applied.
 #[derive(Debug, Clone, Copy)]
 pub enum Applying {
@@ -184,7 +188,9 @@ pub enum Applying {
     Rendered {
         /// The objects wanted.
         render: Render,
-        /// When the live object must be replaced instead.
+        /// What of the live object the apply keeps.
+        keep_live: Option<KeepLive>,
+        /// When the live object must be replaced instead (after `keep_live`).
         must_replace: Option<MustReplace>,
     },
     /// Planned from the live object (the PVC: only grows, keeps its immutable fields).

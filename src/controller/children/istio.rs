@@ -22,6 +22,7 @@ pub const DESTINATION_RULE: Declaration = Declaration {
                 Ok(Vec::new())
             }
         },
+        keep_live: None,
         must_replace: None,
     },
 };
@@ -41,6 +42,7 @@ pub const VIRTUAL_SERVICE: Declaration = Declaration {
                 Ok(Vec::new())
             }
         },
+        keep_live: None,
         must_replace: None,
     },
 };

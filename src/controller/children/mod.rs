@@ -254,12 +254,20 @@ async fn apply_declared(
         match declaration.applying {
             Applying::Rendered {
                 render,
+                keep_live,
                 must_replace,
             } => {
                 let wanted = render(instance, &inputs)?;
-                let answers =
-                    rendered::apply_kind(ctx, declaration, &owner, wanted, must_replace, changes)
-                        .await?;
+                let answers = rendered::apply_kind(
+                    ctx,
+                    declaration,
+                    &owner,
+                    wanted,
+                    keep_live,
+                    must_replace,
+                    changes,
+                )
+                .await?;
                 keep_answers(declaration.kind, answers, &mut out)?;
             }
             Applying::Planned => out.claim = pvc::apply(ctx, instance, changes).await?,

@@ -11,7 +11,7 @@ use super::super::apply::{self, Applied};
 use super::super::error::ReconcileError;
 use super::cache::{Cached, KindCache};
 use super::changes::Changes;
-use super::declaration::{Declaration, MustReplace, Wanted};
+use super::declaration::{Declaration, KeepLive, MustReplace, Wanted};
 use super::memory::{Owner, fingerprint};
 use super::{Children, count, delete_ignoring_absent};
 use crate::controller::context::Context;
@@ -36,6 +36,7 @@ pub async fn apply_kind(
     declaration: &Declaration,
     owner: &Owner,
     wanted: Vec<Wanted>,
+    keep_live: Option<KeepLive>,
     must_replace: Option<MustReplace>,
     changes: &mut Changes,
 ) -> Result<Vec<DynamicObject>, ReconcileError> {
@@ -60,7 +61,10 @@ pub async fn apply_kind(
                 .then(|| wanted.object.namespace().unwrap_or_default()),
             name,
         };
-        if let Some(applied) = child.apply(&wanted, must_replace, changes).await? {
+        if let Some(applied) = child
+            .apply(&wanted, keep_live, must_replace, changes)
+            .await?
+        {
             answers.push(applied.object);
         }
     }
@@ -96,6 +100,7 @@ impl Child<'_> {
     async fn apply(
         &self,
         wanted: &Wanted,
+        keep_live: Option<KeepLive>,
         must_replace: Option<MustReplace>,
         changes: &mut Changes,
     ) -> Result<Option<Applied<DynamicObject>>, ReconcileError> {
@@ -116,14 +121,25 @@ impl Child<'_> {
         let api = self.api();
         let live = self.live(&api, &cached).await?;
         let mut live_rv = live.as_ref().and_then(|l| l.resource_version.clone());
+        let mut object = wanted.object.clone();
+        if let (Some(keep_live), Some(live)) = (keep_live, &live) {
+            keep_live(&live.fields, &mut object);
+        }
         if let (Some(must_replace), Some(live)) = (must_replace, &live)
-            && must_replace(&live.fields, &wanted.object)
+            && must_replace(&live.fields, &object)
         {
             delete_ignoring_absent(&api, label, &self.name).await?;
             changes.replaced(label, &self.name);
             live_rv = None;
         }
-        let applied = apply::apply_after(&api, label, &wanted.object, live_rv).await?;
+        let mut applied = apply::apply_after(&api, label, &object, live_rv).await?;
+        // It existed, but not as this TrustyAIService's: the apply took it over.
+        let adopted = live
+            .as_ref()
+            .is_some_and(|l| !wanted.shared && l.owner.as_ref() != Some(&self.owner));
+        if adopted && applied.outcome == apply::Outcome::Changed {
+            applied.outcome = apply::Outcome::Adopted;
+        }
         count(self.ctx, label, applied.outcome.label());
         let tracking = self.declaration.watch.tracking;
         memory.record(
@@ -168,6 +184,7 @@ impl Child<'_> {
             Cached::Present(_) => {
                 if let Some(entry) = self.cache().entry(self.namespace.as_deref(), &self.name) {
                     return Ok(Some(Live {
+                        owner: entry.owner,
                         resource_version: entry.resource_version,
                         fields: entry.fields.as_deref().cloned().unwrap_or_default(),
                     }));
@@ -190,6 +207,7 @@ impl Child<'_> {
         Ok(found.map(|object| {
             let value = serde_json::to_value(&object).unwrap_or_default();
             Live {
+                owner: self.declaration.watch.mapping.owner(&object.metadata),
                 resource_version: object.metadata.resource_version.clone(),
                 fields: self
                     .declaration
@@ -206,6 +224,8 @@ impl Child<'_> {
 
 /// What the replacement check and the outcome need of the live object.
 struct Live {
+    /// The TrustyAIService it belongs to, per the kind's mapping.
+    owner: Option<Owner>,
     resource_version: Option<String>,
     fields: serde_json::Value,
 }

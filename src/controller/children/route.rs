@@ -18,6 +18,7 @@ pub const DECLARATION: Declaration = Declaration {
     lifecycle: Lifecycle::Owned,
     applying: Applying::Rendered {
         render: |instance, _| render_one(&route::route(instance)),
+        keep_live: None,
         must_replace: None,
     },
 };

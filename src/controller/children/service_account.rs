@@ -15,6 +15,7 @@ pub const DECLARATION: Declaration = Declaration {
     lifecycle: Lifecycle::Owned,
     applying: Applying::Rendered {
         render: |instance, _| render_one(&service_account::service_account(instance)),
+        keep_live: None,
         must_replace: None,
     },
 };

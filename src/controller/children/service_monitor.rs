@@ -23,6 +23,7 @@ pub const DECLARATION: Declaration = Declaration {
                 },
             ])
         },
+        keep_live: None,
         must_replace: None,
     },
 };

@@ -23,6 +23,7 @@ pub const DECLARATION: Declaration = Declaration {
             .map(wanted)
             .collect()
         },
+        keep_live: None,
         must_replace: None,
     },
 };
