@@ -472,6 +472,9 @@ where
 }
 
 #[cfg(test)]
+mod apply_tests;
+
+#[cfg(test)]
 mod tests {
     use super::declaration::Lifecycle;
     use super::*;

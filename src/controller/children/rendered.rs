@@ -251,6 +251,11 @@ async fn remove_orphans(
         let namespace = declaration.watch.namespaced.then_some(namespace.as_str());
         let api = api(&ctx.client, resource, namespace);
         delete_ignoring_absent(&api, declaration.label, &name).await?;
+        // Written through, like the applies: a reconcile before the watch event would delete
+        // it again and report a second deletion.
+        ctx.children
+            .cache(declaration.kind)
+            .deleted(namespace, &name);
         tracing::info!(
             kind = declaration.label,
             name,

@@ -1,0 +1,421 @@
+//! The children's application against a scripted API server
+//! ([`mock_api`](crate::controller::mock_api)): which requests each situation of the caches and
+//! the memory costs, and what the event says.
+
+use std::sync::Arc;
+
+use http::Method;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::DynamicObject;
+use kube::runtime::reflector;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use trustyai_crds::TrustyAIService;
+
+use super::changes::Changes;
+use super::declaration::{Applying, Kind};
+use super::memory::Owner;
+use super::{Children, Inputs, apply_all, declaration, pvc, rendered};
+use crate::controller::context::{Context, ControllerConfig};
+use crate::controller::discovery::OptionalApis;
+use crate::controller::error::ReconcileError;
+use crate::controller::mock_api::{MockApi, Step};
+use crate::controller::resources::Instance;
+use crate::controller::resources::cluster_role_binding::DEFAULT_PROXY_CLUSTER_ROLE;
+use crate::controller::resources::images::{ImageSources, Images, resolve};
+use crate::controller::test_support::{
+    NAME, NAMESPACE, VERSION, database_service, pvc_service, pvc_spec, with_spec,
+};
+
+const OPERATOR_NAMESPACE: &str = "operator-ns";
+
+const SERVICE_ACCOUNT: &str = "/api/v1/namespaces/models/serviceaccounts/tas-proxy";
+const BINDING: &str =
+    "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/tas-models-proxy-rolebinding";
+const CONFIG_MAP: &str = "/api/v1/namespaces/models/configmaps/tas-kube-rbac-proxy-config";
+const TLS_SERVICE: &str = "/api/v1/namespaces/models/services/tas-tls";
+const INTERNAL_SERVICE: &str = "/api/v1/namespaces/models/services/tas";
+const CLAIM: &str = "/api/v1/namespaces/models/persistentvolumeclaims/tas-pvc";
+const DEPLOYMENT: &str = "/apis/apps/v1/namespaces/models/deployments/tas";
+const ROUTE: &str = "/apis/route.openshift.io/v1/namespaces/models/routes/tas";
+const DESTINATION_RULE: &str =
+    "/apis/networking.istio.io/v1beta1/namespaces/models/destinationrules/tas-internal";
+
+/// OpenShift without the optional monitoring and mesh APIs: the service-ca operator issues
+/// the serving certificates, so no operand CA is read and no Secret is written.
+fn openshift() -> OptionalApis {
+    OptionalApis {
+        routes: true,
+        ..OptionalApis::default()
+    }
+}
+
+struct Harness {
+    api: MockApi,
+    ctx: Arc<Context>,
+    images: Images,
+}
+
+impl Harness {
+    /// A context on a mock API server expecting `steps`, every cache empty and unlisted.
+    fn new(steps: impl IntoIterator<Item = Step>) -> Self {
+        let (api, client) = MockApi::new(steps);
+        let (_, apis) = watch::channel(OptionalApis::default());
+        let ctx = Context::new(
+            client,
+            ControllerConfig::new(OPERATOR_NAMESPACE),
+            apis,
+            reflector::store::<ConfigMap>().0,
+            Children::default(),
+        );
+        Self {
+            api,
+            ctx,
+            images: resolve(&ImageSources::default()),
+        }
+    }
+
+    /// [`Self::new`] with every kind's cache listed (and empty), as once the watches ran.
+    fn listed(steps: impl IntoIterator<Item = Step>) -> Self {
+        let harness = Self::new(steps);
+        for kind in Kind::ALL {
+            harness.cache_objects(*kind, []);
+        }
+        harness
+    }
+
+    /// Lists `objects` (with their owners) into the cache of `kind`.
+    fn cache_objects(&self, kind: Kind, objects: impl IntoIterator<Item = (Value, Option<Owner>)>) {
+        let cache = self.ctx.children.cache(kind);
+        cache.begin_list();
+        for (object, owner) in objects {
+            let meta: ObjectMeta =
+                serde_json::from_value(object["metadata"].clone()).expect("metadata");
+            let entry = cache.entry_for(&meta, Some(&object), owner);
+            let name = meta.name.clone().expect("a name");
+            cache.listed_object(meta.namespace.as_deref(), &name, entry);
+        }
+        cache.end_list();
+    }
+
+    fn inputs(&self, apis: OptionalApis) -> Inputs<'_> {
+        Inputs {
+            images: &self.images,
+            custom_ca_bundle: false,
+            db_ca_exists: false,
+            apis,
+            istio_wanted: false,
+            proxy_cluster_role: DEFAULT_PROXY_CLUSTER_ROLE,
+            operator_namespace: OPERATOR_NAMESPACE,
+        }
+    }
+
+    async fn apply_all(
+        &self,
+        service: &TrustyAIService,
+        apis: OptionalApis,
+    ) -> Result<super::ChildrenApplied, ReconcileError> {
+        let instance = Instance::new(service, VERSION).expect("an instance");
+        apply_all(&self.ctx, &instance, self.inputs(apis)).await
+    }
+
+    /// Applies the one rendered `kind` the way [`apply_all`] does, event included.
+    async fn apply_kind(
+        &self,
+        service: &TrustyAIService,
+        kind: Kind,
+    ) -> Result<Vec<DynamicObject>, ReconcileError> {
+        let instance = Instance::new(service, VERSION).expect("an instance");
+        let declaration = declaration(kind);
+        let Applying::Rendered {
+            render,
+            must_replace,
+        } = declaration.applying
+        else {
+            panic!("{kind:?} is not a rendered kind");
+        };
+        let wanted = render(&instance, &self.inputs(openshift()))?;
+        let mut changes = Changes::default();
+        let result = rendered::apply_kind(
+            &self.ctx,
+            declaration,
+            &owner(),
+            wanted,
+            must_replace,
+            &mut changes,
+        )
+        .await;
+        changes.publish(&self.ctx.events, service).await;
+        result
+    }
+}
+
+fn owner() -> Owner {
+    (NAMESPACE.to_owned(), NAME.to_owned())
+}
+
+/// The applies of a TrustyAIService none of whose children exist, on [`openshift`].
+fn first_applies(with_claim: bool) -> Vec<Step> {
+    let mut paths = vec![
+        SERVICE_ACCOUNT,
+        BINDING,
+        CONFIG_MAP,
+        TLS_SERVICE,
+        INTERNAL_SERVICE,
+    ];
+    if with_claim {
+        paths.push(CLAIM);
+    }
+    paths.extend([DEPLOYMENT, ROUTE]);
+    paths.into_iter().map(Step::apply).collect()
+}
+
+fn patch(path: &str) -> String {
+    format!("PATCH {path}")
+}
+
+#[tokio::test]
+async fn a_child_as_the_last_apply_left_it_costs_no_request() {
+    let harness = Harness::listed(first_applies(false));
+    let service = database_service();
+    harness
+        .apply_all(&service, openshift())
+        .await
+        .expect("first pass");
+    harness.api.clear();
+    // The applies wrote their answers through to the caches, as their watch events would.
+    harness
+        .apply_all(&service, openshift())
+        .await
+        .expect("second pass");
+    assert_eq!(harness.api.calls(), Vec::<String>::new());
+    assert!(harness.api.events().is_empty());
+}
+
+#[tokio::test]
+async fn an_object_the_listed_cache_lacks_is_applied_without_a_read() {
+    let harness = Harness::listed([Step::apply(SERVICE_ACCOUNT)]);
+    harness
+        .apply_kind(&database_service(), Kind::ServiceAccount)
+        .await
+        .expect("applied");
+    let requests = harness.api.requests();
+    assert_eq!(harness.api.calls(), vec![patch(SERVICE_ACCOUNT)]);
+    assert!(
+        requests[0].query.contains("fieldManager=trustyai-operator")
+            && requests[0].query.contains("force=true"),
+        "{}",
+        requests[0].query
+    );
+    assert_eq!(
+        requests[0].body.as_ref().expect("a body")["kind"],
+        "ServiceAccount"
+    );
+}
+
+#[tokio::test]
+async fn a_cache_that_has_not_listed_means_a_read_before_the_apply() {
+    let harness = Harness::new([
+        Step::get_absent(SERVICE_ACCOUNT),
+        Step::apply(SERVICE_ACCOUNT),
+    ]);
+    harness
+        .apply_kind(&database_service(), Kind::ServiceAccount)
+        .await
+        .expect("applied");
+    assert_eq!(
+        harness.api.calls(),
+        vec![format!("GET {SERVICE_ACCOUNT}"), patch(SERVICE_ACCOUNT)]
+    );
+    assert_eq!(
+        harness.api.event_notes(),
+        vec![(
+            "ServiceAccountCreated".to_owned(),
+            "Created: ServiceAccount tas-proxy.".to_owned()
+        )]
+    );
+}
+
+#[tokio::test]
+async fn a_binding_to_another_role_is_deleted_and_created_again() {
+    let harness = Harness::listed([Step::delete(BINDING), Step::apply(BINDING)]);
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "tas-models-proxy-rolebinding", "resourceVersion": "5"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "old"}
+    });
+    harness.cache_objects(Kind::ClusterRoleBinding, [(binding, Some(owner()))]);
+    harness
+        .apply_kind(&database_service(), Kind::ClusterRoleBinding)
+        .await
+        .expect("replaced");
+    assert_eq!(
+        harness.api.calls(),
+        vec![format!("DELETE {BINDING}"), patch(BINDING)]
+    );
+    let [(reason, note)] = harness.api.event_notes().try_into().expect("one event");
+    assert_eq!(reason, "ClusterRoleBindingRecreated");
+    assert!(
+        note.starts_with("Re-created") && note.contains("tas-models-proxy-rolebinding"),
+        "{note}"
+    );
+}
+
+#[tokio::test]
+async fn unwanted_mesh_objects_are_deleted_but_never_a_claim() {
+    let mut steps = first_applies(false);
+    steps.push(Step::delete(DESTINATION_RULE));
+    let harness = Harness::listed(steps);
+    let owned = |api_version: &str, kind: &str, name: &str| {
+        let object = json!({
+            "apiVersion": api_version, "kind": kind,
+            "metadata": {"name": name, "namespace": NAMESPACE, "resourceVersion": "3"}
+        });
+        (object, Some(owner()))
+    };
+    harness.cache_objects(
+        Kind::DestinationRule,
+        [owned(
+            "networking.istio.io/v1beta1",
+            "DestinationRule",
+            "tas-internal",
+        )],
+    );
+    harness.cache_objects(
+        Kind::PersistentVolumeClaim,
+        [owned("v1", "PersistentVolumeClaim", "tas-pvc")],
+    );
+    let apis = OptionalApis {
+        destination_rules: true,
+        virtual_services: true,
+        ..openshift()
+    };
+    harness
+        .apply_all(&database_service(), apis)
+        .await
+        .expect("applied");
+    let calls = harness.api.calls();
+    assert!(
+        calls.contains(&format!("DELETE {DESTINATION_RULE}")),
+        "{calls:#?}"
+    );
+    assert!(
+        !calls.iter().any(|c| c.contains("persistentvolumeclaims")),
+        "{calls:#?}"
+    );
+    let [(_, note)] = harness.api.event_notes().try_into().expect("one event");
+    assert!(
+        note.ends_with("Deleted (no longer wanted): DestinationRule tas-internal."),
+        "{note}"
+    );
+}
+
+#[tokio::test]
+async fn a_refused_growth_keeps_the_claim_at_its_live_size() {
+    let mut spec = pvc_spec();
+    spec["storage"]["size"] = json!("2Gi");
+    let service = with_spec(spec);
+    let live = json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "tas-pvc", "namespace": NAMESPACE, "resourceVersion": "7"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    });
+    let harness = Harness::new([
+        Step::get(CLAIM, live),
+        Step::apply_refused(
+            CLAIM,
+            403,
+            "Forbidden",
+            "persistentvolumeclaims \"tas-pvc\" is forbidden: exceeded quota: storage",
+        ),
+        Step::apply(CLAIM),
+    ]);
+    let instance = Instance::new(&service, VERSION).expect("an instance");
+    let applied = pvc::apply(&harness.ctx, &instance, &mut Changes::default())
+        .await
+        .expect("applied at the live size");
+    let sizes: Vec<Value> = harness
+        .api
+        .requests()
+        .iter()
+        .filter(|r| r.method == Method::PATCH)
+        .map(|r| {
+            r.body.as_ref().expect("a body")["spec"]["resources"]["requests"]["storage"].clone()
+        })
+        .collect();
+    assert_eq!(sizes, vec![json!("2Gi"), json!("1Gi")]);
+    let refused = applied.growth_refused.expect("the refusal");
+    assert!(
+        refused.contains("from 1Gi to 2Gi") && refused.contains("exceeded quota"),
+        "{refused}"
+    );
+    assert!(applied.claim.is_some());
+}
+
+#[tokio::test]
+async fn a_conflict_stops_the_apply_and_the_event_names_what_was_done() {
+    let harness = Harness::listed([
+        Step::apply(SERVICE_ACCOUNT),
+        Step::apply_refused(BINDING, 409, "Conflict", "the object has been modified"),
+    ]);
+    let error = harness
+        .apply_all(&database_service(), openshift())
+        .await
+        .expect_err("a conflict");
+    assert!(error.is_conflict(), "{error}");
+    assert_eq!(
+        harness.api.event_notes(),
+        vec![(
+            "ServiceAccountCreated".to_owned(),
+            "Created: ServiceAccount tas-proxy.".to_owned()
+        )]
+    );
+}
+
+#[tokio::test]
+async fn one_event_names_every_child_created() {
+    let harness = Harness::listed(first_applies(true));
+    harness
+        .apply_all(&pvc_service(), openshift())
+        .await
+        .expect("applied");
+    assert_eq!(
+        harness.api.event_notes(),
+        vec![(
+            "PVCCreated".to_owned(),
+            "Created: ServiceAccount tas-proxy, ClusterRoleBinding tas-models-proxy-rolebinding, \
+             ConfigMap tas-kube-rbac-proxy-config, Service tas-tls, Service tas, PVC tas-pvc, \
+             Deployment tas, Route tas."
+                .to_owned()
+        )]
+    );
+}
+
+#[tokio::test]
+async fn an_orphan_deleted_is_not_deleted_again_before_its_watch_event() {
+    let harness = Harness::listed([Step::delete(DESTINATION_RULE)]);
+    let rule = json!({
+        "apiVersion": "networking.istio.io/v1beta1", "kind": "DestinationRule",
+        "metadata": {"name": "tas-internal", "namespace": NAMESPACE, "resourceVersion": "3"}
+    });
+    harness.cache_objects(Kind::DestinationRule, [(rule, Some(owner()))]);
+    let service = database_service();
+    for _ in 0..2 {
+        harness
+            .apply_kind(&service, Kind::DestinationRule)
+            .await
+            .expect("applied");
+    }
+    assert_eq!(
+        harness.api.calls(),
+        vec![format!("DELETE {DESTINATION_RULE}")]
+    );
+    let reasons: Vec<String> = harness
+        .api
+        .event_notes()
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect();
+    assert_eq!(reasons, vec!["DestinationRuleDeleted".to_owned()]);
+}
