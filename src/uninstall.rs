@@ -83,6 +83,11 @@ pub async fn uninstall(client: Client, args: &UninstallArgs) -> Result<Report, R
     let apis = discovery::discover(&client, OptionalApis::default()).await;
     let ctx = context(client.clone(), &args.namespace, apis);
     let mut report = Report::default();
+    // First: with the operator gone, registrations of its webhooks (failurePolicy Fail) would
+    // refuse the very patches that release the TrustyAIServices.
+    if args.webhook_configurations {
+        delete_registrations(&client, args, &mut report).await?;
+    }
     release_all(&ctx, &mut report).await?;
     delete_leftovers(&client, args, apis, &mut report).await?;
     Ok(report)
@@ -162,27 +167,32 @@ async fn delete_leftovers(
     }
     let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
     delete_found(&leases, "Lease", ns, &args.lease_name, report).await?;
-    if args.webhook_configurations {
-        let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-        delete_found(
-            &validating,
-            "ValidatingWebhookConfiguration",
-            "",
-            &args.validating_webhook_configuration,
-            report,
-        )
-        .await?;
-        let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-        delete_found(
-            &mutating,
-            "MutatingWebhookConfiguration",
-            "",
-            &args.mutating_webhook_configuration,
-            report,
-        )
-        .await?;
-    }
     Ok(())
+}
+
+async fn delete_registrations(
+    client: &Client,
+    args: &UninstallArgs,
+    report: &mut Report,
+) -> Result<(), ReconcileError> {
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    delete_found(
+        &validating,
+        "ValidatingWebhookConfiguration",
+        "",
+        &args.validating_webhook_configuration,
+        report,
+    )
+    .await?;
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    delete_found(
+        &mutating,
+        "MutatingWebhookConfiguration",
+        "",
+        &args.mutating_webhook_configuration,
+        report,
+    )
+    .await
 }
 
 /// Deletes `name` if it exists, and reports it.

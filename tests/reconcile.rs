@@ -580,7 +580,7 @@ async fn pvc_mode_creates_every_child_and_becomes_ready() {
         "PVC tas-pvc",
         "Deployment tas",
         "Service tas-tls",
-        "Service tas-internal",
+        "Service tas,",
         "ServiceAccount tas-proxy",
     ] {
         assert!(note.contains(child), "{child} not in {note:?}");

@@ -130,6 +130,7 @@ impl Harness {
         let declaration = declaration(kind);
         let Applying::Rendered {
             render,
+            keep_live,
             must_replace,
         } = declaration.applying
         else {
@@ -142,6 +143,7 @@ impl Harness {
             declaration,
             &owner(),
             wanted,
+            keep_live,
             must_replace,
             &mut changes,
         )

@@ -204,8 +204,8 @@ pub enum Applying {
 pub struct Declaration {
     /// Which kind.
     pub kind: Kind,
-    /// Its name in metrics, logs and events (`PVC` for the claim: the Go operator's event
-    /// reason is `PVCCreated`).
+    /// Its name in metrics, logs and events; the claim's is `PVC` in events (the Go
+    /// operator's reason is `PVCCreated`) and `PersistentVolumeClaim` in metrics.
     pub label: &'static str,
     /// Its watch and cache.
     pub watch: WatchSpec,
