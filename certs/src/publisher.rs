@@ -12,6 +12,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
@@ -98,6 +99,36 @@ pub async fn publish_once(
     targets: &PublishTargets,
     material: &TlsMaterial,
 ) -> Result<Published, PublishError> {
+    publish_with(client, targets, material, &Watched::default()).await
+}
+
+/// The targets as their watches last saw them (`None`: not watched; read instead).
+#[derive(Default)]
+struct Watched {
+    crd: Option<Store<CustomResourceDefinition>>,
+    validating: Option<Store<ValidatingWebhookConfiguration>>,
+    mutating: Option<Store<MutatingWebhookConfiguration>>,
+}
+
+/// `name` from `store`, once it has listed (`Err`: it cannot tell, read the object).
+fn watched<K>(store: Option<&Store<K>>, name: &str) -> Result<Option<K>, ()>
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    let store = store.ok_or(())?;
+    match store.wait_until_ready().now_or_never() {
+        Some(Ok(())) => Ok(store.get(&ObjectRef::new(name)).map(|k| (*k).clone())),
+        _ => Err(()),
+    }
+}
+
+/// [`publish_once`], reading the targets from their watches where it can.
+async fn publish_with(
+    client: &Client,
+    targets: &PublishTargets,
+    material: &TlsMaterial,
+    watched_targets: &Watched,
+) -> Result<Published, PublishError> {
     let bundle = material.ca_bundle_pem().ok_or(PublishError::NoBundle)?;
     chains_to(
         material.cert_chain_pem().as_bytes(),
@@ -116,7 +147,8 @@ pub async fn publish_once(
         }
     };
     if let Some(name) = &targets.crd_name {
-        let written = publish_crd(client, name, targets, bundle).await?;
+        let live = watched(watched_targets.crd.as_ref(), name);
+        let written = publish_crd(client, name, live, targets, bundle).await?;
         record(format!("CustomResourceDefinition/{name}"), written);
     }
     if let Some(name) = &targets.validating_webhook_configuration {
@@ -124,6 +156,7 @@ pub async fn publish_once(
             client,
             "ValidatingWebhookConfiguration",
             name,
+            watched(watched_targets.validating.as_ref(), name),
             validating_entries,
             targets,
             bundle,
@@ -136,6 +169,7 @@ pub async fn publish_once(
             client,
             "MutatingWebhookConfiguration",
             name,
+            watched(watched_targets.mutating.as_ref(), name),
             mutating_entries,
             targets,
             bundle,
@@ -157,22 +191,27 @@ fn patch_params() -> PatchParams {
     }
 }
 
+/// `watched`: the object as its watch saw it, or `Err` when it must be read.
 async fn publish_crd(
     client: &Client,
     name: &str,
+    watched: Result<Option<CustomResourceDefinition>, ()>,
     targets: &PublishTargets,
     bundle: &[u8],
 ) -> Result<bool, PublishError> {
     const KIND: &str = "CustomResourceDefinition";
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let live = api
-        .get_opt(name)
-        .await
-        .map_err(kube_err("reading", KIND, name))?
-        .ok_or_else(|| PublishError::NotFound {
-            kind: KIND,
-            name: name.to_owned(),
-        })?;
+    let live = match watched {
+        Ok(live) => live,
+        Err(()) => api
+            .get_opt(name)
+            .await
+            .map_err(kube_err("reading", KIND, name))?,
+    }
+    .ok_or_else(|| PublishError::NotFound {
+        kind: KIND,
+        name: name.to_owned(),
+    })?;
     let live = LiveConversion::of(&live);
     let desired = desired_conversion(&targets.endpoint, &targets.conversion_path, bundle);
     if live.is_up_to_date(&desired) {
@@ -201,6 +240,7 @@ async fn publish_webhooks<K>(
     client: &Client,
     kind: &'static str,
     name: &str,
+    watched: Result<Option<K>, ()>,
     entries: fn(&K) -> Vec<LiveEntry>,
     targets: &PublishTargets,
     bundle: &[u8],
@@ -212,14 +252,17 @@ where
         + Debug,
 {
     let api: Api<K> = Api::all(client.clone());
-    let live = api
-        .get_opt(name)
-        .await
-        .map_err(kube_err("reading", kind, name))?
-        .ok_or_else(|| PublishError::NotFound {
-            kind,
-            name: name.to_owned(),
-        })?;
+    let live = match watched {
+        Ok(live) => live,
+        Err(()) => api
+            .get_opt(name)
+            .await
+            .map_err(kube_err("reading", kind, name))?,
+    }
+    .ok_or_else(|| PublishError::NotFound {
+        kind,
+        name: name.to_owned(),
+    })?;
     let live = entries(&live);
     let desired = desired_entries(&live, &targets.endpoint, bundle);
     if live == desired {
@@ -251,20 +294,23 @@ where
 }
 
 /// A stream that yields whenever the named cluster-scoped object changes (or the watch
-/// re-lists).
-fn changes<K>(client: &Client, name: &str) -> BoxStream<'static, ()>
+/// re-lists), keeping it in `writer`'s store: the publication reads it there instead of
+/// asking the API server again.
+fn changes<K>(client: &Client, name: &str, writer: Writer<K>) -> BoxStream<'static, ()>
 where
     K: Resource<Scope = kube::core::ClusterResourceScope, DynamicType = ()>
         + Clone
         + DeserializeOwned
         + Debug
         + Send
+        + Sync
         + 'static,
 {
     let api: Api<K> = Api::all(client.clone());
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     watcher::watcher(api, config)
         .default_backoff()
+        .reflect(writer)
         .filter_map(|event| async move {
             match event {
                 Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone) => Some(()),
@@ -296,14 +342,25 @@ pub async fn run_publisher(
     let span = info_span!("ca_bundle_publisher");
     async move {
         let mut sources: Vec<BoxStream<'static, ()>> = Vec::new();
+        let mut watched_targets = Watched::default();
         if let Some(name) = &targets.crd_name {
-            sources.push(changes::<CustomResourceDefinition>(&client, name));
+            let (store, writer) = reflector::store();
+            watched_targets.crd = Some(store);
+            sources.push(changes::<CustomResourceDefinition>(&client, name, writer));
         }
         if let Some(name) = &targets.validating_webhook_configuration {
-            sources.push(changes::<ValidatingWebhookConfiguration>(&client, name));
+            let (store, writer) = reflector::store();
+            watched_targets.validating = Some(store);
+            sources.push(changes::<ValidatingWebhookConfiguration>(
+                &client, name, writer,
+            ));
         }
         if let Some(name) = &targets.mutating_webhook_configuration {
-            sources.push(changes::<MutatingWebhookConfiguration>(&client, name));
+            let (store, writer) = reflector::store();
+            watched_targets.mutating = Some(store);
+            sources.push(changes::<MutatingWebhookConfiguration>(
+                &client, name, writer,
+            ));
         }
         // `pending` keeps the select branch alive even with no targets.
         sources.push(stream::pending().boxed());
@@ -311,7 +368,7 @@ pub async fn run_publisher(
         let mut retry = RETRY;
         loop {
             let current = material.borrow_and_update().clone();
-            let wait = match publish_once(&client, &targets, &current).await {
+            let wait = match publish_with(&client, &targets, &current, &watched_targets).await {
                 Ok(_) => {
                     retry = RETRY;
                     if let Some(published) = &published {

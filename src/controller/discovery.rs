@@ -166,15 +166,16 @@ pub async fn maintain(client: Client, tx: watch::Sender<OptionalApis>, stop: Can
         watcher::Config::default(),
     )
     .default_backoff()
-    .touched_objects()
     .filter_map(|event| async move {
         match event {
-            Ok(crd) => crd
+            // The (re)list shows what the discovery before it already saw: only changes count.
+            Ok(watcher::Event::Apply(crd) | watcher::Event::Delete(crd)) => crd
                 .metadata
                 .name
                 .as_deref()
                 .is_some_and(is_relevant_crd)
                 .then_some(()),
+            Ok(_) => None,
             Err(error) => {
                 tracing::debug!(%error, "CustomResourceDefinition watch error");
                 None
@@ -182,7 +183,11 @@ pub async fn maintain(client: Client, tx: watch::Sender<OptionalApis>, stop: Can
         }
     });
     let mut crds = std::pin::pin!(crds);
-    let mut tick = tokio::time::interval(REDISCOVERY_INTERVAL);
+    // The caller discovered just now: the first periodic pass is one interval away.
+    let mut tick = tokio::time::interval_at(
+        tokio::time::Instant::now() + REDISCOVERY_INTERVAL,
+        REDISCOVERY_INTERVAL,
+    );
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
