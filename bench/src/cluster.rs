@@ -253,6 +253,39 @@ fn install_optional_crds(cp: &ControlPlane) -> Result<()> {
     Ok(())
 }
 
+/// Admits every Route of `namespace` the way an OpenShift router does (status only), until
+/// aborted. Its requests go through the harness's client, not the counting proxy.
+async fn admit_routes(client: Client, namespace: String) {
+    use kube::api::{DynamicObject, Patch, PatchParams};
+    use kube::core::{ApiResource, GroupVersionKind};
+    use kube::runtime::{WatchStreamExt, watcher};
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("route.openshift.io", "v1", "Route"),
+        "routes",
+    );
+    let routes: Api<DynamicObject> = Api::namespaced_with(client, &namespace, &resource);
+    let mut events = std::pin::pin!(
+        watcher(routes.clone(), watcher::Config::default())
+            .default_backoff()
+            .applied_objects()
+    );
+    while let Some(event) = events.next().await {
+        let Ok(route) = event else { continue };
+        if route.data["status"]["ingress"].is_array() {
+            continue;
+        }
+        let status = json!({"status": {"ingress": [{"host": format!("{}.apps.example.com", route.name_any()),
+            "conditions": [{"type": "Admitted", "status": "True"}]}]}});
+        let _ = routes
+            .patch_status(
+                &route.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&status),
+            )
+            .await;
+    }
+}
+
 /// The CPU time (user + system) of process `pid` so far, from `/proc/<pid>/stat`.
 fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -371,6 +404,9 @@ async fn run_on(
         .create(&PostParams::default(), &secret)
         .await?;
 
+    // A router, as OpenShift has: admits every Route (Ready waits for it).
+    let router = tokio::spawn(admit_routes(client.clone(), ns.clone()));
+
     // N at once.
     let before = counts.snapshot();
     let cpu_before = cpu_seconds(pid);
@@ -457,6 +493,7 @@ async fn run_on(
         steady_rss_kib: proc_status_kib(pid, "VmRSS"),
     };
     drop(operator);
+    router.abort();
 
     Ok(ClusterResults {
         operator_binary: operator_bin.display().to_string(),

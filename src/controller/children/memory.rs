@@ -25,8 +25,8 @@ pub enum Tracking {
     /// Any change: the version is the resourceVersion.
     ResourceVersion,
     /// Changes of the spec (`metadata.generation`) and of labels, annotations and owner
-    /// references; not of the status. For Deployments, whose status moves with every pod
-    /// and would otherwise cost a no-op apply each time.
+    /// references; not of the status. For Deployments, whose status moves with every pod,
+    /// and Routes, whose status a router writes: each would otherwise cost a no-op apply.
     GenerationAndMetadata,
 }
 
