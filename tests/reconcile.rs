@@ -1778,24 +1778,17 @@ const FIXTURES: [&str; 5] = [
 
 impl<'a> OptionalCrds<'a> {
     fn install(cp: &'a ControlPlane) -> Self {
-        for file in FIXTURES {
-            let (ok, out, err) = cp.kubectl(&["apply", "-f", file], None);
-            assert!(ok, "kubectl apply {file}: {out}{err}");
-        }
-        let (ok, out, err) = cp.kubectl(
+        cp.install_crds(
+            &FIXTURES,
             &[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                "crd/routes.route.openshift.io",
-                "crd/servicemonitors.monitoring.coreos.com",
-                "crd/inferenceservices.serving.kserve.io",
-                "crd/destinationrules.networking.istio.io",
-                "crd/virtualservices.networking.istio.io",
+                "routes.route.openshift.io",
+                "servicemonitors.monitoring.coreos.com",
+                "inferenceservices.serving.kserve.io",
+                "destinationrules.networking.istio.io",
+                "virtualservices.networking.istio.io",
             ],
-            None,
-        );
-        assert!(ok, "CRDs established: {out}{err}");
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         Self { cp }
     }
 }

@@ -227,30 +227,15 @@ const OPTIONAL_CRDS: [&str; 3] = [
 ];
 
 fn install_optional_crds(cp: &ControlPlane) -> Result<()> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    for file in OPTIONAL_CRDS {
-        let path = root.join(file);
-        let path = path.to_string_lossy();
-        let (ok, out, err) = cp.kubectl(&["apply", "-f", &path], None);
-        if !ok {
-            bail!("kubectl apply {path}: {out}{err}");
-        }
-    }
-    let (ok, out, err) = cp.kubectl(
+    cp.install_crds(
+        &OPTIONAL_CRDS,
         &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/routes.route.openshift.io",
-            "crd/servicemonitors.monitoring.coreos.com",
-            "crd/inferenceservices.serving.kserve.io",
+            "routes.route.openshift.io",
+            "servicemonitors.monitoring.coreos.com",
+            "inferenceservices.serving.kserve.io",
         ],
-        None,
-    );
-    if !ok {
-        bail!("optional CRDs not established: {out}{err}");
-    }
-    Ok(())
+    )
+    .map_err(anyhow::Error::msg)
 }
 
 /// Admits every Route of `namespace` the way an OpenShift router does (status only), until

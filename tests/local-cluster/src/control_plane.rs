@@ -448,6 +448,29 @@ impl ControlPlane {
         name
     }
 
+    /// Applies the CRD manifests `files` (paths from the repository's root) and waits until
+    /// the CRDs `names` are Established.
+    pub fn install_crds(&self, files: &[&str], names: &[&str]) -> Result<(), String> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        for file in files {
+            let path = root.join(file);
+            let path = path.to_string_lossy();
+            let (ok, out, err) = self.kubectl(&["apply", "-f", &path], None);
+            if !ok {
+                return Err(format!("kubectl apply {path}: {out}{err}"));
+            }
+        }
+        let crds: Vec<String> = names.iter().map(|n| format!("crd/{n}")).collect();
+        let mut args = vec!["wait", "--for=condition=Established", "--timeout=60s"];
+        args.extend(crds.iter().map(String::as_str));
+        let (ok, out, err) = self.kubectl(&args, None);
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("CRDs not established: {out}{err}"))
+        }
+    }
+
     /// Runs `kubectl` with the admin kubeconfig and returns (success, stdout, stderr).
     pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
         let mut cmd = Command::new("kubectl");
