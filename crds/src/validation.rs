@@ -161,9 +161,24 @@ impl fmt::Display for ErrorKind {
     }
 }
 
-/// The rule an error comes from: a stable label for metrics ("admission denials by rule").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Rule {
+/// Declares [`Rule`] and `Rule::ALL` together, so the list cannot miss a rule.
+macro_rules! rules {
+    ($($(#[$doc:meta])* $variant:ident),+ $(,)?) => {
+        /// The rule an error comes from: a stable label for metrics ("admission denials by
+        /// rule").
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Rule {
+            $($(#[$doc])* $variant),+
+        }
+
+        impl Rule {
+            /// Every rule, for example to initialize metric series.
+            pub const ALL: &'static [Rule] = &[$(Rule::$variant),+];
+        }
+    };
+}
+
+rules! {
     /// `spec`, `spec.storage`, `spec.metrics` present; objects and scalars of the right type.
     Structure,
     /// `metadata.name` (or `generateName`) makes valid Service names (CREATE only).
@@ -206,29 +221,6 @@ pub enum Rule {
 }
 
 impl Rule {
-    /// Every rule, for example to initialize metric series.
-    pub const ALL: [Rule; 19] = [
-        Rule::Structure,
-        Rule::Name,
-        Rule::StorageFormat,
-        Rule::StorageFolder,
-        Rule::StorageSize,
-        Rule::StoragePv,
-        Rule::StoragePvMode,
-        Rule::DatabaseConfigurations,
-        Rule::StorageRetention,
-        Rule::DataFilename,
-        Rule::DataFormat,
-        Rule::MetricsSchedule,
-        Rule::MetricsBatchSize,
-        Rule::Replicas,
-        Rule::Image,
-        Rule::StorageFormatChange,
-        Rule::StorageSizeShrink,
-        Rule::StoragePvImmutable,
-        Rule::StorageFolderImmutable,
-    ];
-
     /// The stable snake_case identifier.
     pub fn as_str(self) -> &'static str {
         match self {
