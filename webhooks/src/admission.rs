@@ -168,11 +168,12 @@ fn as_v1(object: &Value) -> std::borrow::Cow<'_, Value> {
 }
 
 fn touches_v1_only_field(op: &PatchOperation) -> bool {
-    let path = match op {
-        PatchOperation::Add(add) => add.path.to_string(),
-        _ => return false,
-    };
-    path.starts_with("/spec/storage/retention") || path.starts_with("/spec/image")
+    match op {
+        PatchOperation::Add(add) => {
+            trustyai_crds::conversion::is_v1_only_spec_pointer(&add.path.to_string())
+        }
+        _ => false,
+    }
 }
 
 /// A `Status` in the API server's own shape for an invalid object: code 422, reason `Invalid`,

@@ -166,6 +166,15 @@ impl Version {
     }
 }
 
+/// Whether the JSON pointer `pointer` is at or below a `spec` field only v1 has (e.g.
+/// `/spec/storage/retention`): a v1alpha1 object must not be given it.
+pub fn is_v1_only_spec_pointer(pointer: &str) -> bool {
+    body::V1_ONLY.spec.iter().any(|path| {
+        let field = format!("/spec/{}", path.join("/"));
+        pointer == field || pointer.starts_with(&format!("{field}/"))
+    })
+}
+
 /// Converts one TrustyAIService, given as JSON, to `desired_api_version`
 /// (`trustyai.opendatahub.io/v1` or `trustyai.opendatahub.io/v1alpha1`). An object already in
 /// that version is returned unchanged. See the module documentation for the rules.

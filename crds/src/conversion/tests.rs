@@ -227,3 +227,12 @@ fn deeply_nested_carried_annotations_convert_in_bounded_time() {
         assert_eq!(back["spec"], object["spec"]);
     }
 }
+
+#[test]
+fn v1_only_spec_pointers_are_the_fields_v1alpha1_lacks() {
+    assert!(is_v1_only_spec_pointer("/spec/image"));
+    assert!(is_v1_only_spec_pointer("/spec/storage/retention"));
+    assert!(!is_v1_only_spec_pointer("/spec/storage"));
+    assert!(!is_v1_only_spec_pointer("/spec/storage/size"));
+    assert!(!is_v1_only_spec_pointer("/spec/imagePullPolicy"));
+}
