@@ -17,6 +17,7 @@
 //! No periodic resync of everything: each object comes back after a long jittered safety
 //! requeue, and errors back off per object.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt, Stream, StreamExt};
@@ -73,52 +74,24 @@ pub async fn run_controller(
     config: ControllerConfig,
     stop: CancellationToken,
 ) -> Result<(), ControllerError> {
-    let initial = discovery::discover(&client, OptionalApis::default()).await;
-    initial.log("optional APIs discovered");
-    let (apis_tx, apis_rx) = watch::channel(initial);
-    tokio::spawn(discovery::maintain(client.clone(), apis_tx, stop.clone()));
-
-    // The operator ConfigMap: cached (images and settings are read on every reconcile), and
-    // its changes reconcile everything. Rendering before its first list would roll every
-    // Deployment to the default images and back, so the controller waits for it.
-    let (config_store, config_writer) = reflector::store::<ConfigMap>();
-    let config_events = watcher(
-        Api::<ConfigMap>::namespaced(client.clone(), &config.operator_namespace),
-        watcher::Config::default().fields(&format!("metadata.name={}", config_map::NAME)),
-    )
-    .default_backoff()
-    .reflect(config_writer)
-    .touched_objects();
-    let (config_tx, config_rx) = mpsc::unbounded_channel::<()>();
-    tokio::spawn(forward(config_events, config_tx, stop.clone()));
-    tokio::select! {
-        _ = stop.cancelled() => return Ok(()),
-        ready = config_store.wait_until_ready() => ready.map_err(|_| ControllerError::ConfigMapWatch)?,
-    }
-
+    let apis = start_discovery(&client, &stop).await;
+    let Some((config_store, config_changes)) =
+        operator_config(&client, &config.operator_namespace, &stop).await?
+    else {
+        return Ok(());
+    };
     let context = Context::new(
         client.clone(),
         config,
-        apis_rx.clone(),
+        apis.clone(),
         config_store,
         Children::default(),
     );
-
-    let (reader, writer) = reflector::store::<TrustyAIService>();
-    let services = watcher(
-        Api::<TrustyAIService>::all(client.clone()),
-        watcher::Config::default().any_semantic(),
-    )
-    .default_backoff()
-    .reflect(writer)
-    .applied_objects()
-    .predicate_filter(triggers::reconcile_relevant, PredicateConfig::default());
-    let controller = Controller::for_stream(services, reader);
+    let controller = trustyai_services(&client);
     let store = controller.store();
-
     let (children_tx, children_rx) = mpsc::unbounded_channel();
-    start_watches(&context, &client, &apis_rx, &store, children_tx, &stop);
-    let everything = futures::stream::select(receiver_stream(config_rx), changes(apis_rx));
+    start_watches(&context, &client, &apis, &store, children_tx, &stop);
+    let everything = futures::stream::select(receiver_stream(config_changes), changes(apis));
     let controller = controller
         .reconcile_on(receiver_stream(children_rx))
         .reconcile_all_on(everything)
@@ -128,8 +101,73 @@ pub async fn run_controller(
                 .debounce(DEBOUNCE),
         )
         .graceful_shutdown_on(stop.clone().cancelled_owned());
-
     tracing::info!("controller started");
+    run_until_stopped(controller, context, store, &stop).await
+}
+
+/// Discovers the optional APIs, and keeps discovering them until `stop`.
+async fn start_discovery(
+    client: &Client,
+    stop: &CancellationToken,
+) -> watch::Receiver<OptionalApis> {
+    let initial = discovery::discover(client, OptionalApis::default()).await;
+    initial.log("optional APIs discovered");
+    let (apis_tx, apis_rx) = watch::channel(initial);
+    tokio::spawn(discovery::maintain(client.clone(), apis_tx, stop.clone()));
+    apis_rx
+}
+
+/// The operator ConfigMap, cached (images and settings are read on every reconcile), and a
+/// signal per change (each reconciles everything); `None` when stopped first. Rendering
+/// before its first list would roll every Deployment to the default images and back, so this
+/// waits for it.
+async fn operator_config(
+    client: &Client,
+    namespace: &str,
+    stop: &CancellationToken,
+) -> Result<Option<(reflector::Store<ConfigMap>, mpsc::UnboundedReceiver<()>)>, ControllerError> {
+    let (store, writer) = reflector::store::<ConfigMap>();
+    let events = watcher(
+        Api::<ConfigMap>::namespaced(client.clone(), namespace),
+        watcher::Config::default().fields(&format!("metadata.name={}", config_map::NAME)),
+    )
+    .default_backoff()
+    .reflect(writer)
+    .touched_objects();
+    let (tx, rx) = mpsc::unbounded_channel::<()>();
+    tokio::spawn(forward(events, tx, stop.clone()));
+    tokio::select! {
+        _ = stop.cancelled() => Ok(None),
+        ready = store.wait_until_ready() => {
+            ready.map_err(|_| ControllerError::ConfigMapWatch)?;
+            Ok(Some((store, rx)))
+        }
+    }
+}
+
+/// The controller of TrustyAIServices, fed by a watch of them that lets through only the
+/// changes a reconcile needs ([`triggers::reconcile_relevant`]).
+fn trustyai_services(client: &Client) -> Controller<TrustyAIService> {
+    let (reader, writer) = reflector::store::<TrustyAIService>();
+    let services = watcher(
+        Api::<TrustyAIService>::all(client.clone()),
+        watcher::Config::default().any_semantic(),
+    )
+    .default_backoff()
+    .reflect(writer)
+    .applied_objects()
+    .predicate_filter(triggers::reconcile_relevant, PredicateConfig::default());
+    Controller::for_stream(services, reader)
+}
+
+/// Runs `controller` until `stop` (then lets the running reconciles finish, within
+/// [`SHUTDOWN_GRACE`]), keeping the managed and not-ready gauges current.
+async fn run_until_stopped(
+    controller: Controller<TrustyAIService>,
+    context: Arc<Context>,
+    store: reflector::Store<TrustyAIService>,
+    stop: &CancellationToken,
+) -> Result<(), ControllerError> {
     let metrics = context.config.metrics.clone();
     let reader = store.clone();
     let run = controller
@@ -155,7 +193,7 @@ pub async fn run_controller(
         });
     tokio::select! {
         () = run => {}
-        () = shutdown_deadline(&stop, &reader) => {
+        () = shutdown_deadline(stop, &reader) => {
             tracing::warn!("the controller did not finish its reconciles in time; stopping anyway");
         }
     }
