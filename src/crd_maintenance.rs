@@ -36,19 +36,66 @@ pub fn crd_without_conversion() -> Result<CustomResourceDefinition, CrdMaintenan
     Ok(crd)
 }
 
+/// The annotation `kubectl apply` keeps its last manifest in.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// The JSON patch removing [`LAST_APPLIED`] from `crd`, guarded by its resourceVersion; `None`
+/// when it has none.
+fn last_applied_removal(crd: &CustomResourceDefinition) -> Option<serde_json::Value> {
+    crd.metadata.annotations.as_ref()?.get(LAST_APPLIED)?;
+    let rv = crd.metadata.resource_version.as_deref()?;
+    Some(serde_json::json!([
+        {"op": "test", "path": "/metadata/resourceVersion", "value": rv},
+        {"op": "remove", "path": "/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration"}
+    ]))
+}
+
+/// Drops the annotation a `kubectl apply` of another operator's CRD (the Go operator's
+/// manifests) left: a later `kubectl apply` of those manifests would compute its patch against
+/// it and point conversion back at the other operator. A failure is only logged: the CRD is
+/// applied, and the next start tries again.
+async fn forget_last_applied(api: &Api<CustomResourceDefinition>, crd: &CustomResourceDefinition) {
+    let Some(patch) = last_applied_removal(crd) else {
+        return;
+    };
+    let patch: Patch<()> = match serde_json::from_value(patch) {
+        Ok(operations) => Patch::Json(operations),
+        Err(error) => {
+            tracing::warn!(%error, "could not build the patch removing {LAST_APPLIED}");
+            return;
+        }
+    };
+    match api
+        .patch(
+            CRD_NAME,
+            &PatchParams {
+                field_manager: Some(FIELD_MANAGER.to_owned()),
+                ..PatchParams::default()
+            },
+            &patch,
+        )
+        .await
+    {
+        Ok(_) => tracing::info!("removed {LAST_APPLIED} from CRD {CRD_NAME}"),
+        Err(error) => tracing::warn!(%error, "could not remove {LAST_APPLIED} from CRD {CRD_NAME}"),
+    }
+}
+
 /// Applies the CRD (server-side apply, forced: it takes the fields over from Helm or kubectl)
 /// and waits until it is Established.
 #[tracing::instrument(skip(client))]
 pub async fn apply_crd(client: &Client) -> Result<(), CrdMaintenanceError> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd = crd_without_conversion()?;
-    api.patch(
-        CRD_NAME,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .map_err(CrdMaintenanceError::Apply)?;
+    let applied = api
+        .patch(
+            CRD_NAME,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .map_err(CrdMaintenanceError::Apply)?;
+    forget_last_applied(&api, &applied).await;
     let timeout = Duration::from_secs(30);
     tokio::time::timeout(
         timeout,
@@ -59,4 +106,23 @@ pub async fn apply_crd(client: &Client) -> Result<(), CrdMaintenanceError> {
     .map_err(CrdMaintenanceError::Wait)?;
     tracing::info!("CRD {CRD_NAME} applied and Established");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_crd_with_the_kubectl_annotation_is_patched() {
+        let mut crd = crd_without_conversion().expect("the CRD");
+        crd.metadata.resource_version = Some("7".to_owned());
+        assert!(last_applied_removal(&crd).is_none());
+        crd.metadata.annotations = Some([(LAST_APPLIED.to_owned(), "{}".to_owned())].into());
+        let patch = last_applied_removal(&crd).expect("a patch");
+        assert_eq!(patch[0]["value"], "7");
+        assert_eq!(
+            patch[1]["path"],
+            "/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration"
+        );
+    }
 }

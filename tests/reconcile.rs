@@ -2329,8 +2329,36 @@ async fn objects_stored_without_validation_keep_working_and_say_what_to_fix() {
     })
     .await;
 
-    // Ours takes over: its CRD maintenance restores the rules, the webhooks are registered.
+    // As `kubectl apply` of the Go operator's manifests leaves it.
+    let (ok, out, err) = env.cp.kubectl(
+        &[
+            "annotate",
+            "crd",
+            "trustyaiservices.trustyai.opendatahub.io",
+            "--overwrite",
+            "kubectl.kubernetes.io/last-applied-configuration={}",
+        ],
+        None,
+    );
+    assert!(ok, "{out}{err}");
+
+    // Ours takes over: its CRD maintenance restores the rules (and drops what a later
+    // `kubectl apply` of the Go manifests would patch against), the webhooks are registered.
     let _log = env.restart_operator();
+    let crds = Api::<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    >::all(env.client.clone());
+    env.wait("the kubectl annotation gone from the CRD", || async {
+        let crd = crds
+            .get("trustyaiservices.trustyai.opendatahub.io")
+            .await
+            .ok()?;
+        (!crd
+            .annotations()
+            .contains_key("kubectl.kubernetes.io/last-applied-configuration"))
+        .then_some(())
+    })
+    .await;
     env.wait("a condition naming the field to fix", || async {
         let object = services.get("legacy").await.ok()?;
         let provisioning = condition(&object, "ProvisioningSucceeded")?;
