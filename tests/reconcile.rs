@@ -585,6 +585,20 @@ async fn pvc_mode_creates_every_child_and_becomes_ready() {
     ] {
         assert!(note.contains(child), "{child} not in {note:?}");
     }
+    // Binding the claim (the binder writes its volume name and status) is not a change of ours:
+    // no second write of the claim.
+    let events = env
+        .api::<Event>(&ns)
+        .list(&ListParams::default())
+        .await
+        .expect("events");
+    let claim_updates: Vec<_> = events
+        .items
+        .iter()
+        .filter_map(|e| e.note.as_deref())
+        .filter(|note| note.contains("Updated: ") && note.contains("PVC tas-pvc"))
+        .collect();
+    assert!(claim_updates.is_empty(), "{claim_updates:?}");
 }
 
 #[tokio::test]
