@@ -154,6 +154,8 @@ fn trustyai_services(client: &Client) -> Controller<TrustyAIService> {
         watcher::Config::default().any_semantic(),
     )
     .default_backoff()
+    // Nothing reads them, and they are much of what a stored object weighs.
+    .modify(|service| service.metadata.managed_fields = None)
     .reflect(writer)
     .applied_objects()
     .predicate_filter(triggers::reconcile_relevant, PredicateConfig::default());
