@@ -64,7 +64,32 @@ impl Projection {
                 insert_at(&mut out, pointer, value.clone());
             }
         }
+        trim_conditions(&mut out);
         Some(Arc::new(out))
+    }
+}
+
+/// Keeps only `type` and `status` of every condition below `value`: all the reconciler reads
+/// of them, while their messages and timestamps are most of what a status weighs.
+fn trim_conditions(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map.iter_mut() {
+                if key == "conditions"
+                    && let Value::Array(conditions) = child
+                {
+                    for condition in conditions.iter_mut() {
+                        if let Value::Object(fields) = condition {
+                            fields.retain(|k, _| k == "type" || k == "status");
+                        }
+                    }
+                } else {
+                    trim_conditions(child);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(trim_conditions),
+        _ => {}
     }
 }
 
@@ -336,6 +361,18 @@ mod tests {
             bare.entry_for(&object.metadata, Some(&value), None)
                 .fields
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn conditions_keep_only_type_and_status() {
+        let projection = Projection(&["/status"]);
+        let route = json!({"status": {"ingress": [{"host": "h", "conditions": [
+            {"type": "Admitted", "status": "True", "lastTransitionTime": "t", "message": "long"}]}]}});
+        assert_eq!(
+            projection.project(&route).as_deref(),
+            Some(&json!({"status": {"ingress": [{"host": "h",
+                "conditions": [{"type": "Admitted", "status": "True"}]}]}}))
         );
     }
 
