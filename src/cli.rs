@@ -89,15 +89,11 @@ pub struct MigrateStorageArgs {
     pub kubeconfig: Option<PathBuf>,
 }
 
-/// Options of `uninstall`: the names the operator ran with (its defaults unless changed).
+/// The names of what the operator keeps in the cluster: where `run` creates them and what
+/// `uninstall` removes.
 #[derive(Debug, Args)]
-pub struct UninstallArgs {
-    /// Path of a kubeconfig file; without it `KUBECONFIG`, `~/.kube/config` or the in-cluster
-    /// config is used.
-    #[arg(long, env = "KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-
-    /// Namespace the operator ran in.
+pub struct OperatorNames {
+    /// Namespace the operator runs in: its certificate Secret, Lease and ConfigMap live there.
     #[arg(
         long,
         env = "POD_NAMESPACE",
@@ -105,30 +101,44 @@ pub struct UninstallArgs {
     )]
     pub namespace: String,
 
-    /// The operator's certificate Secret (self-signed mode).
+    /// Secret holding the operator's CA and serving certificate (self-signed mode).
     #[arg(long, default_value = "trustyai-operator-webhook-tls")]
     pub cert_secret: String,
 
-    /// The Secret of the operands' CA.
+    /// Secret in the operator namespace holding the CA of the operands' serving certificates
+    /// (issued where no OpenShift service-ca operator does it).
     #[arg(long, default_value = "trustyai-operator-operand-ca")]
     pub operand_ca_secret: String,
 
-    /// The leader Lease.
+    /// Name of the leader Lease in the operator namespace.
     #[arg(long, default_value = "trustyai-operator-leader")]
     pub lease_name: String,
+
+    /// Name of the ValidatingWebhookConfiguration whose caBundle the operator maintains.
+    #[arg(long, default_value = "trustyai-operator-validating")]
+    pub validating_webhook_configuration: String,
+
+    /// Name of the MutatingWebhookConfiguration whose caBundle the operator maintains.
+    #[arg(long, default_value = "trustyai-operator-mutating")]
+    pub mutating_webhook_configuration: String,
+}
+
+/// Options of `uninstall`.
+#[derive(Debug, Args)]
+pub struct UninstallArgs {
+    /// Path of a kubeconfig file; without it `KUBECONFIG`, `~/.kube/config` or the in-cluster
+    /// config is used.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// The names the operator ran with (its defaults unless changed).
+    #[command(flatten)]
+    pub names: OperatorNames,
 
     /// Also delete the webhook registrations (when the operator created them with
     /// --create-webhook-configurations; a Helm release removes its own).
     #[arg(long)]
     pub webhook_configurations: bool,
-
-    /// The ValidatingWebhookConfiguration.
-    #[arg(long, default_value = "trustyai-operator-validating")]
-    pub validating_webhook_configuration: String,
-
-    /// The MutatingWebhookConfiguration.
-    #[arg(long, default_value = "trustyai-operator-mutating")]
-    pub mutating_webhook_configuration: String,
 }
 
 /// Logging options, shared by every subcommand.
@@ -210,13 +220,9 @@ impl WebhookLimitArgs {
 /// Options of `run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Namespace the operator runs in: its certificate Secret, Lease and ConfigMap live there.
-    #[arg(
-        long,
-        env = "POD_NAMESPACE",
-        default_value = "trustyai-operator-system"
-    )]
-    pub namespace: String,
+    /// The names of what the operator keeps in the cluster.
+    #[command(flatten)]
+    pub names: OperatorNames,
 
     /// Path of a kubeconfig file; without it `KUBECONFIG`, `~/.kube/config` or the in-cluster
     /// config is used.
@@ -265,10 +271,6 @@ pub struct RunArgs {
     #[arg(long, env = "CERT_MODE", default_value = "self-signed")]
     pub cert_mode: trustyai_certs::CertMode,
 
-    /// Secret holding the operator's CA and serving certificate (self-signed mode).
-    #[arg(long, default_value = "trustyai-operator-webhook-tls")]
-    pub cert_secret: String,
-
     /// Folder with tls.crt, tls.key and (optionally) ca.crt (files, cert-manager and openshift modes).
     #[arg(long, default_value = "/etc/trustyai-operator/tls")]
     pub cert_dir: PathBuf,
@@ -277,14 +279,6 @@ pub struct RunArgs {
     /// cert-manager's cainjector).
     #[arg(long)]
     pub inject_ca_bundle: bool,
-
-    /// Name of the ValidatingWebhookConfiguration whose caBundle the operator maintains.
-    #[arg(long, default_value = "trustyai-operator-validating")]
-    pub validating_webhook_configuration: String,
-
-    /// Name of the MutatingWebhookConfiguration whose caBundle the operator maintains.
-    #[arg(long, default_value = "trustyai-operator-mutating")]
-    pub mutating_webhook_configuration: String,
 
     /// Apply the ValidatingWebhookConfiguration and MutatingWebhookConfiguration at start (local
     /// mode; the Helm chart renders them otherwise).
@@ -327,10 +321,6 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_leader_election: bool,
 
-    /// Name of the leader Lease in the operator namespace.
-    #[arg(long, default_value = "trustyai-operator-leader")]
-    pub lease_name: String,
-
     /// How long the lease is valid after its last renewal; a standby takes over after this when
     /// the leader stops renewing without releasing.
     #[arg(long, default_value = "15s", value_parser = humantime_duration)]
@@ -357,11 +347,6 @@ pub struct RunArgs {
     /// ServiceAccount is bound to; a Helm release may name it differently.
     #[arg(long, default_value = "trustyai-service-operator-proxy-role")]
     pub proxy_cluster_role: String,
-
-    /// Secret in the operator namespace holding the CA of the operands' serving certificates
-    /// (issued where no OpenShift service-ca operator does it).
-    #[arg(long, default_value = "trustyai-operator-operand-ca")]
-    pub operand_ca_secret: String,
 
     /// Lifetime of the operands' serving certificates (renewed when a third of it is left).
     #[arg(long, default_value = "90d", value_parser = humantime_duration)]

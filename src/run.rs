@@ -90,7 +90,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
 
     // TLS material first: nothing can be served without it.
     let local = args.local_webhook_address.is_some();
-    let names = ServiceNames::new(&args.service_name, &args.namespace).with_local(local);
+    let names = ServiceNames::new(&args.service_name, &args.names.namespace).with_local(local);
     let material_rx = start_certificates(&client, &args, &names, &stop, &mut tasks).await?;
     let serving = Arc::new(ServingCertificate::new());
     load_material(&serving, &material_rx.borrow(), &readiness, &metrics);
@@ -172,8 +172,8 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     if args.create_webhook_configurations {
         crate::webhook_configurations::apply(
             &client,
-            &args.validating_webhook_configuration,
-            &args.mutating_webhook_configuration,
+            &args.names.validating_webhook_configuration,
+            &args.names.mutating_webhook_configuration,
             &registration_endpoint(&args),
             args.webhook_timeout_seconds,
         )
@@ -215,10 +215,11 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     // until the caBundle is published; only with CRD maintenance (who manages the CRD runs
     // `migrate-storage`).
     {
-        let mut config = crate::controller::ControllerConfig::new(&args.namespace).with_image_env();
+        let mut config =
+            crate::controller::ControllerConfig::new(&args.names.namespace).with_image_env();
         config.proxy_cluster_role = args.proxy_cluster_role.clone();
         config.allowed_image_prefixes = args.allowed_image_prefixes.clone();
-        config.operand_ca_secret = args.operand_ca_secret.clone();
+        config.operand_ca_secret = args.names.operand_ca_secret.clone();
         config.operand_cert_lifetime = args.operand_cert_lifetime;
         config.cleanup_timeout = args.cleanup_timeout;
         config.pvc_pending_grace = args.pvc_pending_grace;
@@ -239,8 +240,8 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             });
         } else {
             let config = crate::leader::LeaderConfig {
-                lease_name: args.lease_name.clone(),
-                namespace: args.namespace.clone(),
+                lease_name: args.names.lease_name.clone(),
+                namespace: args.names.namespace.clone(),
                 identity: leader_identity(),
                 lease_duration: args.lease_duration,
                 renew_deadline: args.renew_deadline,
@@ -368,8 +369,8 @@ async fn start_certificates(
         CertMode::SelfSigned => {
             let ensured = trustyai_certs::ensure_secret(
                 client,
-                &args.namespace,
-                &args.cert_secret,
+                &args.names.namespace,
+                &args.names.cert_secret,
                 names,
                 &lifetimes,
             )
@@ -384,8 +385,8 @@ async fn start_certificates(
             let (tx, rx) = watch::channel(ensured.material);
             let (client, ns, name, names, stop) = (
                 client.clone(),
-                args.namespace.clone(),
-                args.cert_secret.clone(),
+                args.names.namespace.clone(),
+                args.names.cert_secret.clone(),
                 names.clone(),
                 stop.clone(),
             );
@@ -451,7 +452,7 @@ fn registration_endpoint(args: &RunArgs) -> crate::webhook_configurations::Endpo
         ),
         None => crate::webhook_configurations::Endpoint::Service {
             name: args.service_name.clone(),
-            namespace: args.namespace.clone(),
+            namespace: args.names.namespace.clone(),
             port: args.service_port,
         },
     }
@@ -467,15 +468,15 @@ fn publish_targets(args: &RunArgs) -> trustyai_certs::publish::PublishTargets {
         },
         None => trustyai_certs::publish::WebhookEndpoint::Service {
             name: args.service_name.clone(),
-            namespace: args.namespace.clone(),
+            namespace: args.names.namespace.clone(),
             port: args.service_port,
         },
     };
     trustyai_certs::publish::PublishTargets {
         crd_name: Some(trustyai_crds::contract::CRD_NAME.to_string()),
         conversion_path: trustyai_webhooks::routes::CONVERT.to_string(),
-        validating_webhook_configuration: Some(args.validating_webhook_configuration.clone()),
-        mutating_webhook_configuration: Some(args.mutating_webhook_configuration.clone()),
+        validating_webhook_configuration: Some(args.names.validating_webhook_configuration.clone()),
+        mutating_webhook_configuration: Some(args.names.mutating_webhook_configuration.clone()),
         endpoint: client_config,
     }
 }

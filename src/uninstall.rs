@@ -81,7 +81,7 @@ pub async fn run_cli(args: &UninstallArgs) -> ExitCode {
 /// Releases every TrustyAIService and deletes what the operator left.
 pub async fn uninstall(client: Client, args: &UninstallArgs) -> Result<Report, ReconcileError> {
     let apis = discovery::discover(&client, OptionalApis::default()).await;
-    let ctx = context(client.clone(), &args.namespace, apis);
+    let ctx = context(client.clone(), &args.names.namespace, apis);
     let mut report = Report::default();
     // First: with the operator gone, registrations of its webhooks (failurePolicy Fail) would
     // refuse the very patches that release the TrustyAIServices.
@@ -134,7 +134,7 @@ async fn delete_leftovers(
     apis: OptionalApis,
     report: &mut Report,
 ) -> Result<(), ReconcileError> {
-    let ns = args.namespace.as_str();
+    let ns = args.names.namespace.as_str();
     // Every binding made for a TrustyAIService, including those of objects already gone.
     let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
     let labelled = bindings
@@ -162,11 +162,11 @@ async fn delete_leftovers(
         .await?;
     }
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    for name in [&args.cert_secret, &args.operand_ca_secret] {
+    for name in [&args.names.cert_secret, &args.names.operand_ca_secret] {
         delete_found(&secrets, "Secret", ns, name, report).await?;
     }
     let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
-    delete_found(&leases, "Lease", ns, &args.lease_name, report).await?;
+    delete_found(&leases, "Lease", ns, &args.names.lease_name, report).await?;
     Ok(())
 }
 
@@ -180,7 +180,7 @@ async fn delete_registrations(
         &validating,
         "ValidatingWebhookConfiguration",
         "",
-        &args.validating_webhook_configuration,
+        &args.names.validating_webhook_configuration,
         report,
     )
     .await?;
@@ -189,7 +189,7 @@ async fn delete_registrations(
         &mutating,
         "MutatingWebhookConfiguration",
         "",
-        &args.mutating_webhook_configuration,
+        &args.names.mutating_webhook_configuration,
         report,
     )
     .await
