@@ -7,8 +7,9 @@
 //!   same format on stdout.
 //! - A document is a TrustyAIService when its `kind` is `TrustyAIService` and its `apiVersion`
 //!   is in the `trustyai.opendatahub.io` group (or missing, which is then reported). The items
-//!   of a `v1` `List` (what `kubectl get -o yaml` prints) are converted the same way. Every other
-//!   document passes through.
+//!   of a list are converted the same way, read as `validate` reads them ([`super::lists`]): a
+//!   `List` (what `kubectl get -o yaml` prints) or a `TrustyAIServiceList`, which takes the
+//!   target version too. Every other document passes through.
 //! - YAML documents that do not change (other kinds, objects already in the target version) are
 //!   copied byte for byte, comments included; a converted document is rendered again, keeping
 //!   its key order and the comment lines that precede it. When the stream has YAML features this
@@ -29,6 +30,7 @@ use trustyai_crds::contract::{DEPRECATED_VERSION, GROUP, KIND, STORAGE_VERSION};
 use trustyai_crds::conversion::{ConversionError, convert_object};
 use trustyai_crds::manifests::{ManifestError, TextFormat, parse_documents, render_documents};
 
+use super::lists::{ItemDefaults, list_items};
 use crate::cli::ConvertArgs;
 
 /// One TrustyAIService that could not be converted.
@@ -147,13 +149,6 @@ fn is_ours(value: &Value) -> bool {
         }
 }
 
-/// Whether `value` is a `v1` `List` (as `kubectl get -o yaml` prints).
-fn is_list(value: &Value) -> bool {
-    value.get("apiVersion").and_then(Value::as_str) == Some("v1")
-        && value.get("kind").and_then(Value::as_str) == Some("List")
-        && value.get("items").is_some_and(Value::is_array)
-}
-
 /// One document converted (or returned as it is), recording failures.
 fn convert_document(
     document: &Value,
@@ -175,17 +170,23 @@ fn convert_document(
             object.clone()
         })
     };
-    if is_list(document) {
-        let mut out = document.clone();
-        if let Some(Value::Array(items)) = out.get_mut("items") {
-            for (i, item) in items.iter_mut().enumerate() {
-                *item = convert(item, Some(i + 1));
-            }
-        }
-        out
-    } else {
-        convert(document, None)
+    if list_items(document).is_none() {
+        return convert(document, None);
     }
+    let defaults = ItemDefaults::of(document);
+    let mut out = document.clone();
+    let typed = out.get("kind").and_then(Value::as_str) == Some(&format!("{KIND}List"));
+    if let Some(Value::Array(items)) = out.get_mut("items") {
+        for (i, item) in items.iter_mut().enumerate() {
+            defaults.fill(item);
+            *item = convert(item, Some(i + 1));
+        }
+    }
+    // A TrustyAIServiceList is of the version its items are now.
+    if typed && let Some(map) = out.as_object_mut() {
+        map.insert("apiVersion".to_owned(), Value::from(target));
+    }
+    out
 }
 
 fn name_of(object: &Value) -> Option<String> {
@@ -455,6 +456,16 @@ data:
         let out: Value = serde_json::from_str(&ok(&text, "v1")).expect("JSON");
         assert_eq!(out["items"][0]["apiVersion"], "trustyai.opendatahub.io/v1");
         assert_eq!(out["items"][1]["apiVersion"], "v1");
+    }
+
+    #[test]
+    fn a_typed_list_and_its_items_are_converted() {
+        let text = r#"{"apiVersion": "trustyai.opendatahub.io/v1alpha1", "kind": "TrustyAIServiceList",
+            "items": [{"metadata": {"name": "x"}, "spec": {"storage": {"format": "PVC"}}}]}"#;
+        let out: Value = serde_json::from_str(&ok(text, "v1")).expect("JSON");
+        assert_eq!(out["apiVersion"], "trustyai.opendatahub.io/v1");
+        assert_eq!(out["items"][0]["apiVersion"], "trustyai.opendatahub.io/v1");
+        assert_eq!(out["items"][0]["kind"], "TrustyAIService");
     }
 
     #[test]

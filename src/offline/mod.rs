@@ -2,4 +2,5 @@
 //! manifest files, for CI pipelines and GitOps repositories.
 
 pub mod convert;
+pub mod lists;
 pub mod validate;

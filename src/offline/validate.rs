@@ -29,6 +29,8 @@ use trustyai_crds::defaults::{Operation, defaulted};
 use trustyai_crds::manifests::{ManifestError, TextFormat, parse_documents, render_documents};
 use trustyai_crds::validation::{FieldError, Rule, ValidationContext, Verdict, validate};
 
+use super::lists::{ItemDefaults, list_items};
+
 use crate::cli::ValidateArgs;
 
 /// Exit status when every TrustyAIService is valid.
@@ -290,39 +292,17 @@ fn expand(documents: Vec<Value>) -> Vec<(Location, Value)> {
             document: i + 1,
             item,
         };
-        let Some(items) = list_items(&document) else {
+        let Some(items) = list_items(&document).cloned() else {
             out.push((at(None), document));
             continue;
         };
-        // A typed list read from the API (`TrustyAIServiceList`) may omit its items' kind and
-        // apiVersion; they are the list's.
-        let item_kind = str_at(&document, "kind")
-            .and_then(|k| k.strip_suffix("List"))
-            .filter(|k| !k.is_empty())
-            .map(str::to_owned);
-        let api_version = str_at(&document, "apiVersion").map(str::to_owned);
+        let defaults = ItemDefaults::of(&document);
         for (j, mut item) in items.into_iter().enumerate() {
-            if let (Some(kind), Some(map)) = (&item_kind, item.as_object_mut()) {
-                map.entry("kind")
-                    .or_insert_with(|| Value::from(kind.clone()));
-                if let Some(api_version) = &api_version {
-                    map.entry("apiVersion")
-                        .or_insert_with(|| Value::from(api_version.clone()));
-                }
-            }
+            defaults.fill(&mut item);
             out.push((at(Some(j + 1)), item));
         }
     }
     out
-}
-
-/// The items of a `kind: List` (or `<Kind>List`) document.
-fn list_items(document: &Value) -> Option<Vec<Value>> {
-    let kind = str_at(document, "kind")?;
-    if !kind.ends_with("List") {
-        return None;
-    }
-    document.get("items")?.as_array().cloned()
 }
 
 fn str_at<'a>(value: &'a Value, key: &str) -> Option<&'a str> {

@@ -1,0 +1,87 @@
+//! Lists in manifest files, read the same way by `validate` and `convert`: any `kind: List`
+//! (what `kubectl get -o yaml` prints) or `<Kind>List` (a typed list read from the API, e.g.
+//! `TrustyAIServiceList`, whose items may omit the kind and apiVersion they share with it).
+
+use serde_json::Value;
+
+/// The items of a list document; `None` when `document` is not a list.
+pub fn list_items(document: &Value) -> Option<&Vec<Value>> {
+    let kind = document.get("kind")?.as_str()?;
+    if !kind.ends_with("List") {
+        return None;
+    }
+    document.get("items")?.as_array()
+}
+
+/// What the items of a typed list take from it when they omit it.
+#[derive(Debug, Clone, Default)]
+pub struct ItemDefaults {
+    kind: Option<String>,
+    api_version: Option<String>,
+}
+
+impl ItemDefaults {
+    /// From the list `document`: `TrustyAIServiceList` gives its items `kind: TrustyAIService`
+    /// and its apiVersion; a plain `List` gives nothing (its items name their own).
+    pub fn of(document: &Value) -> Self {
+        let kind = document
+            .get("kind")
+            .and_then(Value::as_str)
+            .and_then(|k| k.strip_suffix("List"))
+            .filter(|k| !k.is_empty())
+            .map(str::to_owned);
+        let api_version = kind
+            .as_ref()
+            .and(document.get("apiVersion"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        Self { kind, api_version }
+    }
+
+    /// Fills in what `item` omits.
+    pub fn fill(&self, item: &mut Value) {
+        let Some(map) = item.as_object_mut() else {
+            return;
+        };
+        if let Some(kind) = &self.kind {
+            map.entry("kind")
+                .or_insert_with(|| Value::from(kind.clone()));
+        }
+        if let Some(api_version) = &self.api_version {
+            map.entry("apiVersion")
+                .or_insert_with(|| Value::from(api_version.clone()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn plain_and_typed_lists_are_lists() {
+        assert_eq!(
+            list_items(&json!({"apiVersion": "v1", "kind": "List", "items": [{}]})).map(Vec::len),
+            Some(1)
+        );
+        assert!(
+            list_items(&json!({"apiVersion": "trustyai.opendatahub.io/v1alpha1",
+                "kind": "TrustyAIServiceList", "items": []}))
+            .is_some()
+        );
+        assert!(list_items(&json!({"kind": "TrustyAIService", "items": []})).is_none());
+    }
+
+    #[test]
+    fn typed_list_items_take_the_lists_kind_and_version() {
+        let list = json!({"apiVersion": "trustyai.opendatahub.io/v1alpha1", "kind": "TrustyAIServiceList"});
+        let mut item = json!({"metadata": {"name": "a"}});
+        ItemDefaults::of(&list).fill(&mut item);
+        assert_eq!(item["kind"], "TrustyAIService");
+        assert_eq!(item["apiVersion"], "trustyai.opendatahub.io/v1alpha1");
+        let mut own = json!({"apiVersion": "v1", "kind": "ConfigMap"});
+        ItemDefaults::of(&json!({"apiVersion": "v1", "kind": "List"})).fill(&mut own);
+        assert_eq!(own, json!({"apiVersion": "v1", "kind": "ConfigMap"}));
+    }
+}
