@@ -156,11 +156,14 @@ impl Child<'_> {
             .watch
             .mapping
             .owner(&applied.object.metadata);
-        let entry = self.cache().entry_for(
-            &applied.object.metadata,
-            serde_json::to_value(&applied.object).ok().as_ref(),
-            owner,
-        );
+        let whole = if self.declaration.watch.projection.needs_objects() {
+            serde_json::to_value(&applied.object).ok()
+        } else {
+            None
+        };
+        let entry = self
+            .cache()
+            .entry_for(&applied.object.metadata, whole.as_ref(), owner);
         if self.cache().listed() {
             self.cache()
                 .applied(self.namespace.as_deref(), &self.name, entry);
@@ -182,7 +185,12 @@ impl Child<'_> {
         let label = self.declaration.label;
         match cached {
             Cached::Present(_) => {
-                if let Some(entry) = self.cache().entry(self.namespace.as_deref(), &self.name) {
+                let projected = self.declaration.watch.projection.needs_objects();
+                // An entry without the fields the kind's checks read is read instead: an
+                // empty projection would look like a selector or roleRef that differs.
+                if let Some(entry) = self.cache().entry(self.namespace.as_deref(), &self.name)
+                    && (entry.fields.is_some() || !projected)
+                {
                     return Ok(Some(Live {
                         owner: entry.owner,
                         resource_version: entry.resource_version,
