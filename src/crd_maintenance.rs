@@ -8,7 +8,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::wait::{await_condition, conditions};
+use kube::runtime::wait::{Condition, await_condition, conditions};
 use std::time::Duration;
 
 use trustyai_crds::contract::CRD_NAME;
@@ -96,6 +96,11 @@ pub async fn apply_crd(client: &Client) -> Result<(), CrdMaintenanceError> {
         .await
         .map_err(CrdMaintenanceError::Apply)?;
     forget_last_applied(&api, &applied).await;
+    // Already served (the usual restart): no watch needed to see it.
+    if conditions::is_crd_established().matches_object(Some(&applied)) {
+        tracing::info!("CRD {CRD_NAME} applied and Established");
+        return Ok(());
+    }
     let timeout = Duration::from_secs(30);
     tokio::time::timeout(
         timeout,
