@@ -29,7 +29,7 @@ use crate::controller::apply::update_params;
 use crate::controller::children::{Children, delete_ignoring_absent};
 use crate::controller::context::{Context, ControllerConfig};
 use crate::controller::discovery::{self, OptionalApis};
-use crate::controller::error::{ReconcileError, is_not_found};
+use crate::controller::error::ReconcileError;
 use crate::controller::finalizer;
 use crate::controller::reconciler::undo;
 use crate::controller::resources::service_monitor;
@@ -142,9 +142,14 @@ async fn delete_leftovers(
         .await
         .map_err(ReconcileError::kube("listing", "ClusterRoleBinding", "all"))?;
     for binding in labelled.items {
-        let name = binding.name_any();
-        delete_ignoring_absent(&bindings, "ClusterRoleBinding", &name).await?;
-        report.deleted.push(format!("ClusterRoleBinding {name}"));
+        delete_found(
+            &bindings,
+            "ClusterRoleBinding",
+            "",
+            &binding.name_any(),
+            report,
+        )
+        .await?;
     }
     if apis.service_monitors {
         let monitors = Api::<DynamicObject>::namespaced_with(
@@ -206,16 +211,12 @@ async fn delete_found<K>(
 where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
 {
-    match api.delete(name, &Default::default()).await {
-        Ok(_) => {
-            report.deleted.push(if namespace.is_empty() {
-                format!("{kind} {name}")
-            } else {
-                format!("{kind} {namespace}/{name}")
-            });
-            Ok(())
-        }
-        Err(e) if is_not_found(&e) => Ok(()),
-        Err(e) => Err(ReconcileError::kube("deleting", kind, name)(e)),
+    if delete_ignoring_absent(api, kind, name).await? {
+        report.deleted.push(if namespace.is_empty() {
+            format!("{kind} {name}")
+        } else {
+            format!("{kind} {namespace}/{name}")
+        });
     }
+    Ok(())
 }

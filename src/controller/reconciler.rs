@@ -761,18 +761,9 @@ async fn delete_claim(ctx: &Context, service: &TrustyAIService) -> Result<(), Re
     let name = names::pvc(&service.name_any());
     let api: Api<PersistentVolumeClaim> =
         Api::namespaced(ctx.client.clone(), &service.namespace().unwrap_or_default());
-    let found = api
-        .get_metadata_opt(&name)
-        .await
-        .map_err(ReconcileError::kube(
-            "reading",
-            "PersistentVolumeClaim",
-            &name,
-        ))?;
-    if found.is_none() {
+    if !delete_ignoring_absent(&api, "PersistentVolumeClaim", &name).await? {
         return Ok(());
     }
-    delete_ignoring_absent(&api, "PersistentVolumeClaim", &name).await?;
     ctx.events
         .normal(
             service,

@@ -455,18 +455,18 @@ pub async fn secret_exists(
         .map_err(ReconcileError::kube("reading", "Secret", name))
 }
 
-/// Deletes `name`; absent is fine.
+/// Deletes `name`; absent is fine. Returns whether it existed.
 pub async fn delete_ignoring_absent<K>(
     api: &Api<K>,
     kind: &'static str,
     name: &str,
-) -> Result<(), ReconcileError>
+) -> Result<bool, ReconcileError>
 where
     K: Resource + Clone + std::fmt::Debug + DeserializeOwned,
 {
     match api.delete(name, &DeleteParams::background()).await {
-        Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
+        Ok(_) => Ok(true),
+        Err(e) if is_not_found(&e) => Ok(false),
         Err(e) => Err(ReconcileError::kube("deleting", kind, name)(e)),
     }
 }
