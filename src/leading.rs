@@ -12,6 +12,24 @@ use tokio_util::sync::CancellationToken;
 use crate::controller::ControllerConfig;
 use crate::metrics::Metrics;
 
+/// Why the leader's work ended while the process was meant to keep running.
+#[derive(Debug, thiserror::Error)]
+pub enum LeadingError {
+    /// The election task dropped its side of the channel: nobody can tell this replica whether
+    /// it leads any more.
+    #[error("leader election stopped")]
+    ElectionStopped,
+    /// The reconcile loop returned although neither a shutdown nor a lost lease stopped it.
+    #[error("the reconcile loop ended unexpectedly")]
+    ControllerEnded,
+    /// The reconcile loop failed.
+    #[error("the reconcile loop failed")]
+    Controller(#[source] crate::controller::ControllerError),
+    /// The reconcile loop's task panicked.
+    #[error("the reconcile loop panicked")]
+    ControllerPanicked(#[source] tokio::task::JoinError),
+}
+
 /// The leader's work.
 #[derive(Clone)]
 pub struct Duties {
@@ -30,12 +48,12 @@ pub async fn lead(
     stop: CancellationToken,
     release: CancellationToken,
     metrics: Arc<Metrics>,
-) -> Result<(), String> {
+) -> Result<(), LeadingError> {
     let result = loop {
         tokio::select! {
             _ = stop.cancelled() => break Ok(()),
             changed = leading.wait_for(|l| *l) => if changed.is_err() {
-                break Err("leader election stopped".to_string());
+                break Err(LeadingError::ElectionStopped);
             },
         }
         tracing::info!("leading: starting the reconcile loop");
@@ -82,11 +100,9 @@ pub async fn lead(
                 tracing::warn!("lost the lease: the reconcile loop stopped");
             }
             End::Ended(Ok(Ok(()))) if stop.is_cancelled() => break Ok(()),
-            End::Ended(Ok(Ok(()))) => {
-                break Err("the reconcile loop ended unexpectedly".to_string());
-            }
-            End::Ended(Ok(Err(e))) => break Err(format!("the reconcile loop failed: {e}")),
-            End::Ended(Err(e)) => break Err(format!("the reconcile loop panicked: {e}")),
+            End::Ended(Ok(Ok(()))) => break Err(LeadingError::ControllerEnded),
+            End::Ended(Ok(Err(e))) => break Err(LeadingError::Controller(e)),
+            End::Ended(Err(e)) => break Err(LeadingError::ControllerPanicked(e)),
         }
     };
     release.cancel();

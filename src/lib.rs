@@ -9,6 +9,7 @@ pub mod telemetry;
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub mod controller;
 pub mod crd_maintenance;
+pub mod error_chain;
 pub mod go_flags;
 pub mod kube_client;
 pub mod leader;

@@ -2,6 +2,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use trustyai_operator::cli::{Cli, Command};
+use trustyai_operator::error_chain::Chain;
 use trustyai_operator::{VERSION, telemetry};
 
 fn main() -> ExitCode {
@@ -17,7 +18,7 @@ fn main() -> ExitCode {
     let go_flags = trustyai_operator::go_flags::translate(std::env::args_os());
     let cli = Cli::parse_from(go_flags.args);
     if let Err(e) = telemetry::init(&cli.log) {
-        eprintln!("error: {e}");
+        eprintln!("error: {}", Chain(&e));
         return ExitCode::from(2);
     }
     for notice in &go_flags.notices {
@@ -30,7 +31,7 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("error: {e}");
+                eprintln!("error: {}", Chain(&e));
                 ExitCode::FAILURE
             }
         },
@@ -74,8 +75,8 @@ fn main() -> ExitCode {
             match runtime.block_on(trustyai_operator::run::run(*args)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    tracing::error!(error = %e, "operator stopped");
-                    eprintln!("error: {e}");
+                    tracing::error!(error = &e as &dyn std::error::Error, "operator stopped");
+                    eprintln!("error: {}", Chain(&e));
                     ExitCode::FAILURE
                 }
             }

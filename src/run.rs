@@ -22,30 +22,106 @@ use trustyai_webhooks::{
 use crate::cli::RunArgs;
 use crate::{crd_maintenance, shutdown};
 
-/// Why the operator stopped with an error.
+/// Why the operator stopped with an error. Messages leave the cause to `source()`: show the
+/// whole chain with [`crate::error_chain::Chain`].
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error(transparent)]
     Client(#[from] crate::kube_client::ClientError),
-    #[error("binding {what} on {address}: {source}")]
+    #[error("binding {what} on {address}")]
     Bind {
         what: &'static str,
         address: std::net::SocketAddr,
         #[source]
         source: std::io::Error,
     },
-    #[error("certificates: {0}")]
-    Certificates(String),
+    #[error("preparing the certificate Secret")]
+    CertificateSecret(#[source] trustyai_certs::StoreError),
+    #[error("loading the mounted certificate files")]
+    CertificateFiles(#[source] trustyai_certs::FilesError),
     #[error("reading the webhook client CA")]
     ClientCa(#[source] std::io::Error),
-    #[error("CRD maintenance: {0}")]
+    #[error("CRD maintenance")]
     Crd(#[from] crd_maintenance::CrdMaintenanceError),
-    #[error("task {task} failed: {message}")]
-    Task { task: &'static str, message: String },
+    #[error("registering the webhooks")]
+    WebhookRegistration(#[source] kube::Error),
+    #[error("configuring leader election")]
+    LeaderElection(#[source] crate::leader::LeaderError),
+    #[error("task {task} failed")]
+    Task {
+        task: Task,
+        #[source]
+        source: TaskError,
+    },
 }
 
-/// A supervised task's result: its name and an error message, if it failed.
-type TaskResult = (&'static str, Result<(), String>);
+/// The supervised tasks of a running operator, by the name logs and errors give them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Task {
+    ProbeServer,
+    OpsServer,
+    CertificateLoader,
+    SecretCache,
+    WebhookServer,
+    CaBundlePublisher,
+    LeaderElection,
+    ReconcileLoop,
+    CertificateMaintenance,
+    CertificateFiles,
+    /// A task whose join failed, so which one it was is unknown.
+    Unknown,
+}
+
+impl Task {
+    /// The name in log lines (`task` field) and errors.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Task::ProbeServer => "probe server",
+            Task::OpsServer => "ops server",
+            Task::CertificateLoader => "certificate loader",
+            Task::SecretCache => "secret cache",
+            Task::WebhookServer => "webhook server",
+            Task::CaBundlePublisher => "caBundle publisher",
+            Task::LeaderElection => "leader election",
+            Task::ReconcileLoop => "reconcile loop",
+            Task::CertificateMaintenance => "certificate maintenance",
+            Task::CertificateFiles => "certificate files",
+            Task::Unknown => "a task",
+        }
+    }
+}
+
+impl std::fmt::Display for Task {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why a supervised task ended while the process was meant to keep running.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    #[error("the server failed")]
+    Server(#[source] trustyai_webhooks::ServerError),
+    #[error("the Secret watch failed")]
+    SecretCache(#[source] crate::secret_cache::SecretCacheError),
+    #[error("the election loop failed")]
+    Leader(#[source] crate::leader::LeaderError),
+    #[error("the leader's duties failed")]
+    Leading(#[source] crate::leading::LeadingError),
+    #[error("maintaining the certificate Secret failed")]
+    Certificates(#[source] trustyai_certs::StoreError),
+    /// What feeds the task (a channel or a watch) closed.
+    #[error("its input stopped")]
+    InputStopped,
+    /// The task returned although it runs until shutdown.
+    #[error("it ended unexpectedly")]
+    EndedUnexpectedly,
+    #[error("it panicked or was cancelled")]
+    Panicked(#[source] tokio::task::JoinError),
+}
+
+/// A supervised task's result: which task, and why it failed, if it did.
+type TaskResult = (Task, Result<(), TaskError>);
 
 /// Runs the operator until a shutdown signal (exit 0) or a task failure (error).
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
@@ -75,7 +151,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             let result =
                 trustyai_webhooks::serve_ops(probe_listener, ops_state, ops_stop.cancelled_owned())
                     .await;
-            ("probe server", result.map_err(|e| e.to_string()))
+            (Task::ProbeServer, result.map_err(TaskError::Server))
         });
     }
     {
@@ -84,7 +160,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             let result =
                 trustyai_webhooks::serve_ops(ops_listener, ops_state, ops_stop.cancelled_owned())
                     .await;
-            ("ops server", result.map_err(|e| e.to_string()))
+            (Task::OpsServer, result.map_err(TaskError::Server))
         });
     }
 
@@ -106,10 +182,10 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             loop {
                 tokio::select! {
                     biased;
-                    _ = stop.cancelled() => return ("certificate loader", Ok(())),
+                    _ = stop.cancelled() => return (Task::CertificateLoader, Ok(())),
                     changed = rx.changed() => {
                         if changed.is_err() {
-                            return ("certificate loader", Err("the certificate source stopped".into()));
+                            return (Task::CertificateLoader, Err(TaskError::InputStopped));
                         }
                         let material = rx.borrow_and_update().clone();
                         load_material(&serving, &material, &readiness, &metrics);
@@ -132,8 +208,8 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         let stop = stop.clone();
         tasks.spawn(async move {
             tokio::select! {
-                _ = stop.cancelled() => ("secret cache", Ok(())),
-                result = secret_reflector => ("secret cache", result.map_err(|e| e.to_string())),
+                _ = stop.cancelled() => (Task::SecretCache, Ok(())),
+                result = secret_reflector => (Task::SecretCache, result.map_err(TaskError::SecretCache)),
             }
         });
     }
@@ -161,7 +237,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             let result =
                 trustyai_webhooks::serve_https(https_listener, router, serving, options, drain)
                     .await;
-            ("webhook server", result.map_err(|e| e.to_string()))
+            (Task::WebhookServer, result.map_err(TaskError::Server))
         });
     }
     tracing::info!(address = %webhook_address, "webhook server listening");
@@ -178,10 +254,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             args.webhook_timeout_seconds,
         )
         .await
-        .map_err(|e| RunError::Task {
-            task: "webhook registration",
-            message: e.to_string(),
-        })?;
+        .map_err(RunError::WebhookRegistration)?;
     }
     if args.cert_mode.publishes_ca_bundle(args.inject_ca_bundle) {
         let targets = publish_targets(&args);
@@ -202,9 +275,9 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
                 std::future::pending::<()>().await
             };
             tokio::select! {
-                _ = stop.cancelled() => ("caBundle publisher", Ok(())),
-                _ = trustyai_certs::run_publisher(client, targets, rx, Some(published_tx)) => ("caBundle publisher", Err("stopped unexpectedly".into())),
-                _ = mark_ready => ("caBundle publisher", Err("readiness tracking stopped".into())),
+                _ = stop.cancelled() => (Task::CaBundlePublisher, Ok(())),
+                _ = trustyai_certs::run_publisher(client, targets, rx, Some(published_tx)) => (Task::CaBundlePublisher, Err(TaskError::EndedUnexpectedly)),
+                _ = mark_ready => (Task::CaBundlePublisher, Err(TaskError::InputStopped)),
             }
         });
     }
@@ -236,7 +309,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             tasks.spawn(async move {
                 release.cancelled().await;
                 drop(leading_tx);
-                ("leader election", Ok(()))
+                (Task::LeaderElection, Ok(()))
             });
         } else {
             let config = crate::leader::LeaderConfig {
@@ -247,21 +320,18 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
                 renew_deadline: args.renew_deadline,
                 retry_period: args.retry_period,
             };
-            config.validate().map_err(|e| RunError::Task {
-                task: "leader election",
-                message: e.to_string(),
-            })?;
+            config.validate().map_err(RunError::LeaderElection)?;
             let (client, release) = (client.clone(), release.clone());
             tasks.spawn(async move {
                 let result = crate::leader::run(client, config, leading_tx, release).await;
-                ("leader election", result.map_err(|e| e.to_string()))
+                (Task::LeaderElection, result.map_err(TaskError::Leader))
             });
         }
         let (client, stop, metrics) = (client.clone(), stop.clone(), metrics.clone());
         tasks.spawn(async move {
             let result =
                 crate::leading::lead(client, duties, leading_rx, stop, release, metrics).await;
-            ("reconcile loop", result)
+            (Task::ReconcileLoop, result.map_err(TaskError::Leading))
         });
     }
 
@@ -280,13 +350,13 @@ async fn supervise(
             _ = stop.cancelled(), if !stop.is_cancelled() => {}
             joined = tasks.join_next() => {
                 let Some(joined) = joined else { break };
-                let (task, result) = joined.unwrap_or_else(|e| ("a task", Err(format!("panicked or was cancelled: {e}"))));
+                let (task, result) = joined.unwrap_or_else(|e| (Task::Unknown, Err(TaskError::Panicked(e))));
                 match result {
-                    Ok(()) if stop.is_cancelled() => tracing::info!(task, "stopped"),
-                    Ok(()) => failure = failure.or(Some(RunError::Task { task, message: "ended unexpectedly".into() })),
-                    Err(message) => {
-                        tracing::error!(task, %message, "task failed; shutting down");
-                        failure = failure.or(Some(RunError::Task { task, message }));
+                    Ok(()) if stop.is_cancelled() => tracing::info!(task = task.name(), "stopped"),
+                    Ok(()) => failure = failure.or(Some(RunError::Task { task, source: TaskError::EndedUnexpectedly })),
+                    Err(source) => {
+                        tracing::error!(task = task.name(), error = &source as &dyn std::error::Error, "task failed; shutting down");
+                        failure = failure.or(Some(RunError::Task { task, source }));
                     }
                 }
                 if failure.is_some() {
@@ -298,8 +368,12 @@ async fn supervise(
             // Give the HTTPS drain its time, then stop the ops server and whatever is left.
             let stopping = tokio::time::timeout(Duration::from_secs(30), async {
                 while let Some(joined) = tasks.join_next().await {
-                    if let Ok((task, Err(message))) = joined {
-                        tracing::warn!(task, %message, "failed while stopping");
+                    if let Ok((task, Err(error))) = joined {
+                        tracing::warn!(
+                            task = task.name(),
+                            error = &error as &dyn std::error::Error,
+                            "failed while stopping"
+                        );
                     }
                     if tasks.len() <= 1 {
                         break;
@@ -341,7 +415,7 @@ fn load_material(
             );
         }
         Err(e) => {
-            tracing::error!(error = %e, "new certificate rejected; the previous one keeps serving")
+            tracing::error!(error = %crate::error_chain::Chain(&e), "new certificate rejected; the previous one keeps serving")
         }
     }
 }
@@ -375,7 +449,7 @@ async fn start_certificates(
                 &lifetimes,
             )
             .await
-            .map_err(|e| RunError::Certificates(e.to_string()))?;
+            .map_err(RunError::CertificateSecret)?;
             let recorder = event_recorder(client);
             if !ensured.warnings.is_empty() {
                 use kube::Resource;
@@ -392,9 +466,9 @@ async fn start_certificates(
             );
             tasks.spawn(async move {
                 tokio::select! {
-                    _ = stop.cancelled() => ("certificate maintenance", Ok(())),
+                    _ = stop.cancelled() => (Task::CertificateMaintenance, Ok(())),
                     result = trustyai_certs::maintain_secret(client, ns, name, names, lifetimes, tx, Some(recorder)) => {
-                        ("certificate maintenance", result.map_err(|e| e.to_string()).and(Err("stopped unexpectedly".into())))
+                        (Task::CertificateMaintenance, Err(result.err().map_or(TaskError::EndedUnexpectedly, TaskError::Certificates)))
                     }
                 }
             });
@@ -407,13 +481,13 @@ async fn start_certificates(
             );
             let material = trustyai_certs::load_files(&source)
                 .await
-                .map_err(|e| RunError::Certificates(e.to_string()))?;
+                .map_err(RunError::CertificateFiles)?;
             let (tx, rx) = watch::channel(material);
             let stop = stop.clone();
             tasks.spawn(async move {
                 tokio::select! {
-                    _ = stop.cancelled() => ("certificate files", Ok(())),
-                    _ = trustyai_certs::watch_files(source, tx, Duration::from_secs(3)) => ("certificate files", Err("stopped unexpectedly".into())),
+                    _ = stop.cancelled() => (Task::CertificateFiles, Ok(())),
+                    _ = trustyai_certs::watch_files(source, tx, Duration::from_secs(3)) => (Task::CertificateFiles, Err(TaskError::EndedUnexpectedly)),
                 }
             });
             Ok(rx)

@@ -23,7 +23,7 @@ use crate::cli::{LogArgs, LogFormat};
 /// Errors setting up logging.
 #[derive(Debug, thiserror::Error)]
 pub enum TelemetryError {
-    #[error("invalid log filter {filter:?}: {source}")]
+    #[error("invalid log filter {filter:?}")]
     Filter {
         filter: String,
         #[source]
@@ -168,18 +168,7 @@ impl Visit for FieldsInto<'_> {
     }
 
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        // The whole chain, each cause once.
-        let mut text = value.to_string();
-        let mut source = value.source();
-        while let Some(cause) = source {
-            let cause_text = cause.to_string();
-            if !text.contains(&cause_text) {
-                text.push_str(": ");
-                text.push_str(&cause_text);
-            }
-            source = cause.source();
-        }
-        self.put(field, Value::String(text));
+        self.put(field, Value::String(crate::error_chain::chain_text(value)));
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
