@@ -19,11 +19,11 @@ pub const FIELD_MANAGER: &str = "trustyai-operator";
 /// Errors of CRD maintenance.
 #[derive(Debug, thiserror::Error)]
 pub enum CrdMaintenanceError {
-    #[error("building the CRD: {0}")]
+    #[error("building the CRD")]
     Build(#[from] trustyai_crds::crd::CrdError),
-    #[error("applying CRD {CRD_NAME}: {0}")]
+    #[error("applying CRD {CRD_NAME}")]
     Apply(#[source] kube::Error),
-    #[error("watching CRD {CRD_NAME} for Established: {0}")]
+    #[error("watching CRD {CRD_NAME} for Established")]
     Wait(#[source] kube::runtime::wait::Error),
     #[error("CRD {CRD_NAME} did not become Established within {0:?}")]
     NotEstablished(Duration),
@@ -61,7 +61,7 @@ async fn forget_last_applied(api: &Api<CustomResourceDefinition>, crd: &CustomRe
     let patch: Patch<()> = match serde_json::from_value(patch) {
         Ok(operations) => Patch::Json(operations),
         Err(error) => {
-            tracing::warn!(%error, "could not build the patch removing {LAST_APPLIED}");
+            tracing::warn!(error = %crate::error_chain::Chain(&error), "could not build the patch removing {LAST_APPLIED}");
             return;
         }
     };
@@ -77,7 +77,9 @@ async fn forget_last_applied(api: &Api<CustomResourceDefinition>, crd: &CustomRe
         .await
     {
         Ok(_) => tracing::info!("removed {LAST_APPLIED} from CRD {CRD_NAME}"),
-        Err(error) => tracing::warn!(%error, "could not remove {LAST_APPLIED} from CRD {CRD_NAME}"),
+        Err(error) => {
+            tracing::warn!(error = %crate::error_chain::Chain(&error), "could not remove {LAST_APPLIED} from CRD {CRD_NAME}")
+        }
     }
 }
 

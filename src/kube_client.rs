@@ -4,14 +4,26 @@
 use std::path::Path;
 
 use kube::Client;
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::{InferConfigError, KubeConfigOptions, Kubeconfig, KubeconfigError};
 
 /// Errors building the client.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("no Kubernetes client configuration: {0}")]
-    Config(String),
-    #[error("creating the Kubernetes client: {0}")]
+    #[error("no Kubernetes client configuration in {path}")]
+    ReadKubeconfig {
+        path: String,
+        #[source]
+        source: KubeconfigError,
+    },
+    #[error("no usable Kubernetes client configuration in {path}")]
+    Kubeconfig {
+        path: String,
+        #[source]
+        source: KubeconfigError,
+    },
+    #[error("no Kubernetes client configuration found (KUBECONFIG, ~/.kube/config, in-cluster)")]
+    Infer(#[source] InferConfigError),
+    #[error("creating the Kubernetes client")]
     Client(#[source] kube::Error),
 }
 
@@ -19,15 +31,20 @@ pub enum ClientError {
 pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ClientError> {
     let config = match kubeconfig {
         Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path)
-                .map_err(|e| ClientError::Config(format!("{}: {e}", path.display())))?;
+            let path_text = || path.display().to_string();
+            let kubeconfig =
+                Kubeconfig::read_from(path).map_err(|source| ClientError::ReadKubeconfig {
+                    path: path_text(),
+                    source,
+                })?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
                 .await
-                .map_err(|e| ClientError::Config(e.to_string()))?
+                .map_err(|source| ClientError::Kubeconfig {
+                    path: path_text(),
+                    source,
+                })?
         }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| ClientError::Config(e.to_string()))?,
+        None => kube::Config::infer().await.map_err(ClientError::Infer)?,
     };
     Client::try_from(with_user_agent(config)).map_err(ClientError::Client)
 }

@@ -147,7 +147,9 @@ async fn elect(
                     last_renewed = None;
                 }
             }
-            Err(e) => tracing::debug!(error = %e, "lease attempt failed; retrying"),
+            Err(e) => {
+                tracing::debug!(error = %crate::error_chain::Chain(&e), "lease attempt failed; retrying")
+            }
         }
         // A holder wakes up at its renew deadline at the latest, so it stops leading by then
         // and not up to a retry period later.
@@ -279,7 +281,7 @@ async fn release(api: &Api<Lease>, config: &LeaderConfig) {
     match result {
         Ok(()) => tracing::info!("released the lease"),
         Err(e) => {
-            tracing::warn!(error = %e, "could not release the lease; a standby takes over when it expires")
+            tracing::warn!(error = %crate::error_chain::Chain(&e), "could not release the lease; a standby takes over when it expires")
         }
     }
 }

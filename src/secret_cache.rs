@@ -86,7 +86,7 @@ impl SecretCache {
                     // The watcher restarts itself after the backoff; until then the store keeps
                     // the last state, which is still the best answer there is.
                     Err(e) => {
-                        tracing::warn!(error = %e, "watching Secret metadata failed; retrying")
+                        tracing::warn!(error = %crate::error_chain::Chain(&e), "watching Secret metadata failed; retrying")
                     }
                 }
             }

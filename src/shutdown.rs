@@ -16,7 +16,7 @@ pub fn cancel_on_signal(token: CancellationToken) {
                     s.recv().await;
                 }
                 Err(e) => {
-                    tracing::error!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the operator");
+                    tracing::error!(error = %crate::error_chain::Chain(&e), "cannot listen for SIGTERM; only Ctrl-C stops the operator");
                     std::future::pending::<()>().await
                 }
             }

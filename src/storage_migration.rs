@@ -165,7 +165,7 @@ fn list(versions: &[String]) -> String {
 /// run can simply be repeated.
 #[derive(Debug, thiserror::Error)]
 pub enum MigrationError {
-    #[error("reading CRD {CRD_NAME}: {0}")]
+    #[error("reading CRD {CRD_NAME}")]
     ReadCrd(#[source] kube::Error),
     #[error(
         "CRD {CRD_NAME} does not exist: apply it (or start the operator, which applies it) first"
@@ -186,7 +186,7 @@ pub enum MigrationError {
         found: String,
     },
     #[error(
-        "listing TrustyAIServices through {STORAGE_VERSION} (is the conversion webhook reachable?): {0}"
+        "listing TrustyAIServices through {STORAGE_VERSION} (is the conversion webhook reachable?)"
     )]
     List(#[source] kube::Error),
     #[error(
@@ -204,7 +204,7 @@ pub enum MigrationError {
         /// The first few failures, `namespace/name: reason`, separated by `; `.
         first: String,
     },
-    #[error("setting status.storedVersions of CRD {CRD_NAME} to [{STORAGE_VERSION}]: {0}")]
+    #[error("setting status.storedVersions of CRD {CRD_NAME} to [{STORAGE_VERSION}]")]
     Prune(#[source] kube::Error),
     #[error(
         "setting status.storedVersions of CRD {CRD_NAME}: still conflicting after {0} attempts"
@@ -328,7 +328,7 @@ pub async fn migrate_with(
             &crd,
             EventType::Warning,
             FAILURE_EVENT_REASON,
-            &error.to_string(),
+            &crate::error_chain::chain_text(&error),
         )
         .await;
         return Err(error);
@@ -427,8 +427,8 @@ async fn rewrite_all(
                     }
                 }
                 Err(error) => {
-                    tracing::warn!(object = %id, %error, "could not re-write the object");
-                    failures.push(format!("{id}: {error}"));
+                    tracing::warn!(object = %id, error = %crate::error_chain::Chain(&error), "could not re-write the object");
+                    failures.push(format!("{id}: {}", crate::error_chain::Chain(&error)));
                 }
             }
         }
@@ -583,7 +583,7 @@ async fn publish(
         secondary: None,
     };
     if let Err(error) = recorder.publish(&event, &crd.object_ref(&())).await {
-        tracing::warn!(%error, reason, "could not publish the storage migration event");
+        tracing::warn!(error = %crate::error_chain::Chain(&error), reason, "could not publish the storage migration event");
     }
 }
 
@@ -600,13 +600,13 @@ pub async fn migrate_at_start(client: Client) {
         };
         match delays.next() {
             Some(delay) => {
-                tracing::warn!(attempt, %error, retry_in = ?delay, "storage migration failed; retrying");
+                tracing::warn!(attempt, error = %crate::error_chain::Chain(&error), retry_in = ?delay, "storage migration failed; retrying");
                 tokio::time::sleep(delay).await;
             }
             None => {
                 tracing::error!(
                     attempt,
-                    %error,
+                    error = %crate::error_chain::Chain(&error),
                     "storage migration failed; giving up until the next start (or run `trustyai-operator migrate-storage`)"
                 );
             }
@@ -620,7 +620,7 @@ pub async fn run_cli(args: &MigrateStorageArgs) -> ExitCode {
     let client = match crate::kube_client::client(args.kubeconfig.as_deref()).await {
         Ok(client) => client,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::error_chain::Chain(&e));
             return ExitCode::FAILURE;
         }
     };
@@ -630,7 +630,10 @@ pub async fn run_cli(args: &MigrateStorageArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("error: storage migration failed: {e}");
+            eprintln!(
+                "error: storage migration failed: {}",
+                crate::error_chain::Chain(&e)
+            );
             ExitCode::FAILURE
         }
     }

@@ -62,7 +62,7 @@ pub async fn run_cli(args: &UninstallArgs) -> ExitCode {
     let client = match crate::kube_client::client(args.kubeconfig.as_deref()).await {
         Ok(client) => client,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::error_chain::Chain(&e));
             return ExitCode::FAILURE;
         }
     };
@@ -72,7 +72,7 @@ pub async fn run_cli(args: &UninstallArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("error: uninstall failed: {e}");
+            eprintln!("error: uninstall failed: {}", crate::error_chain::Chain(&e));
             ExitCode::FAILURE
         }
     }

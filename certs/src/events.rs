@@ -52,7 +52,11 @@ pub async fn publish_warnings(
             secondary: None,
         };
         if let Err(error) = recorder.publish(&event, regarding).await {
-            tracing::warn!(%error, reason = warning.reason, "could not publish a certificate warning event");
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                reason = warning.reason,
+                "could not publish a certificate warning event"
+            );
         }
     }
 }

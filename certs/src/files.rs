@@ -43,7 +43,7 @@ impl FileSource {
 #[derive(Debug, thiserror::Error)]
 pub enum FilesError {
     /// A file cannot be read.
-    #[error("reading {}: {source}", path.display())]
+    #[error("reading {}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
@@ -122,7 +122,7 @@ pub async fn watch_files(source: FileSource, tx: watch::Sender<TlsMaterial>, int
         let contents = match read_all(&source).await {
             Ok(contents) => contents,
             Err(error) => {
-                report_once(&mut last_error, &error.to_string());
+                report_once(&mut last_error, &error);
                 continue;
             }
         };
@@ -146,15 +146,21 @@ pub async fn watch_files(source: FileSource, tx: watch::Sender<TlsMaterial>, int
                 last = Some(contents);
             }
             // Not remembered as `last`: a half-written set becomes valid on a later tick.
-            Err(error) => report_once(&mut last_error, &error.to_string()),
+            Err(error) => report_once(&mut last_error, &error),
         }
     }
 }
 
-fn report_once(last: &mut Option<String>, error: &str) {
-    if last.as_deref() != Some(error) {
-        tracing::warn!(%error, "ignoring certificate files; still serving the previous material");
-        *last = Some(error.to_owned());
+/// Logs `error` unless it is the one logged last (its `Debug` text holds the whole chain), so a
+/// file left broken is reported once, not every poll.
+fn report_once(last: &mut Option<String>, error: &(dyn std::error::Error + 'static)) {
+    let key = format!("{error:?}");
+    if last.as_deref() != Some(key.as_str()) {
+        tracing::warn!(
+            error,
+            "ignoring certificate files; still serving the previous material"
+        );
+        *last = Some(key);
     }
 }
 

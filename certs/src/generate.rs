@@ -27,7 +27,7 @@ pub const CA_COMMON_NAME_PREFIX: &str = "trustyai-operator-webhook-ca";
 #[derive(Debug, thiserror::Error)]
 pub enum GenerateError {
     /// rcgen refused the parameters or failed to sign.
-    #[error("generating the {what}: {source}")]
+    #[error("generating the {what}")]
     Rcgen {
         /// Which certificate was being made.
         what: &'static str,
@@ -47,7 +47,7 @@ pub enum GenerateError {
     #[error("the CA cannot issue certificates: {0}")]
     Ca(String),
     /// A name cannot go into a certificate (not ASCII).
-    #[error("{name:?} cannot be used as a DNS name in a certificate: {source}")]
+    #[error("{name:?} cannot be used as a DNS name in a certificate")]
     Name {
         /// The name.
         name: String,
@@ -56,7 +56,7 @@ pub enum GenerateError {
         source: rcgen::Error,
     },
     /// The freshly issued certificate does not verify against its CA (a bug guard).
-    #[error("the issued certificate does not verify against its CA: {0}")]
+    #[error("the issued certificate does not verify against its CA")]
     SelfCheck(#[source] MaterialError),
 }
 

@@ -43,7 +43,7 @@ pub enum PublishError {
     #[error("the TLS material has no CA bundle to publish")]
     NoBundle,
     /// The serving certificate does not chain to the bundle; publishing it would break TLS.
-    #[error("refusing to publish a CA bundle the serving certificate does not chain to: {0}")]
+    #[error("refusing to publish a CA bundle the serving certificate does not chain to")]
     Unverified(#[source] MaterialError),
     /// A target object does not exist (yet).
     #[error("{kind} {name} does not exist")]
@@ -54,7 +54,7 @@ pub enum PublishError {
         name: String,
     },
     /// An API call failed.
-    #[error("{action} {kind} {name}: {source}")]
+    #[error("{action} {kind} {name}")]
     Kube {
         /// What was being done.
         action: &'static str,
@@ -316,7 +316,10 @@ where
                 Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone) => Some(()),
                 Ok(Event::Init | Event::InitApply(_)) => None,
                 Err(error) => {
-                    warn!(%error, "watching a caBundle target failed; retrying");
+                    warn!(
+                        error = &error as &dyn std::error::Error,
+                        "watching a caBundle target failed; retrying"
+                    );
                     None
                 }
             }
@@ -377,7 +380,7 @@ pub async fn run_publisher(
                     RESYNC
                 }
                 Err(error) => {
-                    warn!(%error, retry_in = ?retry, "publishing the CA bundle failed");
+                    warn!(error = &error as &dyn std::error::Error, retry_in = ?retry, "publishing the CA bundle failed");
                     let wait = retry;
                     retry = (retry * 2).min(MAX_RETRY);
                     wait

@@ -48,7 +48,7 @@ const MAX_ROUNDS: usize = 5;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// An API call failed.
-    #[error("{action} Secret {namespace}/{name}: {source}")]
+    #[error("{action} Secret {namespace}/{name}")]
     Kube {
         /// What was being done.
         action: &'static str,
@@ -61,7 +61,7 @@ pub enum StoreError {
         source: Box<kube::Error>,
     },
     /// Generating certificates failed.
-    #[error("generating certificates for Secret {namespace}/{name}: {source}")]
+    #[error("generating certificates for Secret {namespace}/{name}")]
     Generate {
         /// Secret namespace.
         namespace: String,
@@ -72,11 +72,11 @@ pub enum StoreError {
         source: GenerateError,
     },
     /// The blocking key-generation task died.
-    #[error("the certificate generation task failed: {0}")]
+    #[error("the certificate generation task failed")]
     Join(#[from] tokio::task::JoinError),
     /// The Secret settled on content that still cannot be served (should not happen: the
     /// renewal decision fixes whatever would fail here).
-    #[error("Secret {namespace}/{name} holds unusable TLS material: {source}")]
+    #[error("Secret {namespace}/{name} holds unusable TLS material")]
     Material {
         /// Secret namespace.
         namespace: String,
@@ -342,7 +342,10 @@ fn push_if_valid(secret: &Secret, tx: &watch::Sender<TlsMaterial>) {
             }
         }
         Err(error) => {
-            warn!(%error, "the Secret holds unusable TLS material; still serving the previous material")
+            warn!(
+                error = &error as &dyn std::error::Error,
+                "the Secret holds unusable TLS material; still serving the previous material"
+            )
         }
     }
 }
@@ -377,7 +380,7 @@ pub async fn maintain_secret(
                 () = tx.closed() => return Ok(()),
                 event = events.next() => match event {
                     None => return Err(StoreError::WatchEnded { namespace, name }),
-                    Some(Err(error)) => warn!(%error, "watching the certificate Secret failed; retrying"),
+                    Some(Err(error)) => warn!(error = &error as &dyn std::error::Error, "watching the certificate Secret failed; retrying"),
                     Some(Ok(Event::Apply(secret) | Event::InitApply(secret))) => {
                         push_if_valid(&secret, &tx);
                         next = next.min(tokio::time::Instant::now() + DEBOUNCE);
@@ -402,7 +405,7 @@ pub async fn maintain_secret(
                             next = tokio::time::Instant::now() + until(ensured.recheck_at);
                         }
                         Err(error) => {
-                            warn!(%error, retry_in = ?retry, "maintaining the certificate Secret failed");
+                            warn!(error = &error as &dyn std::error::Error, retry_in = ?retry, "maintaining the certificate Secret failed");
                             next = tokio::time::Instant::now() + retry;
                             retry = (retry * 2).min(RESYNC);
                         }

@@ -28,9 +28,9 @@ pub const CONVERT_PATH: &str = "/convert";
 /// input is compiled in), but they are reported, not panicked on.
 #[derive(Debug, thiserror::Error)]
 pub enum CrdError {
-    #[error("merging the TrustyAIService versions into one CRD failed: {0}")]
+    #[error("merging the TrustyAIService versions into one CRD failed")]
     Merge(#[from] kube::core::crd::MergeError),
-    #[error("the CRD does not (de)serialize: {0}")]
+    #[error("the CRD does not (de)serialize")]
     Serde(#[from] serde_json::Error),
     #[error("schema path {0} is missing in the generated CRD")]
     MissingSchemaPath(String),

@@ -117,7 +117,7 @@ pub async fn discover(client: &Client, previous: OptionalApis) -> OptionalApis {
     match client.list_api_groups_aggregated().await {
         Ok(groups) => from_aggregated(&groups),
         Err(error) => {
-            tracing::debug!(%error, "aggregated discovery failed; discovering group by group");
+            tracing::debug!(error = %crate::error_chain::Chain(&error), "aggregated discovery failed; discovering group by group");
             discover_by_group(client, previous).await
         }
     }
@@ -150,7 +150,7 @@ async fn discover_by_group(client: &Client, previous: OptionalApis) -> OptionalA
             Ok(list) => list.resources.iter().any(|r| r.name == resource.plural),
             Err(e) if is_not_found(&e) => false,
             Err(error) => {
-                tracing::warn!(%error, api = %resource.api_version, "API discovery failed; keeping the previous answer");
+                tracing::warn!(error = %crate::error_chain::Chain(&error), api = %resource.api_version, "API discovery failed; keeping the previous answer");
                 continue;
             }
         };
@@ -177,7 +177,7 @@ pub async fn maintain(client: Client, tx: watch::Sender<OptionalApis>, stop: Can
                 .then_some(()),
             Ok(_) => None,
             Err(error) => {
-                tracing::debug!(%error, "CustomResourceDefinition watch error");
+                tracing::debug!(error = %crate::error_chain::Chain(&error), "CustomResourceDefinition watch error");
                 None
             }
         }

@@ -8,10 +8,10 @@ use crate::controller::resources::BuildError;
 pub enum ReconcileError {
     /// The spec cannot be rendered (an invalid size, an unknown storage format, …). Retrying
     /// does not help until the spec changes, but the backoff keeps it cheap.
-    #[error("the spec cannot be rendered: {0}")]
+    #[error("the spec cannot be rendered")]
     Build(#[from] BuildError),
     /// A call to the API server failed.
-    #[error("{action} {kind} {name}: {source}")]
+    #[error("{action} {kind} {name}")]
     Kube {
         /// What was being done: `applying`, `reading`, `deleting`, `patching`, `listing`.
         action: &'static str,
@@ -24,7 +24,7 @@ pub enum ReconcileError {
         source: Box<kube::Error>,
     },
     /// An object could not be turned into a request body.
-    #[error("encoding {what}: {source}")]
+    #[error("encoding {what}")]
     Encode {
         /// What was being encoded.
         what: &'static str,

@@ -131,7 +131,7 @@ impl Events {
         };
         // Events are advisory: a failure to publish one never fails the reconcile.
         if let Err(error) = self.recorder.publish(&event, regarding).await {
-            tracing::warn!(%error, reason, "could not publish an event");
+            tracing::warn!(error = %crate::error_chain::Chain(&error), reason, "could not publish an event");
         }
     }
 }

@@ -95,7 +95,7 @@ pub struct Wired {
 
 impl Wired {
     fn fail(&mut self, error: ReconcileError) {
-        tracing::warn!(%error, "wiring failed");
+        tracing::warn!(error = %crate::error_chain::Chain(&error), "wiring failed");
         self.error.get_or_insert(error);
     }
 }

@@ -106,7 +106,7 @@ pub fn error_policy(
 ) -> Action {
     let (namespace, name) = (service.namespace().unwrap_or_default(), service.name_any());
     if error.is_conflict() {
-        tracing::debug!(%namespace, %name, %error, "write conflict; retrying");
+        tracing::debug!(%namespace, %name, error = %crate::error_chain::Chain(error), "write conflict; retrying");
         return Action::requeue(CONFLICT_RETRY);
     }
     let mut delay = ctx.backoffs.next_delay(&backoff_key(&service));
@@ -118,7 +118,7 @@ pub fn error_policy(
     ) {
         delay = delay.min(left + Duration::from_secs(1));
     }
-    tracing::warn!(%namespace, %name, category = error.category(), %error, ?delay, "reconcile failed");
+    tracing::warn!(%namespace, %name, category = error.category(), error = %crate::error_chain::Chain(error), ?delay, "reconcile failed");
     Action::requeue(delay)
 }
 
@@ -166,7 +166,10 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
         route: observe_route(ctx, &instance, apis.routes, provisioned.applied.route).await?,
         inference_services_present,
         image: Some(images.service.image.clone()),
-        provisioning_error: provisioned.error.as_ref().map(ToString::to_string),
+        provisioning_error: provisioned
+            .error
+            .as_ref()
+            .map(|e| crate::error_chain::chain_text(e)),
         pvc_growth_refused: provisioned.applied.claim.growth_refused,
     };
     write_status(ctx, service, &observed).await?;
@@ -322,7 +325,12 @@ async fn report_failures(
     match provisioning {
         Some(e) => {
             ctx.events
-                .warning(service, topic::PROVISIONING, e.category(), e.to_string())
+                .warning(
+                    service,
+                    topic::PROVISIONING,
+                    e.category(),
+                    crate::error_chain::chain_text(e),
+                )
                 .await;
         }
         None => ctx.events.resolved(service, topic::PROVISIONING),
@@ -330,7 +338,12 @@ async fn report_failures(
     match wiring {
         Some(e) => {
             ctx.events
-                .warning(service, topic::WIRING, "WiringFailed", e.to_string())
+                .warning(
+                    service,
+                    topic::WIRING,
+                    "WiringFailed",
+                    crate::error_chain::chain_text(e),
+                )
                 .await;
         }
         None => ctx.events.resolved(service, topic::WIRING),
@@ -692,7 +705,12 @@ async fn cleanup(
             );
             if !expired {
                 ctx.events
-                    .warning(service, topic::CLEANUP, "CleanupFailed", e.to_string())
+                    .warning(
+                        service,
+                        topic::CLEANUP,
+                        "CleanupFailed",
+                        crate::error_chain::chain_text(&e),
+                    )
                     .await;
                 return Err(e);
             }
@@ -702,8 +720,9 @@ async fn cleanup(
                     topic::CLEANUP,
                     "CleanupAbandoned",
                     format!(
-                        "cleanup still failing {:?} after the deletion request; deleting anyway: {e}",
-                        ctx.config.cleanup_timeout
+                        "cleanup still failing {:?} after the deletion request; deleting anyway: {}",
+                        ctx.config.cleanup_timeout,
+                        crate::error_chain::Chain(&e)
                     ),
                 )
                 .await;
@@ -793,6 +812,8 @@ async fn report_retained_pvc(ctx: &Context, service: &TrustyAIService) {
                 .await;
         }
         Ok(None) => {}
-        Err(error) => tracing::warn!(%error, pvc = %name, "could not check the retained PVC"),
+        Err(error) => {
+            tracing::warn!(error = %crate::error_chain::Chain(&error), pvc = %name, "could not check the retained PVC")
+        }
     }
 }

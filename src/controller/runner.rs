@@ -189,7 +189,7 @@ async fn run_until_stopped(
                     // Reconcile failures are logged by the error policy; these are the
                     // controller's own (a missing object, a queue error).
                     Err(controller::Error::ReconcilerFailed(..)) => {}
-                    Err(error) => tracing::debug!(%error, "controller event"),
+                    Err(error) => tracing::debug!(error = %crate::error_chain::Chain(&error), "controller event"),
                 }
             }
         });
@@ -255,7 +255,7 @@ where
                         return;
                     }
                 }
-                Some(Err(error)) => tracing::debug!(%error, "operator ConfigMap watch error"),
+                Some(Err(error)) => tracing::debug!(error = %crate::error_chain::Chain(&error), "operator ConfigMap watch error"),
                 None => return,
             },
         }

@@ -198,7 +198,7 @@ impl Metrics {
         let mut openmetrics = String::new();
         if let Err(e) = prometheus_client::encoding::text::encode(&mut openmetrics, &self.registry)
         {
-            tracing::error!(error = %e, "cannot encode metrics");
+            tracing::error!(error = %crate::error_chain::Chain(&e), "cannot encode metrics");
         }
         // The encoder ends with `# EOF`; the process metrics go before it.
         let body_end = openmetrics

@@ -74,7 +74,7 @@ pub enum ConvertFailure {
     )]
     UnknownTarget(String),
     /// The input could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Read {
         path: String,
         #[source]
@@ -324,7 +324,7 @@ pub fn run(args: &ConvertArgs) -> ExitCode {
             ExitCode::from(1)
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::error_chain::Chain(&e));
             ExitCode::from(e.exit_code())
         }
     }

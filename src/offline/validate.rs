@@ -43,14 +43,14 @@ pub const EXIT_UNREADABLE: u8 = 2;
 /// Why the input could not be read (exit status 2).
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
-    #[error("cannot read {input}: {source}")]
+    #[error("cannot read {input}")]
     Read {
         /// The file, or `stdin`.
         input: String,
         #[source]
         source: std::io::Error,
     },
-    #[error("{input}: {source}")]
+    #[error("{input}")]
     Parse {
         /// The file, or `stdin`.
         input: String,
@@ -66,9 +66,9 @@ pub enum InputError {
         /// What is wrong with that stored object.
         problem: String,
     },
-    #[error("cannot write the output: {0}")]
+    #[error("cannot write the output")]
     Write(#[source] std::io::Error),
-    #[error("cannot render the defaulted objects: {0}")]
+    #[error("cannot render the defaulted objects")]
     Render(#[source] ManifestError),
 }
 
@@ -359,7 +359,7 @@ fn v1_api_version() -> String {
 /// The object in v1, as the API server hands it to the webhooks (`matchPolicy: Equivalent`).
 fn to_v1(document: &Value) -> Result<Value, String> {
     trustyai_crds::conversion::convert_object(document, &v1_api_version())
-        .map_err(|e| e.to_string())
+        .map_err(|e| crate::error_chain::chain_text(&e))
 }
 
 fn unsupported_version(api_version: &str) -> String {
@@ -599,7 +599,7 @@ pub fn run(args: &ValidateArgs) -> ExitCode {
     let (report, yaml) = match execute(args) {
         Ok(done) => done,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::error_chain::Chain(&e));
             return ExitCode::from(EXIT_UNREADABLE);
         }
     };

@@ -14,21 +14,21 @@ pub use emit::to_yaml;
 /// Errors reading manifests.
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
-    #[error("document {index}: not valid YAML or JSON: {source}")]
+    #[error("document {index}: not valid YAML or JSON")]
     Yaml {
         /// 1-based position of the document in the input.
         index: usize,
         #[source]
         source: Box<serde_saphyr::Error>,
     },
-    #[error("document {index}: not valid JSON: {source}")]
+    #[error("document {index}: not valid JSON")]
     Json {
         /// 1-based position of the document in the input.
         index: usize,
         #[source]
         source: serde_json::Error,
     },
-    #[error("cannot render the documents as JSON: {0}")]
+    #[error("cannot render the documents as JSON")]
     RenderJson(#[from] serde_json::Error),
 }
 

@@ -99,7 +99,7 @@ pub async fn run(watched: Watched, shared: Shared) {
                             }
                         }
                     }
-                    Some(Err(error)) => tracing::debug!(%error, watch = watched.label, "watch error"),
+                    Some(Err(error)) => tracing::debug!(error = %crate::error_chain::Chain(&error), watch = watched.label, "watch error"),
                     None => break,
                 },
             }
