@@ -267,12 +267,7 @@ where
     if patch.is_empty() {
         return Ok(());
     }
-    let body = patch
-        .to_kube_patch::<()>()
-        .map_err(|source| ReconcileError::Encode {
-            what: "a JSON patch",
-            source,
-        })?;
+    let body = patch.to_kube_patch::<()>();
     api.patch(name, &apply::update_params(), &body)
         .await
         .map_err(ReconcileError::kube("patching", kind, name))?;

@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 use trustyai_crds::contract::DB_MIGRATION_ANNOTATION;
 
-use super::wiring::json_patch::{JsonPatch, Operation, pointer};
+use super::wiring::json_patch::{JsonPatch, pointer, remove, test};
 
 /// The patch removing the annotation, guarded by the value seen (a value set again in between
 /// makes it fail rather than vanish unseen); `None` without the annotation.
@@ -17,11 +17,8 @@ pub fn removal_patch(meta: &ObjectMeta) -> Option<JsonPatch> {
     let value = meta.annotations.as_ref()?.get(DB_MIGRATION_ANNOTATION)?;
     let path = pointer(&["metadata", "annotations", DB_MIGRATION_ANNOTATION]);
     Some(JsonPatch(vec![
-        Operation::Test {
-            path: path.clone(),
-            value: Value::String(value.clone()),
-        },
-        Operation::Remove { path },
+        test(path.clone(), Value::String(value.clone())),
+        remove(path),
     ]))
 }
 

@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{Value, json};
 use trustyai_crds::quantity::Quantity as ExactQuantity;
 
-use super::wiring::json_patch::{JsonPatch, Operation, pointer};
+use super::wiring::json_patch::{JsonPatch, pointer, remove, test};
 
 /// The body to apply: `desired` with the live claim's immutable settings and the larger size.
 pub fn apply_body(
@@ -102,24 +102,17 @@ pub fn drop_owner_patch(live: &PersistentVolumeClaim, uid: &str) -> Option<JsonP
     let index = owners.iter().position(|o| o.uid == uid)?;
     let mut ops = Vec::new();
     if let Some(rv) = &live.metadata.resource_version {
-        ops.push(Operation::Test {
-            path: pointer(&["metadata", "resourceVersion"]),
-            value: json!(rv),
-        });
+        ops.push(test(pointer(&["metadata", "resourceVersion"]), json!(rv)));
     }
     let item = index.to_string();
-    ops.push(Operation::Test {
-        path: pointer(&["metadata", "ownerReferences", item.as_str(), "uid"]),
-        value: Value::String(uid.to_owned()),
-    });
+    ops.push(test(
+        pointer(&["metadata", "ownerReferences", item.as_str(), "uid"]),
+        Value::String(uid.to_owned()),
+    ));
     ops.push(if owners.len() == 1 {
-        Operation::Remove {
-            path: pointer(&["metadata", "ownerReferences"]),
-        }
+        remove(pointer(&["metadata", "ownerReferences"]))
     } else {
-        Operation::Remove {
-            path: pointer(&["metadata", "ownerReferences", item.as_str()]),
-        }
+        remove(pointer(&["metadata", "ownerReferences", item.as_str()]))
     });
     Some(JsonPatch(ops))
 }

@@ -381,12 +381,7 @@ async fn remove_migration_trigger(
         return Ok(());
     };
     let name = service.name_any();
-    let patch = patch
-        .to_kube_patch::<()>()
-        .map_err(|source| ReconcileError::Encode {
-            what: "the migration annotation patch",
-            source,
-        })?;
+    let patch = patch.to_kube_patch::<()>();
     let api: Api<TrustyAIService> =
         Api::namespaced(ctx.client.clone(), &service.namespace().unwrap_or_default());
     api.patch(&name, &update_params(), &patch)

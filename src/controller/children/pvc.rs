@@ -86,12 +86,7 @@ pub async fn apply(
         && !instance.spec().storage.deletes_pvc_with_service()
         && let Some(patch) = pvc_plan::drop_owner_patch(live, instance.uid())
     {
-        let patch = patch
-            .to_kube_patch::<()>()
-            .map_err(|source| ReconcileError::Encode {
-                what: "the PVC owner patch",
-                source,
-            })?;
+        let patch = patch.to_kube_patch::<()>();
         api.patch(&name, &apply::update_params(), &patch)
             .await
             .map_err(ReconcileError::kube(

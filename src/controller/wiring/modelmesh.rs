@@ -26,6 +26,8 @@ use k8s_openapi::api::core::v1::{Container, EnvVar};
 use serde_json::{Value, json};
 use trustyai_crds::contract::modelmesh;
 
+use json_patch::jsonptr::PointerBuf;
+
 use super::json_patch::{Builder, JsonPatch, pointer};
 use crate::controller::resources::names;
 
@@ -234,7 +236,7 @@ fn unwire_env(
 /// no removal shifts a later path.
 fn remove_items(
     ops: &mut Builder,
-    list_path: &str,
+    list_path: &PointerBuf,
     ours: &[usize],
     len: usize,
     name: impl Fn(usize) -> Value,
@@ -243,13 +245,16 @@ fn remove_items(
         return;
     }
     for &j in ours.iter().rev() {
-        ops.test(format!("{list_path}/{j}/name"), name(j));
+        ops.test(
+            list_path.with_trailing_token(j).with_trailing_token("name"),
+            name(j),
+        );
     }
     if ours.len() == len {
-        ops.remove(list_path.to_owned());
+        ops.remove(list_path.clone());
     } else {
         for &j in ours.iter().rev() {
-            ops.remove(format!("{list_path}/{j}"));
+            ops.remove(list_path.with_trailing_token(j));
         }
     }
 }
@@ -275,13 +280,13 @@ fn find<'a>(env: &'a [EnvVar], name: &str) -> Option<(usize, &'a EnvVar)> {
     env.iter().enumerate().find(|(_, e)| e.name == name)
 }
 
-fn pod_path(rest: &[&str]) -> String {
+fn pod_path(rest: &[&str]) -> PointerBuf {
     let mut tokens = vec!["spec", "template", "spec"];
     tokens.extend_from_slice(rest);
     pointer(&tokens)
 }
 
-fn container_path(i: usize, rest: &[&str]) -> String {
+fn container_path(i: usize, rest: &[&str]) -> PointerBuf {
     let i = i.to_string();
     let mut tokens = vec!["containers", i.as_str()];
     tokens.extend_from_slice(rest);

@@ -121,10 +121,10 @@ fn wire_adds_url_mount_volume_and_cert_path() {
     let patch = wire(&original, "tas-a", "models");
     assert_eq!(
         patch.operations().first(),
-        Some(&super::super::json_patch::Operation::Test {
-            path: "/metadata/resourceVersion".into(),
-            value: json!("7")
-        })
+        Some(&super::super::json_patch::test(
+            super::super::json_patch::pointer(&["metadata", "resourceVersion"]),
+            json!("7")
+        ))
     );
     let d = patched(&original, &patch);
     assert_eq!(
