@@ -49,7 +49,7 @@ pub enum GenerateError {
     /// A name cannot go into a certificate (not ASCII).
     #[error("{name:?} cannot be used as a DNS name in a certificate")]
     Name {
-        /// The name.
+        /// The name that is not a valid DNS name.
         name: String,
         /// rcgen's error.
         #[source]

@@ -83,7 +83,7 @@ pub struct PublishTargets {
 pub struct ClientConfig {
     /// Service reference.
     pub service: Option<ServiceRef>,
-    /// URL.
+    /// A URL the API server calls instead of a Service (out-of-cluster webhooks).
     pub url: Option<String>,
     /// PEM bytes (the API carries them base64-encoded).
     pub ca_bundle: Option<Vec<u8>>,
@@ -92,13 +92,13 @@ pub struct ClientConfig {
 /// A Service reference.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServiceRef {
-    /// Name.
+    /// The Service the API server calls.
     pub name: String,
-    /// Namespace.
+    /// Its namespace.
     pub namespace: String,
-    /// Path.
+    /// The URL path of the webhook on that Service (`None`: `/`).
     pub path: Option<String>,
-    /// Port.
+    /// The Service port (`None`: 443).
     pub port: Option<i32>,
 }
 

@@ -48,9 +48,9 @@ pub enum PublishError {
     /// A target object does not exist (yet).
     #[error("{kind} {name} does not exist")]
     NotFound {
-        /// Kind.
+        /// The target's kind (`MutatingWebhookConfiguration`, ...).
         kind: &'static str,
-        /// Name.
+        /// The target's name (cluster-scoped).
         name: String,
     },
     /// An API call failed.
@@ -58,9 +58,9 @@ pub enum PublishError {
     Kube {
         /// What was being done.
         action: &'static str,
-        /// Kind.
+        /// The target's kind (`MutatingWebhookConfiguration`, ...).
         kind: &'static str,
-        /// Name.
+        /// The target's name (cluster-scoped).
         name: String,
         /// The client error (boxed: it is large).
         #[source]

@@ -78,7 +78,8 @@ pub mod labels {
     pub const PART_OF: &str = "app.kubernetes.io/part-of";
     /// Value of [`PART_OF`].
     pub const PART_OF_VALUE: &str = "trustyai";
-    /// `app.kubernetes.io/version`: never used in a selector here (the Go operator's W-4).
+    /// `app.kubernetes.io/version`: never used in a selector here (the Go operator's
+    /// selectors held it, so a new version could not adopt the old pods).
     pub const VERSION: &str = "app.kubernetes.io/version";
     /// `app.kubernetes.io/component`.
     pub const COMPONENT: &str = "app.kubernetes.io/component";

@@ -1,5 +1,5 @@
 //! The database credentials Secret check (DATABASE and migration modes): the Secret must exist
-//! and hold the six mandatory keys, each non-empty (§3). The failure's
+//! and hold the six mandatory keys, each non-empty. The failure's
 //! [`reason`](DbSecretError::reason) is the Go operator's `DBAvailable` condition reason.
 //!
 //! `databaseGeneration` is not checked (the Go operator did not either); the Deployment's

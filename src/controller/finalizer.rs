@@ -2,7 +2,7 @@
 //! `metadata.finalizers`, decided from its metadata alone.
 //!
 //! Unlike the Go operator, the finalizer is added only to objects that are not being deleted
-//! (the API server refuses new finalizers on those, W-23), the doubled-group name some old Go
+//! (the API server refuses new finalizers on those), the doubled-group name some old Go
 //! builds wrote ([`contract::LEGACY_FINALIZER`]) is stripped, and the cleanup is bounded in
 //! time: after [`cleanup_expired`] the finalizer goes even if the cleanup keeps failing, so a
 //! broken dependency never blocks a namespace deletion forever.

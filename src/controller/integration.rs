@@ -4,7 +4,7 @@
 //! The objects patched belong to users (InferenceServices) and to the ModelMesh controller
 //! (its Deployments), so every change is a guarded JSON patch computed from the object just
 //! read. One failing object does not stop the others, nor the rest of the reconcile (the Go
-//! operator let a failing InferenceService block the whole TrustyAIService, W-8): the first
+//! operator let a failing InferenceService block the whole TrustyAIService): the first
 //! error is returned after everything was tried.
 
 use k8s_openapi::api::apps::v1::Deployment;

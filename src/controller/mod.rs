@@ -25,6 +25,8 @@
 //! - [`operand_tls`]: the operands' serving certificates where no service-ca issues them.
 //! - [`discovery`]: which optional APIs (Route, ServiceMonitor, InferenceService, Istio) exist.
 //! - [`context`]: configuration and shared state.
+//! - [`error`]: [`ReconcileError`](error::ReconcileError), with the bounded categories its
+//!   metrics and event reasons use.
 
 pub mod apply;
 pub mod backoff;

@@ -3,7 +3,7 @@
 //! write the answer.
 //!
 //! The review's envelope is decoded typed; the objects are read with the shared reader
-//! ([`crate::wire`]) as plain JSON, not through the TrustyAIService types: an object that breaks
+//! (`wire`) as plain JSON, not through the TrustyAIService types: an object that breaks
 //! the types must get a denial that says what is wrong, not a generic "failed calling webhook".
 //! The reader keeps only what the rules read, within a budget proportional to the body.
 

@@ -1,5 +1,5 @@
 //! `POST /convert`: the CRD conversion webhook. The rules are `trustyai_crds::conversion`'s; this
-//! handler reads the `ConversionReview` with the shared reader ([`crate::wire`]) and writes the
+//! handler reads the `ConversionReview` with the shared reader (`wire`) and writes the
 //! answer.
 //!
 //! Objects are streamed: each is read as the conversion needs it (the members it changes parsed,

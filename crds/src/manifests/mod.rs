@@ -1,7 +1,7 @@
 //! Reading and writing manifest files for the offline commands (`validate`, `convert`): YAML or
 //! JSON, one or several documents, key order kept. The YAML written must mean the same to
 //! kubectl as the values it came from, so JSON is read as JSON, YAML as kubectl reads it
-//! ([`read`]), and the YAML emitter and its quoting are our own ([`emit`], [`scalar`]).
+//! (`read`), and the YAML emitter and its quoting are our own (`emit`, `scalar`).
 
 mod emit;
 mod read;

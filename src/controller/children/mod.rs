@@ -10,7 +10,7 @@
 //! **Adding a child** is one module here (its declaration), one entry in [`DECLARATIONS`] and
 //! one variant of [`Kind`], plus its RBAC in the chart.
 //!
-//! Every apply goes through one path ([`rendered`]): a child the cache shows exactly as the
+//! Every apply goes through one path (`rendered`): a child the cache shows exactly as the
 //! last apply of the same rendering left it is skipped (no request); one whose immutable
 //! fields differ is replaced; objects of the owner that are no longer wanted are deleted,
 //! except claims, which hold data. What changed is reported in one event per reconcile

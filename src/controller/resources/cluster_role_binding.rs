@@ -2,7 +2,7 @@
 //! ClusterRole (token reviews and subject access reviews, cluster-wide by nature).
 //!
 //! A cluster-scoped object cannot be owned by a namespaced one (the Go operator's owner
-//! reference here was never honoured by the garbage collector, so the binding leaked, W-3).
+//! reference here was never honoured by the garbage collector, so the binding leaked).
 //! It carries no owner reference; the owner labels let the finalizer find and delete it.
 
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};

@@ -6,7 +6,7 @@
 //! - VirtualService `<cr>-redirect`: requests to port 80 go to port 443.
 //!
 //! Create them only when the respective CRD is served (the Go operator checked the
-//! DestinationRule CRD for both, W-10).
+//! DestinationRule CRD for both).
 
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind, TypeMeta};
 use serde_json::{Value, json};

@@ -3,7 +3,7 @@
 //!
 //! The version label is for humans and tooling reading object metadata. It is never part of a
 //! selector (a Deployment selector is immutable, and a Service selecting on it stops matching
-//! pods after an upgrade, W-4) nor of a pod template (it would roll every pod on every operator
+//! pods after an upgrade) nor of a pod template (it would roll every pod on every operator
 //! upgrade even when nothing else changed).
 
 use std::collections::BTreeMap;

@@ -1,5 +1,5 @@
-//! Builders of the objects the operator creates for a TrustyAIService `<cr>` (§4.3 of the Go
-//! operator's reference), one module per object.
+//! Builders of the objects the operator creates for a TrustyAIService `<cr>` (the same objects,
+//! names and labels the Go operator creates), one module per object.
 //!
 //! Every builder is a pure function of the TrustyAIService and explicit inputs: no timestamps,
 //! no randomness, maps sorted (`BTreeMap`) or built in a fixed order. Rendering twice gives
@@ -40,7 +40,7 @@ pub enum BuildError {
     /// `spec.storage.format` is neither `PVC` nor `DATABASE`.
     #[error("spec.storage.format {0:?} is not supported: expected PVC or DATABASE")]
     UnknownStorageFormat(String),
-    /// `spec.storage.size` is not a Kubernetes quantity (the Go operator panicked here, W-5).
+    /// `spec.storage.size` is not a Kubernetes quantity (the Go operator panicked here).
     #[error("spec.storage.size {size:?} is not a valid quantity: {reason}")]
     InvalidStorageSize {
         /// The size as written.

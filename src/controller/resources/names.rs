@@ -48,7 +48,7 @@ pub fn db_ca(cr: &str) -> String {
 
 /// The database credentials Secret: `spec.storage.databaseConfigurations`, or
 /// `<cr>-db-credentials` when that is unset. The Deployment uses the same name (the Go operator
-/// validated the fallback but rendered an empty Secret name, W-6).
+/// validated the fallback but rendered an empty Secret name).
 pub fn db_credentials(cr: &str, spec: &TrustyAIServiceSpec) -> String {
     non_empty(spec.storage.database_configurations.as_deref())
         .map_or_else(|| format!("{cr}{}", suffix::DB_CREDENTIALS), str::to_owned)

@@ -3,7 +3,7 @@
 //! Retention decides ownership: with `Retain` (the default) the claim has no owner reference,
 //! so deleting the TrustyAIService keeps the data and a TrustyAIService re-created with the
 //! same name picks the claim up again; with `Delete` the TrustyAIService owns it and the
-//! garbage collector removes it (the Go operator always did that, W-22). Applied with
+//! garbage collector removes it (the Go operator always did that). Applied with
 //! server-side apply, switching `Delete` → `Retain` drops the owner reference again, because
 //! the field manager no longer sends it.
 

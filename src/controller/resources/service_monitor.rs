@@ -7,7 +7,7 @@
 //!
 //! The local one selects only this instance's Services (`app.kubernetes.io/instance: <cr>`):
 //! the Go operator's selected every `part-of: trustyai` Service in the namespace, so with two
-//! TrustyAIServices each target was scraped once per ServiceMonitor (W-15).
+//! TrustyAIServices each target was scraped once per ServiceMonitor.
 
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, TypeMeta};
 use serde_json::{Value, json};

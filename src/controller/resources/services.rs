@@ -73,7 +73,7 @@ pub fn internal_service(instance: &Instance<'_>) -> Service {
                 port(HTTP_PORT_NAME, 80, 8080),
                 port(HTTPS_PORT_NAME, 443, 4443),
             ]),
-            // Without the version label, unlike the Go operator (W-4): a selector that names the
+            // Without the version label, unlike the Go operator: a selector that names the
             // operator version stops matching the pods after an upgrade.
             selector: Some(labels::selector(cr)),
             ..ServiceSpec::default()

@@ -3,7 +3,7 @@
 //! Every call produces the complete status, whatever stage the reconcile reached, so the fields
 //! always agree: `phase`, `ready`, `Ready`, `Available`, `ProvisioningSucceeded` and `Degraded`
 //! are derived from one readiness verdict (the Go operator's early exits left stale `Ready`,
-//! `Degraded` and `ProvisioningSucceeded` behind, W-11).
+//! `Degraded` and `ProvisioningSucceeded` behind).
 //!
 //! Readiness: the Deployment is ready (available, all desired replicas ready, no pod failing,
 //! status current); with a PVC, the PVC is bound; with a database, the credentials Secret is
@@ -11,7 +11,7 @@
 //! cluster. Inference services never gate it.
 //!
 //! `DBAvailable` does not guess connectivity from pod logs, nor says `DBConnectionError` whenever
-//! anything is not ready (the Go operator's W-11). It is `True` when the credentials are valid
+//! anything is not ready (as the Go operator does). It is `True` when the credentials are valid
 //! and the service (which exits when it cannot reach its database) is available; `False` with
 //! `DBCredentialsNotFound`/`DBCredentialsError` for a bad Secret, or with `DBConnectionError`
 //! when valid credentials meet a failing service; `Unknown` while the service starts.

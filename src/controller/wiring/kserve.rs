@@ -1,5 +1,5 @@
 //! Wiring a TrustyAIService into the KServe InferenceServices of its namespace as their
-//! payload logger, and undoing it (§4.7).
+//! payload logger, and undoing it.
 //!
 //! Dispatch is on the annotation `serving.kserve.io/deploymentMode`:
 //!

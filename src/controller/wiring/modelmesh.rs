@@ -1,5 +1,5 @@
 //! Wiring a TrustyAIService into the ModelMesh Deployments of its namespace (those labelled
-//! `modelmesh-service=modelmesh-serving`), and undoing it (§4.7).
+//! `modelmesh-service=modelmesh-serving`), and undoing it.
 //!
 //! [`wire`] adds, only where absent:
 //! - the URL `https://<cr>.<ns>.svc/consumer/kserve/v2` to the space-separated
@@ -12,10 +12,10 @@
 //! `/etc/trustyai/tls` can hold one mount per container: a container whose path is already
 //! taken by another TrustyAIService's volume gets no mount, and the volume is added only when
 //! some container mounts it (the Go operator added a second mount at the same path, which the
-//! API server rejects, W-15).
+//! API server rejects).
 //!
 //! [`unwire`] removes only this TrustyAIService's URL, mounts and volume (the Go operator's
-//! removal did nothing and could panic, W-2), and `MM_TLS_KEY_CERT_PATH` once nothing is mounted
+//! removal did nothing and could panic), and `MM_TLS_KEY_CERT_PATH` once nothing is mounted
 //! at its path any more, so no pod references a Secret that is about to disappear.
 //!
 //! Both return a [`JsonPatch`] (server-side apply cannot edit one token of a shared string),

@@ -1,5 +1,5 @@
 //! The `trustyai-service` container's environment: the Go operator's contract with the service
-//! image (§4.4), per storage mode.
+//! image, per storage mode.
 //!
 //! | Mode | Variables, in this order |
 //! |---|---|
@@ -17,7 +17,7 @@
 //! - Migration mode sets `DATABASE_ATTEMPT_MIGRATION=true`: without it the service skips the
 //!   migration (the Go operator's open fix, trustyai-service-operator PR #934).
 //! - The secretKeyRefs name the credentials Secret the status check validated, including the
-//!   `<cr>-db-credentials` fallback (the Go template rendered an empty name, W-6).
+//!   `<cr>-db-credentials` fallback (the Go template rendered an empty name).
 //! - `databaseGeneration` is optional in the Secret (not among the validated keys), so its
 //!   secretKeyRef is `optional: true`; the Go operator's pods failed to start without it.
 

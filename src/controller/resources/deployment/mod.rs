@@ -1,4 +1,4 @@
-//! Deployment `<cr>`: the TrustyAI service and its kube-rbac-proxy sidecar (§4.4).
+//! Deployment `<cr>`: the TrustyAI service and its kube-rbac-proxy sidecar.
 //!
 //! The pod template depends only on the spec, the resolved images and the presence of the
 //! optional CA objects, so it changes (and the pods roll) exactly when one of those does; the
@@ -6,8 +6,8 @@
 //! needed: the only rendered config, the kube-rbac-proxy ConfigMap, is fixed per instance.
 //!
 //! Differences from the Go operator: `spec.replicas` is honoured; the selector and the pod
-//! labels carry no version (W-4); the pods follow the `restricted` security profile and both
-//! containers request resources; no PVC is required in DATABASE mode (W-6).
+//! labels carry no version; the pods follow the `restricted` security profile and both
+//! containers request resources; no PVC is required in DATABASE mode.
 
 pub mod containers;
 pub mod env;
@@ -102,7 +102,7 @@ pub fn deployment(
 }
 
 /// Whether `existing` must be deleted and created again to become `desired`: the selector of
-/// a Deployment is immutable, and the Go operator's selector holds its version label (W-4), so
+/// a Deployment is immutable, and the Go operator's selector holds its version label, so
 /// a Deployment it created cannot be updated in place. Deleting it leaves the PVC and its data
 /// alone; the pods are replaced once.
 pub fn must_recreate(existing: &Deployment, desired: &Deployment) -> bool {

@@ -1,4 +1,4 @@
-//! The pod's volumes and each container's mounts (§4.4).
+//! The pod's volumes and each container's mounts.
 //!
 //! | Volume | Source | Mounted in | When |
 //! |---|---|---|---|
