@@ -63,7 +63,7 @@ pub struct ValidateArgs {
         long,
         env = "ALLOWED_IMAGE_PREFIXES",
         value_delimiter = ',',
-        default_value = "quay.io/trustyai/"
+        default_value = crate::controller::context::DEFAULT_ALLOWED_IMAGE_PREFIX
     )]
     pub allowed_image_prefixes: Vec<String>,
 }
@@ -97,7 +97,7 @@ pub struct OperatorNames {
     #[arg(
         long,
         env = "POD_NAMESPACE",
-        default_value = "trustyai-operator-system"
+        default_value = trustyai_crds::crd::DEFAULT_WEBHOOK_NAMESPACE
     )]
     pub namespace: String,
 
@@ -107,7 +107,7 @@ pub struct OperatorNames {
 
     /// Secret in the operator namespace holding the CA of the operands' serving certificates
     /// (issued where no OpenShift service-ca operator does it).
-    #[arg(long, default_value = "trustyai-operator-operand-ca")]
+    #[arg(long, default_value = crate::controller::operand_tls::DEFAULT_CA_SECRET)]
     pub operand_ca_secret: String,
 
     /// Name of the leader Lease in the operator namespace.
@@ -224,6 +224,15 @@ pub struct RunArgs {
     #[command(flatten)]
     pub names: OperatorNames,
 
+    /// Where the webhook server's certificate comes from, and the lifetimes of those the
+    /// operator issues.
+    #[command(flatten)]
+    pub certificates: CertificateArgs,
+
+    /// Leader election among replicas.
+    #[command(flatten)]
+    pub leader_election: LeaderElectionArgs,
+
     /// Path of a kubeconfig file; without it `KUBECONFIG`, `~/.kube/config` or the in-cluster
     /// config is used.
     #[arg(long, env = "KUBECONFIG")]
@@ -258,27 +267,13 @@ pub struct RunArgs {
     #[arg(
         long,
         env = "SERVICE_NAME",
-        default_value = "trustyai-operator-webhook"
+        default_value = trustyai_crds::crd::DEFAULT_WEBHOOK_SERVICE
     )]
     pub service_name: String,
 
     /// Port of the webhook Service.
     #[arg(long, default_value_t = 443)]
     pub service_port: i32,
-
-    /// Where the serving certificate comes from: self-signed (the operator's own CA, kept in
-    /// --cert-secret), files, cert-manager (mounted Secret files) or openshift (service-ca files).
-    #[arg(long, env = "CERT_MODE", default_value = "self-signed")]
-    pub cert_mode: trustyai_certs::CertMode,
-
-    /// Folder with tls.crt, tls.key and (optionally) ca.crt (files, cert-manager and openshift modes).
-    #[arg(long, default_value = "/etc/trustyai-operator/tls")]
-    pub cert_dir: PathBuf,
-
-    /// In files and cert-manager modes, publish ca.crt as the caBundle (instead of relying on
-    /// cert-manager's cainjector).
-    #[arg(long)]
-    pub inject_ca_bundle: bool,
 
     /// Apply the ValidatingWebhookConfiguration and MutatingWebhookConfiguration at start (local
     /// mode; the Helm chart renders them otherwise).
@@ -300,9 +295,51 @@ pub struct RunArgs {
         long,
         env = "ALLOWED_IMAGE_PREFIXES",
         value_delimiter = ',',
-        default_value = "quay.io/trustyai/"
+        default_value = crate::controller::context::DEFAULT_ALLOWED_IMAGE_PREFIX
     )]
     pub allowed_image_prefixes: Vec<String>,
+
+    /// How long in-flight webhook requests may take to finish on shutdown.
+    #[arg(long, default_value = "10s", value_parser = humantime_duration)]
+    pub drain_timeout: Duration,
+
+    /// Limits of the webhook server.
+    #[command(flatten)]
+    pub webhook_limits: WebhookLimitArgs,
+
+    /// ClusterRole (token and subject access reviews) each TrustyAIService's kube-rbac-proxy
+    /// ServiceAccount is bound to; a Helm release may name it differently.
+    #[arg(long, default_value = trustyai_crds::contract::PROXY_CLUSTER_ROLE)]
+    pub proxy_cluster_role: String,
+
+    /// How long a failing cleanup (unwiring, ClusterRoleBinding removal) may hold up the
+    /// deletion of a TrustyAIService before its finalizer is removed anyway.
+    #[arg(long, default_value = "5m", value_parser = humantime_duration)]
+    pub cleanup_timeout: Duration,
+
+    /// How long a TrustyAIService's PersistentVolumeClaim may stay unbound before a `PVCPending`
+    /// Warning event says so.
+    #[arg(long, default_value = "2m", value_parser = humantime_duration)]
+    pub pvc_pending_grace: Duration,
+}
+
+/// Options of `run`: the webhook server's certificate and the operands' certificates.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Certificates")]
+pub struct CertificateArgs {
+    /// Where the serving certificate comes from: self-signed (the operator's own CA, kept in
+    /// --cert-secret), files, cert-manager (mounted Secret files) or openshift (service-ca files).
+    #[arg(long, env = "CERT_MODE", default_value = "self-signed")]
+    pub cert_mode: trustyai_certs::CertMode,
+
+    /// Folder with tls.crt, tls.key and (optionally) ca.crt (files, cert-manager and openshift modes).
+    #[arg(long, default_value = "/etc/trustyai-operator/tls")]
+    pub cert_dir: PathBuf,
+
+    /// In files and cert-manager modes, publish ca.crt as the caBundle (instead of relying on
+    /// cert-manager's cainjector).
+    #[arg(long)]
+    pub inject_ca_bundle: bool,
 
     /// Lifetime of the serving certificate (renewed at two thirds of it).
     #[arg(long, default_value = "90d", value_parser = humantime_duration)]
@@ -316,6 +353,15 @@ pub struct RunArgs {
     #[arg(long, default_value = "15m", value_parser = humantime_duration)]
     pub ca_overlap: Duration,
 
+    /// Lifetime of the operands' serving certificates (renewed when a third of it is left).
+    #[arg(long, default_value = "90d", value_parser = humantime_duration)]
+    pub operand_cert_lifetime: Duration,
+}
+
+/// Options of `run`: leader election among replicas (the Lease is `--lease-name`).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Leader election")]
+pub struct LeaderElectionArgs {
     /// Run without leader election: this process reconciles unconditionally. Only for a single
     /// replica (two would both reconcile).
     #[arg(long)]
@@ -334,33 +380,6 @@ pub struct RunArgs {
     /// Time between attempts to acquire or renew the lease.
     #[arg(long, default_value = "2s", value_parser = humantime_duration)]
     pub retry_period: Duration,
-
-    /// How long in-flight webhook requests may take to finish on shutdown.
-    #[arg(long, default_value = "10s", value_parser = humantime_duration)]
-    pub drain_timeout: Duration,
-
-    /// Limits of the webhook server.
-    #[command(flatten)]
-    pub webhook_limits: WebhookLimitArgs,
-
-    /// ClusterRole (token and subject access reviews) each TrustyAIService's kube-rbac-proxy
-    /// ServiceAccount is bound to; a Helm release may name it differently.
-    #[arg(long, default_value = "trustyai-service-operator-proxy-role")]
-    pub proxy_cluster_role: String,
-
-    /// Lifetime of the operands' serving certificates (renewed when a third of it is left).
-    #[arg(long, default_value = "90d", value_parser = humantime_duration)]
-    pub operand_cert_lifetime: Duration,
-
-    /// How long a failing cleanup (unwiring, ClusterRoleBinding removal) may hold up the
-    /// deletion of a TrustyAIService before its finalizer is removed anyway.
-    #[arg(long, default_value = "5m", value_parser = humantime_duration)]
-    pub cleanup_timeout: Duration,
-
-    /// How long a TrustyAIService's PersistentVolumeClaim may stay unbound before a `PVCPending`
-    /// Warning event says so.
-    #[arg(long, default_value = "2m", value_parser = humantime_duration)]
-    pub pvc_pending_grace: Duration,
 }
 
 /// Parses a duration: `10s`, `500ms`, `1m30s`, `90d` (humantime's units; a bare number is
@@ -380,6 +399,51 @@ pub fn humantime_duration(text: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::context::{
+        DEFAULT_CLEANUP_TIMEOUT, DEFAULT_OPERAND_CERT_LIFETIME, DEFAULT_PVC_PENDING_GRACE,
+    };
+    use trustyai_webhooks::HttpsOptions;
+
+    /// The duration flags are spelled for `--help` (`5m`, not `300s`); each must parse to the
+    /// constant the library uses when no flag is involved.
+    #[test]
+    fn duration_defaults_are_the_library_defaults() {
+        let cli = Cli::parse_from(["trustyai-operator", "run"]);
+        let Command::Run(run) = cli.command else {
+            panic!("not run");
+        };
+        let lifetimes = trustyai_certs::Lifetimes::default();
+        let certificates = &run.certificates;
+        assert_eq!(certificates.ca_lifetime, lifetimes.ca);
+        assert_eq!(certificates.serving_cert_lifetime, lifetimes.serving);
+        assert_eq!(certificates.ca_overlap, lifetimes.overlap);
+        assert_eq!(
+            certificates.operand_cert_lifetime,
+            DEFAULT_OPERAND_CERT_LIFETIME
+        );
+        assert_eq!(run.cleanup_timeout, DEFAULT_CLEANUP_TIMEOUT);
+        assert_eq!(run.pvc_pending_grace, DEFAULT_PVC_PENDING_GRACE);
+        assert_eq!(run.drain_timeout, HttpsOptions::DEFAULT_DRAIN_TIMEOUT);
+        let limits = &run.webhook_limits;
+        assert_eq!(
+            limits.webhook_queue_timeout,
+            HttpsOptions::DEFAULT_QUEUE_TIMEOUT
+        );
+        assert_eq!(
+            limits.webhook_idle_timeout,
+            HttpsOptions::DEFAULT_IDLE_TIMEOUT
+        );
+        crate::leader::LeaderConfig {
+            lease_name: run.names.lease_name.clone(),
+            namespace: run.names.namespace.clone(),
+            identity: "test".to_owned(),
+            lease_duration: run.leader_election.lease_duration,
+            renew_deadline: run.leader_election.renew_deadline,
+            retry_period: run.leader_election.retry_period,
+        }
+        .validate()
+        .expect("the default lease timings are consistent");
+    }
 
     #[test]
     fn durations_in_go_and_humantime_spellings() {

@@ -248,6 +248,6 @@ mod tests {
             run.probe_address.map(|a| a.to_string()).as_deref(),
             Some("0.0.0.0:8081")
         );
-        assert!(!run.no_leader_election);
+        assert!(!run.leader_election.no_leader_election);
     }
 }

@@ -130,7 +130,11 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     shutdown::cancel_on_signal(stop.clone());
 
     let readiness = Readiness::new([Readiness::TLS]);
-    if args.cert_mode.publishes_ca_bundle(args.inject_ca_bundle) {
+    if args
+        .certificates
+        .cert_mode
+        .publishes_ca_bundle(args.certificates.inject_ca_bundle)
+    {
         // Until the first publication the API server cannot verify this server's certificate.
         readiness.register(Readiness::CA_BUNDLE);
     }
@@ -256,7 +260,11 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         .await
         .map_err(RunError::WebhookRegistration)?;
     }
-    if args.cert_mode.publishes_ca_bundle(args.inject_ca_bundle) {
+    if args
+        .certificates
+        .cert_mode
+        .publishes_ca_bundle(args.certificates.inject_ca_bundle)
+    {
         let targets = publish_targets(&args);
         let (published_tx, mut published_rx) = watch::channel(false);
         let (client, rx, stop, ready) = (
@@ -293,7 +301,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         config.proxy_cluster_role = args.proxy_cluster_role.clone();
         config.allowed_image_prefixes = args.allowed_image_prefixes.clone();
         config.operand_ca_secret = args.names.operand_ca_secret.clone();
-        config.operand_cert_lifetime = args.operand_cert_lifetime;
+        config.operand_cert_lifetime = args.certificates.operand_cert_lifetime;
         config.cleanup_timeout = args.cleanup_timeout;
         config.pvc_pending_grace = args.pvc_pending_grace;
         config.metrics = Some(metrics.clone());
@@ -303,7 +311,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         };
         let (leading_tx, leading_rx) = watch::channel(false);
         let release = CancellationToken::new();
-        if args.no_leader_election {
+        if args.leader_election.no_leader_election {
             leading_tx.send_replace(true);
             let release = release.clone();
             tasks.spawn(async move {
@@ -316,9 +324,9 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
                 lease_name: args.names.lease_name.clone(),
                 namespace: args.names.namespace.clone(),
                 identity: leader_identity(),
-                lease_duration: args.lease_duration,
-                renew_deadline: args.renew_deadline,
-                retry_period: args.retry_period,
+                lease_duration: args.leader_election.lease_duration,
+                renew_deadline: args.leader_election.renew_deadline,
+                retry_period: args.leader_election.retry_period,
             };
             config.validate().map_err(RunError::LeaderElection)?;
             let (client, release) = (client.clone(), release.clone());
@@ -430,16 +438,16 @@ async fn start_certificates(
     tasks: &mut JoinSet<TaskResult>,
 ) -> Result<watch::Receiver<TlsMaterial>, RunError> {
     let lifetimes = Lifetimes {
-        ca: args.ca_lifetime,
-        serving: args.serving_cert_lifetime,
-        overlap: args.ca_overlap,
+        ca: args.certificates.ca_lifetime,
+        serving: args.certificates.serving_cert_lifetime,
+        overlap: args.certificates.ca_overlap,
         // Renewal is due at two thirds of not_before..not_after, so the backdate must stay
         // small against short (test) lifetimes.
         backdate: Lifetimes::default()
             .backdate
-            .min(args.serving_cert_lifetime / 10),
+            .min(args.certificates.serving_cert_lifetime / 10),
     };
-    match args.cert_mode {
+    match args.certificates.cert_mode {
         CertMode::SelfSigned => {
             let ensured = trustyai_certs::ensure_secret(
                 client,
@@ -476,8 +484,8 @@ async fn start_certificates(
         }
         mode => {
             let source = FileSource::in_dir(
-                &args.cert_dir,
-                mode.publishes_ca_bundle(args.inject_ca_bundle),
+                &args.certificates.cert_dir,
+                mode.publishes_ca_bundle(args.certificates.inject_ca_bundle),
             );
             let material = trustyai_certs::load_files(&source)
                 .await

@@ -28,6 +28,9 @@ pub const DEFAULT_CLEANUP_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 /// a provisioner creates the volume, and a `WaitForFirstConsumer` class binds only once the
 /// service's pod is scheduled.
 pub const DEFAULT_PVC_PENDING_GRACE: Duration = Duration::from_secs(120);
+/// The image prefix a TrustyAIService's `spec.image` may use when neither `--allowed-image-prefixes`
+/// nor the operator ConfigMap names others: where the TrustyAI images are published.
+pub const DEFAULT_ALLOWED_IMAGE_PREFIX: &str = "quay.io/trustyai/";
 /// Default lifetime of the operand serving certificates the operator issues.
 pub const DEFAULT_OPERAND_CERT_LIFETIME: Duration = Duration::from_secs(90 * 24 * 3600);
 
@@ -199,7 +202,7 @@ mod tests {
 
     #[test]
     fn config_map_prefixes_replace_the_flag() {
-        let fallback = vec!["quay.io/trustyai/".to_owned()];
+        let fallback = vec![DEFAULT_ALLOWED_IMAGE_PREFIX.to_owned()];
         assert_eq!(allowed_image_prefixes(None, &fallback), fallback);
         let data = BTreeMap::from([(
             "allowedImagePrefixes".to_owned(),
