@@ -106,18 +106,23 @@ pub async fn apply(
             Ok(applied) => (applied, None),
             // A class that cannot expand (or a quota) refuses the growth: the claim keeps its
             // size and still serves, so the rest of the spec goes on being applied.
-            Err(ref e) if let (Some(growth), Some(why)) = (&growth, e.refusal()) => {
-                let refused = format!(
-                    "it could not grow from {} to {}: {why}",
-                    growth.from.0, growth.to.0
-                );
+            Err(e) => {
+                let (growth, refused) = match (growth, e.refusal()) {
+                    (Some(growth), Some(why)) => {
+                        let refused = format!(
+                            "it could not grow from {} to {}: {why}",
+                            growth.from.0, growth.to.0
+                        );
+                        (growth, refused)
+                    }
+                    _ => return Err(e),
+                };
                 tracing::warn!(pvc = %name, %refused, "the PVC keeps its size");
                 let kept = pvc_plan::with_size(body, growth.from.clone());
                 let applied =
                     apply::apply_after(&api, "PersistentVolumeClaim", &kept, live_rv).await?;
                 (applied, Some(refused))
             }
-            Err(e) => return Err(e),
         };
     count(ctx, "PersistentVolumeClaim", applied.outcome.label());
     // Remembered only when the whole spec was applied: a refused growth is tried again.
