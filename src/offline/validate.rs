@@ -358,7 +358,8 @@ fn v1_api_version() -> String {
 
 /// The object in v1, as the API server hands it to the webhooks (`matchPolicy: Equivalent`).
 fn to_v1(document: &Value) -> Result<Value, String> {
-    trustyai_crds::conversion::convert_object(document, &v1_api_version())
+    trustyai_crds::conversion::in_storage_version(document)
+        .map(std::borrow::Cow::into_owned)
         .map_err(|e| crate::error_chain::chain_text(&e))
 }
 

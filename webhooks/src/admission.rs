@@ -157,14 +157,8 @@ fn judge(state: &WebhookState, req: &Request, object: &Value) -> (Outcome, Respo
 /// The object in v1, the version the rules are written for. Conversion never fails for one of
 /// our objects; anything else is validated as it is (and fails the rules with field errors).
 fn as_v1(object: &Value) -> std::borrow::Cow<'_, Value> {
-    let v1 = format!("{GROUP}/{STORAGE_VERSION}");
-    if str_at(object, "apiVersion") == Some(v1.as_str()) {
-        // Already v1 (the usual case): validated in place, not copied.
-        return std::borrow::Cow::Borrowed(object);
-    }
-    std::borrow::Cow::Owned(
-        trustyai_crds::conversion::convert_object(object, &v1).unwrap_or_else(|_| object.clone()),
-    )
+    trustyai_crds::conversion::in_storage_version(object)
+        .unwrap_or(std::borrow::Cow::Borrowed(object))
 }
 
 fn touches_v1_only_field(op: &PatchOperation) -> bool {

@@ -95,6 +95,8 @@ mod body;
 mod meta;
 mod preserved;
 
+use std::borrow::Cow;
+
 use kube::core::Status;
 use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
 use serde_json::{Map, Value};
@@ -202,6 +204,17 @@ pub fn convert_object(object: &Value, desired_api_version: &str) -> Result<Value
         return Ok(object.clone());
     }
     Ok(Value::Object(convert(map, from, to, 0)))
+}
+
+/// The object in the storage version (v1), the version the defaulting and validation rules are
+/// written for: what the admission webhooks and the offline `validate` command both judge. An
+/// object already in v1 is borrowed, not copied (the usual case on the webhooks' hot path).
+pub fn in_storage_version(object: &Value) -> Result<Cow<'_, Value>, ConversionError> {
+    let v1 = format!("{GROUP}/{STORAGE_VERSION}");
+    if object.get("apiVersion").and_then(Value::as_str) == Some(v1.as_str()) {
+        return Ok(Cow::Borrowed(object));
+    }
+    convert_object(object, &v1).map(Cow::Owned)
 }
 
 /// Answers a `ConversionReview` (`apiextensions.k8s.io/v1`): every object converted to the

@@ -236,3 +236,15 @@ fn v1_only_spec_pointers_are_the_fields_v1alpha1_lacks() {
     assert!(!is_v1_only_spec_pointer("/spec/storage/size"));
     assert!(!is_v1_only_spec_pointer("/spec/imagePullPolicy"));
 }
+
+#[test]
+fn the_storage_version_borrows_v1_and_converts_the_rest() {
+    let v1 = json!({"apiVersion": V1, "kind": "TrustyAIService", "spec": {"storage": {"format": "PVC"}}});
+    assert!(matches!(in_storage_version(&v1), Ok(Cow::Borrowed(_))));
+    let old = down(&v1);
+    assert_eq!(in_storage_version(&old).map(Cow::into_owned), Ok(up(&old)));
+    assert_eq!(
+        in_storage_version(&json!({"kind": "TrustyAIService"})),
+        Err(ConversionError::MissingApiVersion)
+    );
+}
