@@ -13,10 +13,13 @@ prerequisites:
 test: prerequisites control-plane
 	cargo test --workspace --all-targets --no-fail-fast
 
-## fmt and clippy, as CI runs them.
+## fmt, clippy, rustdoc, the dependency audit and the declared rust-version, as CI runs them.
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+	.ci/cargo-deny.sh
+	.ci/rust-version.sh
 
 ## Builds kube-apiserver, etcd, controller-manager, scheduler, kwok and helm into the cache.
 control-plane:
