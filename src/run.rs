@@ -254,7 +254,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             &client,
             &args.names.validating_webhook_configuration,
             &args.names.mutating_webhook_configuration,
-            &registration_endpoint(&args),
+            &webhook_endpoint(&args),
             args.webhook_timeout_seconds,
         )
         .await
@@ -525,23 +525,10 @@ fn event_recorder(client: &Client) -> kube::runtime::events::Recorder {
     kube::runtime::events::Recorder::new(client.clone(), reporter)
 }
 
-fn registration_endpoint(args: &RunArgs) -> crate::webhook_configurations::Endpoint {
+/// How the API server reaches the webhooks: the webhook Service, or in local mode a URL. The
+/// registrations the operator creates and the caBundle publisher both use it.
+fn webhook_endpoint(args: &RunArgs) -> trustyai_certs::publish::WebhookEndpoint {
     match args.local_webhook_address {
-        Some(address) => crate::webhook_configurations::Endpoint::Url(
-            args.webhook_url
-                .clone()
-                .unwrap_or_else(|| format!("https://{address}")),
-        ),
-        None => crate::webhook_configurations::Endpoint::Service {
-            name: args.service_name.clone(),
-            namespace: args.names.namespace.clone(),
-            port: args.service_port,
-        },
-    }
-}
-
-fn publish_targets(args: &RunArgs) -> trustyai_certs::publish::PublishTargets {
-    let client_config = match args.local_webhook_address {
         Some(address) => trustyai_certs::publish::WebhookEndpoint::Url {
             base: args
                 .webhook_url
@@ -553,13 +540,16 @@ fn publish_targets(args: &RunArgs) -> trustyai_certs::publish::PublishTargets {
             namespace: args.names.namespace.clone(),
             port: args.service_port,
         },
-    };
+    }
+}
+
+fn publish_targets(args: &RunArgs) -> trustyai_certs::publish::PublishTargets {
     trustyai_certs::publish::PublishTargets {
         crd_name: Some(trustyai_crds::contract::CRD_NAME.to_string()),
         conversion_path: trustyai_webhooks::routes::CONVERT.to_string(),
         validating_webhook_configuration: Some(args.names.validating_webhook_configuration.clone()),
         mutating_webhook_configuration: Some(args.names.mutating_webhook_configuration.clone()),
-        endpoint: client_config,
+        endpoint: webhook_endpoint(args),
     }
 }
 

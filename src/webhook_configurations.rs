@@ -4,11 +4,12 @@
 //! block anything else in the cluster.
 
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
-    ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
+    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhook,
+    ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use kube::Client;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use trustyai_certs::publish::WebhookEndpoint;
 use trustyai_crds::contract::{GROUP, PLURAL, STORAGE_VERSION};
 use trustyai_webhooks::routes;
 
@@ -19,41 +20,9 @@ pub const VALIDATING_WEBHOOK: &str = "validate.trustyaiservices.trustyai.opendat
 /// Webhook entry name in the MutatingWebhookConfiguration.
 pub const MUTATING_WEBHOOK: &str = "default.trustyaiservices.trustyai.opendatahub.io";
 
-/// Where the API server reaches the webhooks.
-#[derive(Debug, Clone)]
-pub enum Endpoint {
-    /// A base URL such as `https://127.0.0.1:9443`.
-    Url(String),
-    /// The webhook Service.
-    Service {
-        name: String,
-        namespace: String,
-        port: i32,
-    },
-}
-
-impl Endpoint {
-    fn client_config(&self, path: &str) -> WebhookClientConfig {
-        match self {
-            Endpoint::Url(base) => WebhookClientConfig {
-                url: Some(format!("{}{path}", base.trim_end_matches('/'))),
-                ..Default::default()
-            },
-            Endpoint::Service {
-                name,
-                namespace,
-                port,
-            } => WebhookClientConfig {
-                service: Some(ServiceReference {
-                    name: name.clone(),
-                    namespace: namespace.clone(),
-                    path: Some(path.into()),
-                    port: Some(*port),
-                }),
-                ..Default::default()
-            },
-        }
-    }
+/// The registration's client config for `path` (no caBundle: the publisher owns it).
+fn client_config(endpoint: &WebhookEndpoint, path: &str) -> WebhookClientConfig {
+    endpoint.client_config(Some(path.to_owned())).into()
 }
 
 fn rules() -> Vec<RuleWithOperations> {
@@ -69,7 +38,7 @@ fn rules() -> Vec<RuleWithOperations> {
 /// The ValidatingWebhookConfiguration.
 pub fn validating(
     name: &str,
-    endpoint: &Endpoint,
+    endpoint: &WebhookEndpoint,
     timeout_seconds: i32,
 ) -> ValidatingWebhookConfiguration {
     ValidatingWebhookConfiguration {
@@ -80,7 +49,7 @@ pub fn validating(
         webhooks: Some(vec![ValidatingWebhook {
             name: VALIDATING_WEBHOOK.into(),
             admission_review_versions: vec!["v1".into()],
-            client_config: endpoint.client_config(routes::VALIDATE),
+            client_config: client_config(endpoint, routes::VALIDATE),
             failure_policy: Some("Fail".into()),
             match_policy: Some("Equivalent".into()),
             rules: Some(rules()),
@@ -94,7 +63,7 @@ pub fn validating(
 /// The MutatingWebhookConfiguration.
 pub fn mutating(
     name: &str,
-    endpoint: &Endpoint,
+    endpoint: &WebhookEndpoint,
     timeout_seconds: i32,
 ) -> MutatingWebhookConfiguration {
     MutatingWebhookConfiguration {
@@ -105,7 +74,7 @@ pub fn mutating(
         webhooks: Some(vec![MutatingWebhook {
             name: MUTATING_WEBHOOK.into(),
             admission_review_versions: vec!["v1".into()],
-            client_config: endpoint.client_config(routes::MUTATE),
+            client_config: client_config(endpoint, routes::MUTATE),
             failure_policy: Some("Fail".into()),
             match_policy: Some("Equivalent".into()),
             reinvocation_policy: Some("Never".into()),
@@ -122,7 +91,7 @@ pub async fn apply(
     client: &Client,
     validating_name: &str,
     mutating_name: &str,
-    endpoint: &Endpoint,
+    endpoint: &WebhookEndpoint,
     timeout_seconds: i32,
 ) -> Result<(), kube::Error> {
     let params = PatchParams::apply(FIELD_MANAGER).force();

@@ -43,9 +43,7 @@ pub use lifetimes::Lifetimes;
 pub use material::{CaCert, CertInfo, MaterialError, ServingCert, TlsMaterial};
 pub use mode::CertMode;
 pub use names::ServiceNames;
-pub use publish::{
-    CABUNDLE_FIELD_MANAGER, ClientConfig, DEFAULT_CONVERT_PATH, PublishTargets, WebhookEndpoint,
-};
+pub use publish::{CABUNDLE_FIELD_MANAGER, ClientConfig, PublishTargets, WebhookEndpoint};
 pub use publisher::{PublishError, Published, publish_once, run_publisher};
 pub use renewal::{CaStep, Plan, Reason, decide};
 pub use secret_layout::{SecretData, StoredState};

@@ -37,8 +37,6 @@ use serde_json::{Value, json};
 
 /// Field manager of the caBundle publisher's writes.
 pub const CABUNDLE_FIELD_MANAGER: &str = "trustyai-operator-cabundle";
-/// Default path of the conversion endpoint (`trustyai_crds::crd::CONVERT_PATH`).
-pub const DEFAULT_CONVERT_PATH: &str = "/convert";
 /// The only ConversionReview version the operator speaks.
 const CONVERSION_REVIEW_VERSIONS: [&str; 1] = ["v1"];
 
@@ -132,6 +130,21 @@ impl From<&admission::WebhookClientConfig> for ClientConfig {
     }
 }
 
+impl From<ClientConfig> for admission::WebhookClientConfig {
+    fn from(c: ClientConfig) -> Self {
+        Self {
+            service: c.service.map(|s| admission::ServiceReference {
+                name: s.name,
+                namespace: s.namespace,
+                path: s.path,
+                port: s.port,
+            }),
+            url: c.url,
+            ca_bundle: c.ca_bundle.map(ByteString),
+        }
+    }
+}
+
 impl ClientConfig {
     /// The request path this config calls: the service path, or the path part of the URL.
     pub fn path(&self) -> Option<String> {
@@ -199,30 +212,41 @@ pub fn desired_admission(
 }
 
 fn client_config(endpoint: &WebhookEndpoint, path: Option<String>, bundle: &[u8]) -> ClientConfig {
-    match endpoint {
-        WebhookEndpoint::Service {
-            name,
-            namespace,
-            port,
-        } => ClientConfig {
-            service: Some(ServiceRef {
-                name: name.clone(),
-                namespace: namespace.clone(),
-                path,
-                port: Some(*port),
-            }),
-            url: None,
-            ca_bundle: Some(bundle.to_vec()),
-        },
-        WebhookEndpoint::Url { base } => ClientConfig {
-            service: None,
-            url: Some(format!(
-                "{}{}",
-                base.trim_end_matches('/'),
-                path.as_deref().unwrap_or_default()
-            )),
-            ca_bundle: Some(bundle.to_vec()),
-        },
+    ClientConfig {
+        ca_bundle: Some(bundle.to_vec()),
+        ..endpoint.client_config(path)
+    }
+}
+
+impl WebhookEndpoint {
+    /// The client config reaching `path` here, without a caBundle: what a webhook registration
+    /// is created with (the publisher adds the bundle under its own field manager).
+    pub fn client_config(&self, path: Option<String>) -> ClientConfig {
+        match self {
+            WebhookEndpoint::Service {
+                name,
+                namespace,
+                port,
+            } => ClientConfig {
+                service: Some(ServiceRef {
+                    name: name.clone(),
+                    namespace: namespace.clone(),
+                    path,
+                    port: Some(*port),
+                }),
+                url: None,
+                ca_bundle: None,
+            },
+            WebhookEndpoint::Url { base } => ClientConfig {
+                service: None,
+                url: Some(format!(
+                    "{}{}",
+                    base.trim_end_matches('/'),
+                    path.as_deref().unwrap_or_default()
+                )),
+                ca_bundle: None,
+            },
+        }
     }
 }
 
@@ -372,7 +396,7 @@ mod tests {
 
     #[test]
     fn crd_apply_body_holds_only_the_conversion_stanza() {
-        let desired = desired_conversion(&service(), DEFAULT_CONVERT_PATH, PEM);
+        let desired = desired_conversion(&service(), "/convert", PEM);
         let body = crd_apply_body("tas.example.io", &desired);
         assert_eq!(
             body,
@@ -402,6 +426,25 @@ mod tests {
             .expect("string")
             .to_owned();
         assert!(encoded.starts_with("LS0tLS1CRUdJTi")); // base64 of "-----BEGIN"
+    }
+
+    #[test]
+    fn a_registration_gets_the_endpoint_and_path_without_a_bundle() {
+        let registered: admission::WebhookClientConfig =
+            service().client_config(Some("/validate".into())).into();
+        let reference = registered.service.expect("a service reference");
+        assert_eq!(
+            (reference.name.as_str(), reference.namespace.as_str()),
+            ("hook", "ops")
+        );
+        assert_eq!(
+            (reference.path.as_deref(), reference.port),
+            (Some("/validate"), Some(443))
+        );
+        assert!(registered.ca_bundle.is_none() && registered.url.is_none());
+        let local: admission::WebhookClientConfig =
+            local().client_config(Some("/mutate".into())).into();
+        assert_eq!(local.url.as_deref(), Some("https://127.0.0.1:8443/mutate"));
     }
 
     #[test]

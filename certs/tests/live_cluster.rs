@@ -24,8 +24,8 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use trustyai_certs::publish::{LiveConversion, mutating_entries, validating_entries};
 use trustyai_certs::{
-    CABUNDLE_FIELD_MANAGER, DEFAULT_CONVERT_PATH, Lifetimes, PublishTargets, ServiceNames,
-    WebhookEndpoint, chains_to, ensure_secret, maintain_secret, publish_once, run_publisher,
+    CABUNDLE_FIELD_MANAGER, Lifetimes, PublishTargets, ServiceNames, WebhookEndpoint, chains_to,
+    ensure_secret, maintain_secret, publish_once, run_publisher,
 };
 
 const SECRET: &str = "webhook-tls";
@@ -296,7 +296,7 @@ async fn install_targets(client: &Client) {
 fn targets(endpoint: WebhookEndpoint) -> PublishTargets {
     PublishTargets {
         crd_name: Some(CRD.into()),
-        conversion_path: DEFAULT_CONVERT_PATH.into(),
+        conversion_path: "/convert".into(),
         validating_webhook_configuration: Some(WEBHOOKS.into()),
         mutating_webhook_configuration: Some(WEBHOOKS.into()),
         endpoint,

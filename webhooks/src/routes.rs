@@ -2,8 +2,9 @@
 //! point at these, so they are part of the deployment contract: change them only together with
 //! the chart.
 
-/// `POST`: the CRD conversion webhook (`ConversionReview` in and out).
-pub const CONVERT: &str = "/convert";
+/// `POST`: the CRD conversion webhook (`ConversionReview` in and out). The CRD's own
+/// `clientConfig` names it, so the CRD module owns the value.
+pub const CONVERT: &str = trustyai_crds::crd::CONVERT_PATH;
 
 /// `POST`: the mutating (defaulting) admission webhook (`AdmissionReview` in and out).
 pub const MUTATE: &str = "/mutate";
