@@ -33,8 +33,8 @@ pub enum ReconcileError {
         source: serde_json::Error,
     },
     /// The operand certificates could not be issued.
-    #[error("operand certificates: {0}")]
-    Certificates(String),
+    #[error("operand certificates")]
+    Certificates(#[from] super::operand_tls::OperandTlsError),
 }
 
 impl ReconcileError {
@@ -153,7 +153,12 @@ mod tests {
             exists,
             encode,
             ReconcileError::kube("reading", "Secret", "x")(api_error(500, "InternalError")),
-            ReconcileError::Certificates("no".into()),
+            ReconcileError::Certificates(
+                super::super::operand_tls::OperandTlsError::CaSecretContended {
+                    namespace: "ops".into(),
+                    name: "ca".into(),
+                },
+            ),
         ] {
             assert!(
                 ReconcileError::CATEGORIES.contains(&error.category()),
@@ -170,9 +175,14 @@ mod tests {
             assert_eq!(error.refusal(), refused.then_some("boom"), "{code}");
         }
         assert!(
-            ReconcileError::Certificates("no".into())
-                .refusal()
-                .is_none()
+            ReconcileError::Certificates(
+                super::super::operand_tls::OperandTlsError::CaSecretContended {
+                    namespace: "ops".into(),
+                    name: "ca".into(),
+                }
+            )
+            .refusal()
+            .is_none()
         );
     }
 }

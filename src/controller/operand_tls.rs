@@ -20,8 +20,9 @@ use std::time::Duration;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ObjectMeta, PostParams};
+use trustyai_certs::secret_layout::{CA_CRT, CA_KEY, SECRET_TYPE as TLS_TYPE, TLS_CRT, TLS_KEY};
 use trustyai_certs::time::OffsetDateTime;
-use trustyai_certs::{CaCert, Lifetimes, ServiceNames, TlsMaterial};
+use trustyai_certs::{CaCert, GenerateError, Lifetimes, MaterialError, ServiceNames, TlsMaterial};
 
 use super::error::ReconcileError;
 use super::resources::{Instance, labels, names};
@@ -31,11 +32,34 @@ pub const ISSUED_BY_ANNOTATION: &str = "trustyai.opendatahub.io/issued-by";
 /// Default name of the operand CA Secret in the operator namespace.
 pub const DEFAULT_CA_SECRET: &str = "trustyai-operator-operand-ca";
 
-const CA_CRT: &str = "ca.crt";
-const CA_KEY: &str = "ca.key";
-const TLS_CRT: &str = "tls.crt";
-const TLS_KEY: &str = "tls.key";
-const TLS_TYPE: &str = "kubernetes.io/tls";
+/// Why the operand certificates could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum OperandTlsError {
+    /// rcgen could not make the CA or a serving certificate.
+    #[error("generating the operand {what}")]
+    Generate {
+        /// `CA` or `serving certificate`.
+        what: &'static str,
+        #[source]
+        source: GenerateError,
+    },
+    /// The blocking task generating it panicked or was cancelled.
+    #[error("the task generating the operand {what} failed")]
+    Task {
+        /// `CA` or `serving certificate`.
+        what: &'static str,
+        #[source]
+        source: tokio::task::JoinError,
+    },
+    /// Other writers kept replacing the CA Secret while this one tried to settle it.
+    #[error("the operand CA Secret {namespace}/{name} keeps changing")]
+    CaSecretContended {
+        /// The operator namespace.
+        namespace: String,
+        /// The CA Secret.
+        name: String,
+    },
+}
 
 /// The two Secrets of a TrustyAIService `cr`: (Secret name, Service it serves).
 pub fn serving_secrets(cr: &str) -> [(String, String); 2] {
@@ -54,9 +78,29 @@ pub enum Decision {
         renew_at: OffsetDateTime,
     },
     /// (Re-)issue it, for this reason.
-    Issue(String),
+    Issue(IssueReason),
     /// Someone else manages it.
     Foreign,
+}
+
+/// Why an operand Secret is (re-)issued: the text of its `CertificateIssued` event.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IssueReason {
+    /// There is no such Secret yet.
+    #[error("absent")]
+    Absent,
+    /// Its certificate or key cannot be used (or does not chain to the current CA).
+    #[error("{0}")]
+    Unusable(MaterialError),
+    /// `tls.crt` holds no certificate.
+    #[error("no certificate")]
+    NoCertificate,
+    /// The certificate lacks DNS names of the Service.
+    #[error("names missing: {}", .0.join(", "))]
+    NamesMissing(Vec<String>),
+    /// Less than a third of its lifetime is left.
+    #[error("due for renewal")]
+    Due,
 }
 
 /// Judges the Secret `secret` (`None`: absent) for `names`, against the CA `ca` at `now`.
@@ -67,7 +111,7 @@ pub fn decide(
     now: OffsetDateTime,
 ) -> Decision {
     let Some(secret) = secret else {
-        return Decision::Issue("absent".to_owned());
+        return Decision::Issue(IssueReason::Absent);
     };
     let ours = secret
         .metadata
@@ -92,7 +136,7 @@ pub fn decide(
         now,
     ) {
         Ok(material) => material,
-        Err(e) => return Decision::Issue(e.to_string()),
+        Err(e) => return Decision::Issue(IssueReason::Unusable(e)),
     };
     let leaf = match trustyai_certs::material::parse_certificates(
         TLS_CRT,
@@ -100,16 +144,16 @@ pub fn decide(
     ) {
         Ok(chain) => match chain.into_iter().next() {
             Some(leaf) => leaf,
-            None => return Decision::Issue("no certificate".to_owned()),
+            None => return Decision::Issue(IssueReason::NoCertificate),
         },
-        Err(e) => return Decision::Issue(e.to_string()),
+        Err(e) => return Decision::Issue(IssueReason::Unusable(e)),
     };
     let missing = names.missing_from(&leaf);
     if !missing.is_empty() {
-        return Decision::Issue(format!("names missing: {}", missing.join(", ")));
+        return Decision::Issue(IssueReason::NamesMissing(missing));
     }
     if now >= leaf.renew_at() {
-        return Decision::Issue("due for renewal".to_owned());
+        return Decision::Issue(IssueReason::Due);
     }
     Decision::Keep {
         renew_at: leaf.renew_at(),
@@ -216,10 +260,12 @@ impl OperandCa {
                 Err(e) => return Err(ReconcileError::kube("writing", "Secret", &self.name)(e)),
             }
         }
-        Err(ReconcileError::Certificates(format!(
-            "the operand CA Secret {}/{} keeps changing",
-            self.namespace, self.name
-        )))
+        Err(ReconcileError::Certificates(
+            OperandTlsError::CaSecretContended {
+                namespace: self.namespace.clone(),
+                name: self.name.clone(),
+            },
+        ))
     }
 }
 
@@ -228,10 +274,11 @@ async fn generate(
     now: OffsetDateTime,
 ) -> Result<trustyai_certs::KeyedCert, ReconcileError> {
     let lifetimes = *lifetimes;
+    const WHAT: &str = "CA";
     tokio::task::spawn_blocking(move || trustyai_certs::generate_ca(&lifetimes, now))
         .await
-        .map_err(|e| ReconcileError::Certificates(e.to_string()))?
-        .map_err(|e| ReconcileError::Certificates(e.to_string()))
+        .map_err(|source| OperandTlsError::Task { what: WHAT, source })?
+        .map_err(|source| OperandTlsError::Generate { what: WHAT, source }.into())
 }
 
 /// The Secret `secret_name` for the Service `service` of `instance`, issued by `ca` at `now`.
@@ -249,8 +296,14 @@ pub async fn issue(
         trustyai_certs::issue_serving(&ca_for_task, &names, &lifetimes, now)
     })
     .await
-    .map_err(|e| ReconcileError::Certificates(e.to_string()))?
-    .map_err(|e| ReconcileError::Certificates(e.to_string()))?;
+    .map_err(|source| OperandTlsError::Task {
+        what: "serving certificate",
+        source,
+    })?
+    .map_err(|source| OperandTlsError::Generate {
+        what: "serving certificate",
+        source,
+    })?;
     let mut metadata = instance.owned_meta(secret_name.to_owned(), labels::metadata(instance));
     metadata.annotations = Some(BTreeMap::from([(
         ISSUED_BY_ANNOTATION.to_owned(),
@@ -332,7 +385,7 @@ mod tests {
         let other = ServiceNames::new("tas", "models");
         assert!(matches!(
             decide(Some(&secret), &authority, &other, now),
-            Decision::Issue(reason) if reason.contains("tas.models.svc")
+            Decision::Issue(IssueReason::NamesMissing(missing)) if missing.iter().any(|n| n.contains("tas.models.svc"))
         ));
         // Another CA does not trust it.
         assert!(matches!(

@@ -107,7 +107,7 @@ pub async fn apply(
                     applied.object.metadata.resource_version.as_deref(),
                     renew_at,
                 );
-                changes.issued(&secret_name, &reason);
+                changes.issued(&secret_name, &reason.to_string());
                 renew_at
             }
         };
