@@ -433,7 +433,7 @@ mod tests {
             limits.webhook_idle_timeout,
             HttpsOptions::DEFAULT_IDLE_TIMEOUT
         );
-        crate::leader::LeaderConfig {
+        crate::leader_election::LeaderConfig {
             lease_name: run.names.lease_name.clone(),
             namespace: run.names.namespace.clone(),
             identity: "test".to_owned(),

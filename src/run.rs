@@ -46,7 +46,7 @@ pub enum RunError {
     #[error("registering the webhooks")]
     WebhookRegistration(#[source] kube::Error),
     #[error("configuring leader election")]
-    LeaderElection(#[source] crate::leader::LeaderError),
+    LeaderElection(#[source] crate::leader_election::LeaderError),
     #[error("task {task} failed")]
     Task {
         task: Task,
@@ -105,9 +105,9 @@ pub enum TaskError {
     #[error("the Secret watch failed")]
     SecretCache(#[source] crate::secret_cache::SecretCacheError),
     #[error("the election loop failed")]
-    Leader(#[source] crate::leader::LeaderError),
+    Leader(#[source] crate::leader_election::LeaderError),
     #[error("the leader's duties failed")]
-    Leading(#[source] crate::leading::LeadingError),
+    Leading(#[source] crate::leader_duties::LeadingError),
     #[error("maintaining the certificate Secret failed")]
     Certificates(#[source] trustyai_certs::StoreError),
     /// What feeds the task (a channel or a watch) closed.
@@ -305,7 +305,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         config.cleanup_timeout = args.cleanup_timeout;
         config.pvc_pending_grace = args.pvc_pending_grace;
         config.metrics = Some(metrics.clone());
-        let duties = crate::leading::Duties {
+        let duties = crate::leader_duties::Duties {
             controller: config,
             migrate_storage: !args.no_crd_maintenance,
         };
@@ -320,7 +320,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
                 (Task::LeaderElection, Ok(()))
             });
         } else {
-            let config = crate::leader::LeaderConfig {
+            let config = crate::leader_election::LeaderConfig {
                 lease_name: args.names.lease_name.clone(),
                 namespace: args.names.namespace.clone(),
                 identity: leader_identity(),
@@ -331,14 +331,15 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             config.validate().map_err(RunError::LeaderElection)?;
             let (client, release) = (client.clone(), release.clone());
             tasks.spawn(async move {
-                let result = crate::leader::run(client, config, leading_tx, release).await;
+                let result = crate::leader_election::run(client, config, leading_tx, release).await;
                 (Task::LeaderElection, result.map_err(TaskError::Leader))
             });
         }
         let (client, stop, metrics) = (client.clone(), stop.clone(), metrics.clone());
         tasks.spawn(async move {
             let result =
-                crate::leading::lead(client, duties, leading_rx, stop, release, metrics).await;
+                crate::leader_duties::lead(client, duties, leading_rx, stop, release, metrics)
+                    .await;
             (Task::ReconcileLoop, result.map_err(TaskError::Leading))
         });
     }
@@ -527,15 +528,15 @@ fn event_recorder(client: &Client) -> kube::runtime::events::Recorder {
 
 /// How the API server reaches the webhooks: the webhook Service, or in local mode a URL. The
 /// registrations the operator creates and the caBundle publisher both use it.
-fn webhook_endpoint(args: &RunArgs) -> trustyai_certs::publish::WebhookEndpoint {
+fn webhook_endpoint(args: &RunArgs) -> trustyai_certs::ca_bundle_patches::WebhookEndpoint {
     match args.local_webhook_address {
-        Some(address) => trustyai_certs::publish::WebhookEndpoint::Url {
+        Some(address) => trustyai_certs::ca_bundle_patches::WebhookEndpoint::Url {
             base: args
                 .webhook_url
                 .clone()
                 .unwrap_or_else(|| format!("https://{address}")),
         },
-        None => trustyai_certs::publish::WebhookEndpoint::Service {
+        None => trustyai_certs::ca_bundle_patches::WebhookEndpoint::Service {
             name: args.service_name.clone(),
             namespace: args.names.namespace.clone(),
             port: args.service_port,
@@ -543,8 +544,8 @@ fn webhook_endpoint(args: &RunArgs) -> trustyai_certs::publish::WebhookEndpoint 
     }
 }
 
-fn publish_targets(args: &RunArgs) -> trustyai_certs::publish::PublishTargets {
-    trustyai_certs::publish::PublishTargets {
+fn publish_targets(args: &RunArgs) -> trustyai_certs::ca_bundle_patches::PublishTargets {
+    trustyai_certs::ca_bundle_patches::PublishTargets {
         crd_name: Some(trustyai_crds::contract::CRD_NAME.to_string()),
         conversion_path: trustyai_webhooks::routes::CONVERT.to_string(),
         validating_webhook_configuration: Some(args.names.validating_webhook_configuration.clone()),

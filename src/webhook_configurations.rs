@@ -9,7 +9,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use kube::Client;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
-use trustyai_certs::publish::WebhookEndpoint;
+use trustyai_certs::ca_bundle_patches::WebhookEndpoint;
 use trustyai_crds::contract::{GROUP, PLURAL, STORAGE_VERSION};
 use trustyai_webhooks::routes;
 

@@ -19,7 +19,7 @@ use support::ControlPlane;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use trustyai_operator::leader::{LeaderConfig, run};
+use trustyai_operator::leader_election::{LeaderConfig, run};
 
 const LEASE_NAME: &str = "trustyai-operator-leader";
 const LEASE_DURATION: Duration = Duration::from_secs(10);

@@ -17,10 +17,12 @@
 //! - **openshift**: as files; the service-ca operator injects the bundle itself.
 //!
 //! Pure logic (generation, parsing, the renewal decision, the bundle, chain verification, the
-//! apply bodies) lives apart from the Kubernetes-facing loops ([`secret_store`], [`publisher`],
-//! [`files`]).
+//! caBundle patches in [`ca_bundle_patches`]) lives apart from the Kubernetes-facing loops
+//! ([`secret_store`], [`ca_bundle_publisher`], [`files`]).
 
 pub mod bundle;
+pub mod ca_bundle_patches;
+pub mod ca_bundle_publisher;
 pub mod events;
 pub mod files;
 pub mod generate;
@@ -28,14 +30,16 @@ pub mod lifetimes;
 pub mod material;
 pub mod mode;
 pub mod names;
-pub mod publish;
-pub mod publisher;
 pub mod renewal;
 pub mod secret_layout;
 pub mod secret_store;
 pub mod verify;
 
 pub use bundle::{Bundle, ca_bundle};
+pub use ca_bundle_patches::{
+    CABUNDLE_FIELD_MANAGER, ClientConfig, PublishTargets, WebhookEndpoint,
+};
+pub use ca_bundle_publisher::{PublishError, Published, publish_once, run_publisher};
 pub use events::{CertWarning, publish_warnings};
 pub use files::{FileSource, FilesError, load_files, watch_files};
 pub use generate::{GenerateError, KeyedCert, generate_ca, issue_serving};
@@ -43,8 +47,6 @@ pub use lifetimes::Lifetimes;
 pub use material::{CaCert, CertInfo, MaterialError, ServingCert, TlsMaterial};
 pub use mode::CertMode;
 pub use names::ServiceNames;
-pub use publish::{CABUNDLE_FIELD_MANAGER, ClientConfig, PublishTargets, WebhookEndpoint};
-pub use publisher::{PublishError, Published, publish_once, run_publisher};
 pub use renewal::{CaStep, Plan, Reason, decide};
 pub use secret_layout::{SecretData, StoredState};
 pub use secret_store::{Ensured, SECRET_FIELD_MANAGER, StoreError, ensure_secret, maintain_secret};

@@ -22,7 +22,7 @@ use kube::api::{DeleteParams, PostParams};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Client};
 use tokio::sync::watch;
-use trustyai_certs::publish::{LiveConversion, mutating_entries, validating_entries};
+use trustyai_certs::ca_bundle_patches::{LiveConversion, mutating_entries, validating_entries};
 use trustyai_certs::{
     CABUNDLE_FIELD_MANAGER, Lifetimes, PublishTargets, ServiceNames, WebhookEndpoint, chains_to,
     ensure_secret, maintain_secret, publish_once, run_publisher,

@@ -1,6 +1,6 @@
 //! What to publish where: the pure half of caBundle publishing (desired client configs,
 //! up-to-date checks, and the request bodies). The loop that sends them is in
-//! [`crate::publisher`].
+//! [`crate::ca_bundle_publisher`].
 //!
 //! # Why server-side apply, and what exactly is applied
 //!

@@ -20,12 +20,12 @@ use time::OffsetDateTime;
 use tokio::sync::watch;
 use tracing::{Instrument, info, info_span, warn};
 
-use crate::material::{MaterialError, TlsMaterial};
-use crate::publish::{
+use crate::ca_bundle_patches::{
     CABUNDLE_FIELD_MANAGER, LiveConversion, LiveEntry, PublishTargets, crd_apply_body,
     crd_switch_patch, desired_conversion, desired_entries, mutating_entries, validating_entries,
     webhooks_apply_body, webhooks_switch_patch,
 };
+use crate::material::{MaterialError, TlsMaterial};
 use crate::verify::chains_to;
 
 /// Re-check everything this often even without events.
