@@ -65,7 +65,7 @@ pub enum OperandTlsError {
 pub fn serving_secrets(cr: &str) -> [(String, String); 2] {
     [
         (names::tls(cr), names::tls(cr)),
-        (names::internal(cr), names::service(cr)),
+        (names::internal(cr), names::workload(cr)),
     ]
 }
 

@@ -500,7 +500,7 @@ async fn observe_deployment(
         CachedObject::Present(deployment) => deployment,
         CachedObject::Absent => return Ok(None),
         CachedObject::Unknown => {
-            let name = names::service(instance.name());
+            let name = names::workload(instance.name());
             let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), instance.namespace());
             let read = api.get_opt(&name).await.map_err(ReconcileError::kube(
                 "reading",
@@ -635,7 +635,7 @@ async fn observe_route(
         CachedObject::Present(route) => Some(route),
         CachedObject::Absent => None,
         CachedObject::Unknown => {
-            let name = names::service(instance.name());
+            let name = names::workload(instance.name());
             let api = Api::<DynamicObject>::namespaced_with(
                 ctx.client.clone(),
                 instance.namespace(),

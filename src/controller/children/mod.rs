@@ -350,7 +350,7 @@ fn cached_fields<K: DeserializeOwned>(
     kind: Kind,
     instance: &Instance<'_>,
 ) -> CachedObject<K> {
-    let name = super::resources::names::service(instance.name());
+    let name = super::resources::names::workload(instance.name());
     cached_named(ctx, kind, instance.namespace(), &name)
 }
 

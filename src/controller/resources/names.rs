@@ -6,8 +6,9 @@ use trustyai_crds::v1::TrustyAIServiceSpec;
 
 use super::non_empty;
 
-/// Deployment, internal Service, Route and local ServiceMonitor: `<cr>`.
-pub fn service(cr: &str) -> String {
+/// The workload's name, shared by what points at it: the Deployment, the internal Service, the
+/// Route and the local ServiceMonitor are all `<cr>`.
+pub fn workload(cr: &str) -> String {
     cr.to_owned()
 }
 
@@ -71,7 +72,7 @@ mod tests {
 
     #[test]
     fn go_operator_names() {
-        assert_eq!(service("tas"), "tas");
+        assert_eq!(workload("tas"), "tas");
         assert_eq!(proxy_service_account("tas"), "tas-proxy");
         assert_eq!(
             proxy_cluster_role_binding("tas", "models"),

@@ -28,7 +28,7 @@ pub fn route(instance: &Instance<'_>) -> DynamicObject {
             kind: resource.kind,
         }),
         metadata: instance.owned_meta(
-            names::service(cr),
+            names::workload(cr),
             labels::metadata_with(instance, &[(contract_labels::SERVICE_NAME, cr)]),
         ),
         data: json!({

@@ -28,7 +28,7 @@ pub fn local(instance: &Instance<'_>) -> DynamicObject {
     let cr = instance.name();
     service_monitor(
         instance.owned_meta(
-            names::service(cr),
+            names::workload(cr),
             labels::metadata_with(
                 instance,
                 &[(

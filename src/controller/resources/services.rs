@@ -58,7 +58,7 @@ pub fn tls_service(instance: &Instance<'_>) -> Service {
 /// The internal Service `<cr>`.
 pub fn internal_service(instance: &Instance<'_>) -> Service {
     let cr = instance.name();
-    let mut metadata = instance.owned_meta(names::service(cr), labels::metadata(instance));
+    let mut metadata = instance.owned_meta(names::workload(cr), labels::metadata(instance));
     let mut annotations: BTreeMap<String, String> = PROMETHEUS_ANNOTATIONS
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))

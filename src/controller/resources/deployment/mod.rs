@@ -65,7 +65,7 @@ pub fn deployment(
         .collect();
 
     Ok(Deployment {
-        metadata: instance.owned_meta(names::service(cr), labels::metadata(instance)),
+        metadata: instance.owned_meta(names::workload(cr), labels::metadata(instance)),
         spec: DeploymentSpec {
             replicas: Some(spec.replicas.unwrap_or(DEFAULT_REPLICAS)),
             selector: LabelSelector {
