@@ -107,7 +107,7 @@ pub struct OperatorNames {
 
     /// Secret in the operator namespace holding the CA of the operands' serving certificates
     /// (issued where no OpenShift service-ca operator does it).
-    #[arg(long, default_value = crate::controller::operand_tls::DEFAULT_CA_SECRET)]
+    #[arg(long, default_value = crate::controller::operand_ca::DEFAULT_CA_SECRET)]
     pub operand_ca_secret: String,
 
     /// Name of the leader Lease in the operator namespace.
@@ -349,9 +349,15 @@ pub struct CertificateArgs {
     #[arg(long, default_value = "1825d", value_parser = humantime_duration)]
     pub ca_lifetime: Duration,
 
-    /// How long a new CA is published before it signs, and the old one kept after.
+    /// How long a new CA (the webhook server's or the operands') is published before it signs,
+    /// and the old one kept after.
     #[arg(long, default_value = "15m", value_parser = humantime_duration)]
     pub ca_overlap: Duration,
+
+    /// Lifetime of the CA of the operands' serving certificates (rotated, with overlap, at two
+    /// thirds of it).
+    #[arg(long, default_value = "1825d", value_parser = humantime_duration)]
+    pub operand_ca_lifetime: Duration,
 
     /// Lifetime of the operands' serving certificates (renewed when a third of it is left).
     #[arg(long, default_value = "90d", value_parser = humantime_duration)]
@@ -415,6 +421,7 @@ mod tests {
         let lifetimes = trustyai_certs::Lifetimes::default();
         let certificates = &run.certificates;
         assert_eq!(certificates.ca_lifetime, lifetimes.ca);
+        assert_eq!(certificates.operand_ca_lifetime, lifetimes.ca);
         assert_eq!(certificates.serving_cert_lifetime, lifetimes.serving);
         assert_eq!(certificates.ca_overlap, lifetimes.overlap);
         assert_eq!(

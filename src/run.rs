@@ -302,6 +302,8 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         config.allowed_image_prefixes = args.allowed_image_prefixes.clone();
         config.operand_ca_secret = args.names.operand_ca_secret.clone();
         config.operand_cert_lifetime = args.certificates.operand_cert_lifetime;
+        config.operand_ca_lifetime = args.certificates.operand_ca_lifetime;
+        config.ca_overlap = args.certificates.ca_overlap;
         config.cleanup_timeout = args.cleanup_timeout;
         config.pvc_pending_grace = args.pvc_pending_grace;
         config.metrics = Some(metrics.clone());

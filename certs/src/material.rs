@@ -451,8 +451,8 @@ impl CaCert {
         &self.cert_pem
     }
 
-    /// The CA key as PEM text.
-    pub(crate) fn key_pem(&self) -> &str {
+    /// The CA key as PEM text (to store it back, e.g. when a rotation ends).
+    pub fn key_pem(&self) -> &str {
         &self.key_pem
     }
 }

@@ -14,7 +14,7 @@ use super::backoff::Backoffs;
 use super::children::Children;
 use super::discovery::OptionalApis;
 use super::events::Events;
-use super::operand_tls::{DEFAULT_CA_SECRET, OperandCa};
+use super::operand_ca::{DEFAULT_CA_SECRET, OperandCa};
 use super::resources::cluster_role_binding::DEFAULT_PROXY_CLUSTER_ROLE;
 use crate::metrics::Metrics;
 
@@ -54,6 +54,10 @@ pub struct ControllerConfig {
     pub operand_ca_secret: String,
     /// Lifetime of the operand serving certificates.
     pub operand_cert_lifetime: Duration,
+    /// Lifetime of the operand CA (rotated at two thirds of it).
+    pub operand_ca_lifetime: Duration,
+    /// How long a new operand CA is in the bundles before it signs, and the old one after.
+    pub ca_overlap: Duration,
     /// Safety requeue of unchanged objects.
     pub safety_requeue: Duration,
     /// How long a failing cleanup may block a deletion.
@@ -75,6 +79,8 @@ impl std::fmt::Debug for ControllerConfig {
             .field("env_kube_rbac_proxy_image", &self.env_kube_rbac_proxy_image)
             .field("operand_ca_secret", &self.operand_ca_secret)
             .field("operand_cert_lifetime", &self.operand_cert_lifetime)
+            .field("operand_ca_lifetime", &self.operand_ca_lifetime)
+            .field("ca_overlap", &self.ca_overlap)
             .field("safety_requeue", &self.safety_requeue)
             .field("cleanup_timeout", &self.cleanup_timeout)
             .field("pvc_pending_grace", &self.pvc_pending_grace)
@@ -95,6 +101,8 @@ impl ControllerConfig {
             env_kube_rbac_proxy_image: None,
             operand_ca_secret: DEFAULT_CA_SECRET.to_owned(),
             operand_cert_lifetime: DEFAULT_OPERAND_CERT_LIFETIME,
+            operand_ca_lifetime: trustyai_certs::Lifetimes::default().ca,
+            ca_overlap: trustyai_certs::Lifetimes::default().overlap,
             safety_requeue: DEFAULT_SAFETY_REQUEUE,
             cleanup_timeout: DEFAULT_CLEANUP_TIMEOUT,
             pvc_pending_grace: DEFAULT_PVC_PENDING_GRACE,
@@ -145,7 +153,12 @@ impl Context {
         let operand_ca = OperandCa::new(
             config.operator_namespace.clone(),
             config.operand_ca_secret.clone(),
-            config.operand_cert_lifetime,
+            trustyai_certs::Lifetimes {
+                ca: config.operand_ca_lifetime,
+                serving: config.operand_cert_lifetime,
+                overlap: config.ca_overlap,
+                ..trustyai_certs::Lifetimes::default()
+            },
         );
         Arc::new(Self {
             events: Events::new(client.clone()),

@@ -22,7 +22,8 @@
 //!   cache, orphans, optional API), and the one path that applies them ([`apply`]), with
 //!   events ([`events`]).
 //! - [`integration`]: wiring InferenceServices and ModelMesh Deployments, and undoing it.
-//! - [`operand_tls`]: the operands' serving certificates where no service-ca issues them.
+//! - [`operand_ca`], [`operand_tls`]: the operands' CA (rotated with overlap) and serving
+//!   certificates, where no service-ca issues them.
 //! - [`discovery`]: which optional APIs (Route, ServiceMonitor, InferenceService, Istio) exist.
 //! - [`context`]: configuration and shared state.
 //! - [`error`]: [`ReconcileError`](error::ReconcileError), with the bounded categories its
@@ -39,6 +40,7 @@ pub mod events;
 pub mod finalizer;
 pub mod integration;
 pub mod migration_trigger;
+pub mod operand_ca;
 pub mod operand_tls;
 pub mod pvc_plan;
 pub mod reconciler;

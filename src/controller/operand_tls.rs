@@ -4,33 +4,30 @@
 //! make service-ca write `<cr>-tls` and `<cr>-internal`. Elsewhere the pods could never start
 //! (their Secret volumes are not optional), so the operator issues them itself:
 //!
-//! - one operand CA, kept in a Secret of the operator namespace (`ca.crt`, `ca.key`), created
-//!   when absent and replaced when unusable or past two thirds of its life;
+//! - one operand CA ([`super::operand_ca`]), rotated with an overlap;
 //! - per TrustyAIService, `kubernetes.io/tls` Secrets for the Services' DNS names (`tls.crt`,
-//!   `tls.key`, `ca.crt`), owned by it, marked with [`ISSUED_BY_ANNOTATION`], re-issued when
-//!   less than a third of their lifetime is left, when they do not chain to the current CA, or
-//!   when a name is missing.
+//!   `tls.key`, and `ca.crt`: the trust bundle), owned by it, marked with
+//!   [`ISSUED_BY_ANNOTATION`], re-issued when less than a third of their lifetime is left, when
+//!   they chain to no CA of the bundle, when a name is missing, or when a CA rotation moves
+//!   them onto the new CA; their bundle alone is rewritten when a rotation begins or ends.
 //!
 //! A Secret of those names without the marker was made by someone else (service-ca, a user,
 //! cert-manager) and is left alone.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ObjectMeta, PostParams};
-use trustyai_certs::secret_layout::{CA_CRT, CA_KEY, SECRET_TYPE as TLS_TYPE, TLS_CRT, TLS_KEY};
+use trustyai_certs::secret_layout::{CA_CRT, SECRET_TYPE as TLS_TYPE, TLS_CRT, TLS_KEY};
 use trustyai_certs::time::OffsetDateTime;
-use trustyai_certs::{CaCert, GenerateError, Lifetimes, MaterialError, ServiceNames, TlsMaterial};
+use trustyai_certs::{GenerateError, Lifetimes, MaterialError, ServiceNames, TlsMaterial};
 
 use super::error::ReconcileError;
+use super::operand_ca::OperandTrust;
 use super::resources::{Instance, labels, names};
 
 /// Marks the Secrets this operator issued (value: [`super::apply::FIELD_MANAGER`]).
 pub const ISSUED_BY_ANNOTATION: &str = "trustyai.opendatahub.io/issued-by";
-/// Default name of the operand CA Secret in the operator namespace.
-pub const DEFAULT_CA_SECRET: &str = "trustyai-operator-operand-ca";
 
 /// Why the operand certificates could not be had.
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +76,12 @@ pub enum Decision {
     },
     /// (Re-)issue it, for this reason.
     Issue(IssueReason),
+    /// The certificate stands, but `ca.crt` is not the current trust bundle (a CA rotation
+    /// began or ended): rewrite the bundle only.
+    UpdateBundle {
+        /// When the certificate must be re-issued.
+        renew_at: OffsetDateTime,
+    },
     /// Someone else manages it.
     Foreign,
 }
@@ -101,12 +104,15 @@ pub enum IssueReason {
     /// Less than a third of its lifetime is left.
     #[error("due for renewal")]
     Due,
+    /// It is signed by the previous CA, and the new one has been in the bundles long enough.
+    #[error("moving onto the new operand CA")]
+    OnPreviousCa,
 }
 
-/// Judges the Secret `secret` (`None`: absent) for `names`, against the CA `ca` at `now`.
+/// Judges the Secret `secret` (`None`: absent) for `names`, against `trust` at `now`.
 pub fn decide(
     secret: Option<&Secret>,
-    ca: &CaCert,
+    trust: &OperandTrust,
     names: &ServiceNames,
     now: OffsetDateTime,
 ) -> Decision {
@@ -132,7 +138,7 @@ pub fn decide(
     let material = match TlsMaterial::from_labelled_pem(
         (TLS_CRT, field(TLS_CRT)),
         (TLS_KEY, field(TLS_KEY)),
-        Some((CA_CRT, ca.cert_pem().as_bytes())),
+        Some((CA_CRT, trust.bundle_pem.as_bytes())),
         now,
     ) {
         Ok(material) => material,
@@ -155,143 +161,42 @@ pub fn decide(
     if now >= leaf.renew_at() {
         return Decision::Issue(IssueReason::Due);
     }
-    Decision::Keep {
-        renew_at: leaf.renew_at(),
-    }
-}
-
-/// Whether the CA in `secret` is usable at `now` and not yet due for replacement.
-pub fn parse_ca(secret: &Secret, now: OffsetDateTime) -> Option<CaCert> {
-    let data = secret.data.as_ref()?;
-    let ca = CaCert::parse(CA_CRT, &data.get(CA_CRT)?.0, CA_KEY, &data.get(CA_KEY)?.0).ok()?;
-    (ca.cert().is_valid_at(now) && now < ca.cert().renew_at()).then_some(ca)
-}
-
-/// The operand CA, read from (or written to) its Secret and kept in memory.
-pub struct OperandCa {
-    namespace: String,
-    name: String,
-    lifetimes: Lifetimes,
-    cached: tokio::sync::Mutex<Option<CaCert>>,
-}
-
-impl OperandCa {
-    /// The CA kept in the Secret `name` of `namespace`; serving certificates live `serving`.
-    pub fn new(namespace: String, name: String, serving: Duration) -> Self {
-        let defaults = Lifetimes::default();
-        Self {
-            namespace,
-            name,
-            lifetimes: Lifetimes {
-                serving,
-                backdate: defaults.backdate.min(serving / 10),
-                ..defaults
-            },
-            cached: tokio::sync::Mutex::new(None),
+    let mut renew_at = leaf.renew_at();
+    let on_previous = trust.previous.is_some()
+        && trustyai_certs::verify::chains_to(
+            material.cert_chain_pem().as_bytes(),
+            trust.signing.cert_pem().as_bytes(),
+            now,
+        )
+        .is_err();
+    if on_previous {
+        if now >= trust.move_at {
+            return Decision::Issue(IssueReason::OnPreviousCa);
         }
+        renew_at = renew_at.min(trust.move_at);
     }
-
-    /// Lifetimes of the certificates issued.
-    pub fn lifetimes(&self) -> &Lifetimes {
-        &self.lifetimes
+    if let Some(retire_at) = trust.retire_at {
+        // The bundle shrinks then; look again.
+        renew_at = renew_at.min(retire_at);
     }
-
-    /// The current CA: from memory, else from the Secret, else a new one.
-    pub async fn get(&self, client: &kube::Client) -> Result<CaCert, ReconcileError> {
-        let mut cached = self.cached.lock().await;
-        let now = OffsetDateTime::now_utc();
-        if let Some(ca) = cached.as_ref()
-            && ca.cert().is_valid_at(now)
-            && now < ca.cert().renew_at()
-        {
-            return Ok(ca.clone());
-        }
-        let api: Api<Secret> = Api::namespaced(client.clone(), &self.namespace);
-        // Two rounds: a replica that loses the race to create or replace reads the winner's.
-        for _ in 0..3 {
-            let existing = api
-                .get_opt(&self.name)
-                .await
-                .map_err(ReconcileError::kube("reading", "Secret", &self.name))?;
-            if let Some(ca) = existing.as_ref().and_then(|s| parse_ca(s, now)) {
-                *cached = Some(ca.clone());
-                return Ok(ca);
-            }
-            let generated = generate(&self.lifetimes, now).await?;
-            let data = BTreeMap::from([
-                (
-                    CA_CRT.to_owned(),
-                    ByteString(generated.cert_pem.into_bytes()),
-                ),
-                (
-                    CA_KEY.to_owned(),
-                    ByteString(generated.key_pem.into_bytes()),
-                ),
-            ]);
-            let params = PostParams {
-                field_manager: Some(super::apply::FIELD_MANAGER.to_owned()),
-                ..PostParams::default()
-            };
-            let result = match existing {
-                None => {
-                    let secret = Secret {
-                        metadata: ObjectMeta {
-                            name: Some(self.name.clone()),
-                            namespace: Some(self.namespace.clone()),
-                            ..ObjectMeta::default()
-                        },
-                        type_: Some("Opaque".to_owned()),
-                        data: Some(data),
-                        ..Secret::default()
-                    };
-                    api.create(&params, &secret).await
-                }
-                Some(mut secret) => {
-                    tracing::warn!(secret = %self.name, "the operand CA is unusable or due; replacing it");
-                    secret.data = Some(data);
-                    api.replace(&self.name, &params, &secret).await
-                }
-            };
-            match result {
-                Ok(_) => {
-                    tracing::info!(secret = %self.name, namespace = %self.namespace, "wrote a new operand CA");
-                }
-                Err(kube::Error::Api(status)) if status.code == 409 => {}
-                Err(e) => return Err(ReconcileError::kube("writing", "Secret", &self.name)(e)),
-            }
-        }
-        Err(ReconcileError::Certificates(
-            OperandTlsError::CaSecretContended {
-                namespace: self.namespace.clone(),
-                name: self.name.clone(),
-            },
-        ))
+    if field(CA_CRT) != trust.bundle_pem.as_bytes() {
+        return Decision::UpdateBundle { renew_at };
     }
+    Decision::Keep { renew_at }
 }
 
-async fn generate(
-    lifetimes: &Lifetimes,
-    now: OffsetDateTime,
-) -> Result<trustyai_certs::KeyedCert, ReconcileError> {
-    let lifetimes = *lifetimes;
-    const WHAT: &str = "CA";
-    tokio::task::spawn_blocking(move || trustyai_certs::generate_ca(&lifetimes, now))
-        .await
-        .map_err(|source| OperandTlsError::Task { what: WHAT, source })?
-        .map_err(|source| OperandTlsError::Generate { what: WHAT, source }.into())
-}
-
-/// The Secret `secret_name` for the Service `service` of `instance`, issued by `ca` at `now`.
+/// The Secret `secret_name` for the Service `service` of `instance`, issued by the current CA
+/// of `trust` at `now`.
 pub async fn issue(
     instance: &Instance<'_>,
-    ca: &CaCert,
+    trust: &OperandTrust,
     lifetimes: &Lifetimes,
     secret_name: &str,
     service: &str,
     now: OffsetDateTime,
 ) -> Result<Secret, ReconcileError> {
     let names = ServiceNames::new(service, instance.namespace());
-    let (ca_for_task, lifetimes) = (ca.clone(), *lifetimes);
+    let (ca_for_task, lifetimes) = (trust.signing.clone(), *lifetimes);
     let keyed = tokio::task::spawn_blocking(move || {
         trustyai_certs::issue_serving(&ca_for_task, &names, &lifetimes, now)
     })
@@ -304,33 +209,77 @@ pub async fn issue(
         what: "serving certificate",
         source,
     })?;
+    Ok(serving_secret(
+        instance,
+        secret_name,
+        keyed.cert_pem.into_bytes(),
+        keyed.key_pem.into_bytes(),
+        &trust.bundle_pem,
+    ))
+}
+
+/// The Secret `secret` of `instance` as it stands, with `ca.crt` set to the bundle of `trust`.
+pub fn with_bundle(
+    instance: &Instance<'_>,
+    secret_name: &str,
+    secret: &Secret,
+    trust: &OperandTrust,
+) -> Secret {
+    let field = |key: &str| {
+        secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .map(|b| b.0.clone())
+            .unwrap_or_default()
+    };
+    serving_secret(
+        instance,
+        secret_name,
+        field(TLS_CRT),
+        field(TLS_KEY),
+        &trust.bundle_pem,
+    )
+}
+
+fn serving_secret(
+    instance: &Instance<'_>,
+    secret_name: &str,
+    cert_pem: Vec<u8>,
+    key_pem: Vec<u8>,
+    bundle_pem: &str,
+) -> Secret {
     let mut metadata = instance.owned_meta(secret_name.to_owned(), labels::metadata(instance));
     metadata.annotations = Some(BTreeMap::from([(
         ISSUED_BY_ANNOTATION.to_owned(),
         super::apply::FIELD_MANAGER.to_owned(),
     )]));
-    Ok(Secret {
+    Secret {
         metadata,
         type_: Some(TLS_TYPE.to_owned()),
         data: Some(BTreeMap::from([
-            (TLS_CRT.to_owned(), ByteString(keyed.cert_pem.into_bytes())),
-            (TLS_KEY.to_owned(), ByteString(keyed.key_pem.into_bytes())),
+            (TLS_CRT.to_owned(), ByteString(cert_pem)),
+            (TLS_KEY.to_owned(), ByteString(key_pem)),
             (
                 CA_CRT.to_owned(),
-                ByteString(ca.cert_pem().as_bytes().to_vec()),
+                ByteString(bundle_pem.as_bytes().to_vec()),
             ),
         ])),
         ..Secret::default()
-    })
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use trustyai_certs::CaCert;
+
     use super::*;
     use crate::controller::test_support::{VERSION, pvc_service};
 
     fn ca(now: OffsetDateTime) -> CaCert {
-        let keyed = trustyai_certs::generate_ca(&Lifetimes::default(), now).expect("ca");
+        let keyed = trustyai_certs::generate_ca(&lifetimes(), now).expect("ca");
         CaCert::parse(
             "ca",
             keyed.cert_pem.as_bytes(),
@@ -344,29 +293,41 @@ mod tests {
         Lifetimes {
             serving: Duration::from_secs(3000),
             backdate: Duration::from_secs(0),
+            overlap: Duration::from_secs(100),
             ..Lifetimes::default()
         }
     }
 
-    #[tokio::test]
-    async fn issued_secret_is_kept_until_two_thirds_of_its_life() {
-        // Certificates hold whole seconds.
-        let now = OffsetDateTime::from_unix_timestamp(OffsetDateTime::now_utc().unix_timestamp())
-            .expect("now");
-        let authority = ca(now);
+    fn trust(signing: &CaCert, previous: Option<&CaCert>) -> OperandTrust {
+        OperandTrust::new(
+            signing.clone(),
+            previous.map(|p| (p.cert().clone(), p.cert_pem().to_owned())),
+            &lifetimes(),
+        )
+    }
+
+    /// Now, in whole seconds (certificates hold no more).
+    fn now() -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp(OffsetDateTime::now_utc().unix_timestamp())
+            .expect("now")
+    }
+
+    async fn issued(trust: &OperandTrust, now: OffsetDateTime) -> Secret {
         let service = pvc_service();
         let instance = Instance::new(&service, VERSION).expect("instance");
-        let secret = issue(
-            &instance,
-            &authority,
-            &lifetimes(),
-            "tas-tls",
-            "tas-tls",
-            now,
-        )
-        .await
-        .expect("issue");
+        issue(&instance, trust, &lifetimes(), "tas-tls", "tas-tls", now)
+            .await
+            .expect("issue")
+    }
+
+    #[tokio::test]
+    async fn issued_secret_is_kept_until_two_thirds_of_its_life() {
+        let now = now();
+        let authority = trust(&ca(now), None);
+        let secret = issued(&authority, now).await;
         assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
+        let service = pvc_service();
+        let instance = Instance::new(&service, VERSION).expect("instance");
         assert_eq!(
             secret.metadata.owner_references,
             Some(vec![instance.owner_reference()])
@@ -379,7 +340,7 @@ mod tests {
         let later = now + trustyai_certs::time::Duration::seconds(2001);
         assert!(matches!(
             decide(Some(&secret), &authority, &names, later),
-            Decision::Issue(_)
+            Decision::Issue(IssueReason::Due)
         ));
         // Another Service's names are missing.
         let other = ServiceNames::new("tas", "models");
@@ -389,45 +350,70 @@ mod tests {
         ));
         // Another CA does not trust it.
         assert!(matches!(
-            decide(Some(&secret), &ca(now), &names, now),
-            Decision::Issue(_)
+            decide(Some(&secret), &trust(&ca(now), None), &names, now),
+            Decision::Issue(IssueReason::Unusable(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn during_a_rotation_the_certificate_stays_then_moves_and_the_bundle_follows() {
+        let now = now();
+        let (old, new) = (ca(now), ca(now));
+        let names = ServiceNames::new("tas-tls", "models");
+        let on_old = issued(&trust(&old, None), now).await;
+        // Step 1: the new CA is current, the old one previous. The certificate stands; only the
+        // bundle changes, and it holds both CAs.
+        let rotating = trust(&new, Some(&old));
+        let Decision::UpdateBundle { renew_at } = decide(Some(&on_old), &rotating, &names, now)
+        else {
+            panic!("the bundle gains the new CA first");
+        };
+        assert_eq!(renew_at, rotating.move_at);
+        let service = pvc_service();
+        let instance = Instance::new(&service, VERSION).expect("instance");
+        let rebundled = with_bundle(&instance, "tas-tls", &on_old, &rotating);
+        assert_eq!(
+            rebundled.data.as_ref().and_then(|d| d.get(TLS_CRT)),
+            on_old.data.as_ref().and_then(|d| d.get(TLS_CRT)),
+            "the certificate is not touched"
+        );
+        assert!(matches!(
+            decide(Some(&rebundled), &rotating, &names, now),
+            Decision::Keep { renew_at } if renew_at == rotating.move_at
+        ));
+        // Step 2: past the overlap, the certificate moves onto the new CA.
+        assert!(matches!(
+            decide(Some(&rebundled), &rotating, &names, rotating.move_at),
+            Decision::Issue(IssueReason::OnPreviousCa)
+        ));
+        let on_new = issued(&rotating, rotating.move_at).await;
+        let retire_at = rotating.retire_at.expect("a rotation ends");
+        assert!(matches!(
+            decide(Some(&on_new), &rotating, &names, rotating.move_at),
+            Decision::Keep { renew_at } if renew_at == retire_at
+        ));
+        // Step 3: the old CA leaves; the bundle shrinks, the certificate stays.
+        let after = trust(&new, None);
+        assert!(matches!(
+            decide(Some(&on_new), &after, &names, retire_at),
+            Decision::UpdateBundle { .. }
         ));
     }
 
     #[test]
     fn absent_is_issued_and_unmarked_is_foreign() {
         let now = OffsetDateTime::now_utc();
-        let ca = ca(now);
+        let authority = trust(&ca(now), None);
         let names = ServiceNames::new("tas-tls", "models");
-        assert!(matches!(decide(None, &ca, &names, now), Decision::Issue(_)));
+        assert!(matches!(
+            decide(None, &authority, &names, now),
+            Decision::Issue(IssueReason::Absent)
+        ));
         let foreign = Secret::default();
-        assert_eq!(decide(Some(&foreign), &ca, &names, now), Decision::Foreign);
-    }
-
-    #[test]
-    fn ca_secret_parsing() {
-        let now = OffsetDateTime::now_utc();
-        let keyed = trustyai_certs::generate_ca(&Lifetimes::default(), now).expect("ca");
-        let secret = Secret {
-            data: Some(BTreeMap::from([
-                (
-                    CA_CRT.to_owned(),
-                    ByteString(keyed.cert_pem.clone().into_bytes()),
-                ),
-                (
-                    CA_KEY.to_owned(),
-                    ByteString(keyed.key_pem.clone().into_bytes()),
-                ),
-            ])),
-            ..Secret::default()
-        };
-        assert!(parse_ca(&secret, now).is_some());
-        let five_years = trustyai_certs::time::Duration::days(4 * 365);
-        assert!(
-            parse_ca(&secret, now + five_years).is_none(),
-            "past two thirds"
+        assert_eq!(
+            decide(Some(&foreign), &authority, &names, now),
+            Decision::Foreign
         );
-        assert!(parse_ca(&Secret::default(), now).is_none());
     }
 
     #[test]

@@ -43,7 +43,7 @@ pub async fn apply(
     instance: &Instance<'_>,
     changes: &mut Changes,
 ) -> Result<Option<OffsetDateTime>, ReconcileError> {
-    let ca = ctx.operand_ca.get(&ctx.client).await?;
+    let trust = ctx.operand_ca.get(&ctx.client).await?;
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), instance.namespace());
     let lifetimes = *ctx.operand_ca.lifetimes();
     let children: &Children = &ctx.children;
@@ -51,11 +51,12 @@ pub async fn apply(
     let mut next: Option<OffsetDateTime> = None;
     let owner = (instance.namespace().to_owned(), instance.name().to_owned());
     // A certificate found good stays good until it is due, as long as neither the Secret (its
-    // resourceVersion in the cache) nor the CA changed: no read, no parsing until then.
-    let ca_fingerprint = fingerprint(&ca.cert_pem()).map_err(|source| ReconcileError::Encode {
-        what: "the operand CA",
-        source,
-    })?;
+    // resourceVersion in the cache) nor the trust bundle changed: no read, no parsing until then.
+    let ca_fingerprint =
+        fingerprint(&trust.bundle_pem).map_err(|source| ReconcileError::Encode {
+            what: "the operand CA bundle",
+            source,
+        })?;
     let memory = &children.certificates;
     for (secret_name, service_name) in operand_tls::serving_secrets(instance.name()) {
         let now = OffsetDateTime::now_utc();
@@ -73,7 +74,7 @@ pub async fn apply(
             .await
             .map_err(ReconcileError::kube("reading", "Secret", &secret_name))?;
         let names = ServiceNames::new(&service_name, instance.namespace());
-        let renew_at = match operand_tls::decide(live.as_ref(), &ca, &names, now) {
+        let renew_at = match operand_tls::decide(live.as_ref(), &trust, &names, now) {
             Decision::Foreign => continue,
             Decision::Keep { renew_at } => {
                 count(ctx, "Secret", "unchanged");
@@ -90,15 +91,45 @@ pub async fn apply(
                 );
                 renew_at
             }
+            Decision::UpdateBundle { renew_at } => {
+                let Some(live) = live else {
+                    continue;
+                };
+                tracing::info!(secret = %secret_name, "updating the operand CA bundle");
+                let secret = operand_tls::with_bundle(instance, &secret_name, &live, &trust);
+                let live_rv = live.metadata.resource_version;
+                let applied = apply::apply_after(&api, "Secret", &secret, live_rv).await?;
+                count(ctx, "Secret", applied.outcome.label());
+                memory.record(
+                    &owner,
+                    "Secret",
+                    &secret_name,
+                    ca_fingerprint,
+                    applied.object.metadata.resource_version.as_deref(),
+                    renew_at,
+                );
+                changes.issued(&secret_name, "the operand CA bundle changed");
+                renew_at
+            }
             Decision::Issue(reason) => {
                 tracing::info!(secret = %secret_name, %reason, "issuing an operand certificate");
-                let secret =
-                    operand_tls::issue(instance, &ca, &lifetimes, &secret_name, &service_name, now)
-                        .await?;
+                let secret = operand_tls::issue(
+                    instance,
+                    &trust,
+                    &lifetimes,
+                    &secret_name,
+                    &service_name,
+                    now,
+                )
+                .await?;
                 let live_rv = live.and_then(|l| l.metadata.resource_version);
                 let applied = apply::apply_after(&api, "Secret", &secret, live_rv).await?;
                 count(ctx, "Secret", applied.outcome.label());
-                let renew_at = now + lifetimes.serving * 2 / 3;
+                let mut renew_at = now + lifetimes.serving * 2 / 3;
+                if let Some(retire_at) = trust.retire_at {
+                    // The bundle shrinks then.
+                    renew_at = renew_at.min(retire_at);
+                }
                 memory.record(
                     &owner,
                     "Secret",

@@ -1,0 +1,407 @@
+//! The operand CA: the CA that signs the operands' serving certificates where no service-ca
+//! operator does, kept in one Secret of the operator namespace, and rotated with an overlap so
+//! that no client of a TrustyAI service ever sees a certificate its trust bundle lacks.
+//!
+//! The Secret holds `ca.crt` and `ca.key` (the current CA) and, during a rotation only,
+//! `ca-previous.crt`. Every operand Secret's `ca.crt` is the trust bundle: the current CA, then
+//! the previous one while it is kept. A rotation, due at two thirds of the CA's lifetime:
+//!
+//! 1. a new CA becomes current and the old one previous. Serving certificates stay on the old
+//!    CA; the operand Secrets' bundles gain the new CA.
+//! 2. once the new CA has been in the bundles for the overlap, serving certificates still on the
+//!    old CA are re-issued by the new one ([`OperandTrust::move_at`]).
+//! 3. once those have been out for the overlap too, the old CA leaves the Secret and the
+//!    bundles ([`OperandTrust::retire_at`]).
+//!
+//! So a client holding the bundle of any moment trusts the certificate of the moment before and
+//! the one after. A CA that is missing, unusable or expired is replaced outright: there is
+//! nothing to overlap with.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ObjectMeta, PostParams};
+use trustyai_certs::material::parse_certificates;
+use trustyai_certs::secret_layout::{CA_CRT, CA_KEY, CA_PREVIOUS_CRT};
+use trustyai_certs::time::OffsetDateTime;
+use trustyai_certs::{CaCert, CertInfo, Lifetimes};
+
+use super::error::ReconcileError;
+use super::operand_tls::OperandTlsError;
+
+/// Default name of the operand CA Secret in the operator namespace.
+pub const DEFAULT_CA_SECRET: &str = "trustyai-operator-operand-ca";
+
+/// What the operand certificates are signed by and checked against.
+#[derive(Clone, Debug)]
+pub struct OperandTrust {
+    /// The current CA: it signs every certificate issued from now on.
+    pub signing: CaCert,
+    /// The previous CA, during a rotation.
+    pub previous: Option<CertInfo>,
+    /// The bundle every operand Secret's `ca.crt` holds: the current CA, then the previous one.
+    pub bundle_pem: String,
+    /// From when a serving certificate still on the previous CA is re-issued (step 2).
+    pub move_at: OffsetDateTime,
+    /// When the previous CA leaves (step 3); `None` outside a rotation.
+    pub retire_at: Option<OffsetDateTime>,
+}
+
+impl OperandTrust {
+    /// The trust of `signing`, with `previous` (certificate, PEM) during a rotation.
+    pub(crate) fn new(
+        signing: CaCert,
+        previous: Option<(CertInfo, String)>,
+        lifetimes: &Lifetimes,
+    ) -> Self {
+        let settle = lifetimes.backdate.saturating_add(lifetimes.overlap);
+        let move_at = later(signing.cert().not_before(), settle);
+        let mut bundle_pem = signing.cert_pem().trim_end().to_owned();
+        bundle_pem.push('\n');
+        let (previous, retire_at) = match previous {
+            Some((cert, pem)) => {
+                bundle_pem.push_str(pem.trim_end());
+                bundle_pem.push('\n');
+                (Some(cert), Some(later(move_at, lifetimes.overlap)))
+            }
+            None => (None, None),
+        };
+        Self {
+            signing,
+            previous,
+            bundle_pem,
+            move_at,
+            retire_at,
+        }
+    }
+
+    /// When this trust changes by itself: the CA falls due (outside a rotation) or the previous
+    /// CA leaves (during one).
+    pub fn changes_at(&self) -> OffsetDateTime {
+        self.retire_at
+            .unwrap_or_else(|| self.signing.cert().renew_at())
+    }
+}
+
+fn later(t: OffsetDateTime, by: std::time::Duration) -> OffsetDateTime {
+    trustyai_certs::time::Duration::try_from(by)
+        .ok()
+        .and_then(|by| t.checked_add(by))
+        .unwrap_or(t)
+}
+
+/// What to do with the CA Secret.
+#[derive(Clone, Debug)]
+pub enum CaSecretStep {
+    /// It is as it should be (boxed: the trust is large beside the other steps).
+    Keep(Box<OperandTrust>),
+    /// The CA is due: a new one becomes current, this one (PEM) previous.
+    Rotate {
+        /// The current CA certificate, kept as `ca-previous.crt`.
+        previous_pem: String,
+    },
+    /// The rotation is complete (or `ca-previous.crt` is unusable): drop the previous CA.
+    Retire {
+        /// The current CA, which stays.
+        current: CaCert,
+    },
+    /// There is no usable CA: make a new one, keep nothing.
+    Replace,
+}
+
+/// Decides on the CA Secret `secret` (`None`: absent) at `now`. Pure.
+pub fn plan(secret: Option<&Secret>, lifetimes: &Lifetimes, now: OffsetDateTime) -> CaSecretStep {
+    let data = secret.and_then(|s| s.data.as_ref());
+    let field = |key: &str| data.and_then(|d| d.get(key)).map(|b| b.0.as_slice());
+    let current = match (field(CA_CRT), field(CA_KEY)) {
+        (Some(cert), Some(key)) => match CaCert::parse(CA_CRT, cert, CA_KEY, key) {
+            Ok(ca) if ca.cert().is_valid_at(now) => ca,
+            _ => return CaSecretStep::Replace,
+        },
+        _ => return CaSecretStep::Replace,
+    };
+    let previous = match field(CA_PREVIOUS_CRT) {
+        None => None,
+        Some(pem) => match parse_certificates(CA_PREVIOUS_CRT, pem) {
+            Ok(mut certs) if certs.len() == 1 && certs[0].is_valid_at(now) => {
+                Some((certs.remove(0), String::from_utf8_lossy(pem).into_owned()))
+            }
+            _ => return CaSecretStep::Retire { current },
+        },
+    };
+    let trust = OperandTrust::new(current, previous, lifetimes);
+    match trust.retire_at {
+        Some(retire_at) if now >= retire_at => CaSecretStep::Retire {
+            current: trust.signing,
+        },
+        // A rotation starts only once the previous one is over.
+        None if now >= trust.signing.cert().renew_at() => CaSecretStep::Rotate {
+            previous_pem: trust.signing.cert_pem().to_owned(),
+        },
+        _ => CaSecretStep::Keep(Box::new(trust)),
+    }
+}
+
+/// The operand CA Secret, read and written by whichever reconcile needs it, and kept in memory
+/// until it changes by itself.
+pub struct OperandCa {
+    namespace: String,
+    name: String,
+    lifetimes: Lifetimes,
+    cached: tokio::sync::Mutex<Option<OperandTrust>>,
+}
+
+impl OperandCa {
+    /// The CA kept in the Secret `name` of `namespace`, with the CA lifetime, overlap and
+    /// serving-certificate lifetime of `lifetimes` (its backdate is kept small against short
+    /// lifetimes, so that a certificate is never due the moment it is made).
+    pub fn new(namespace: String, name: String, lifetimes: Lifetimes) -> Self {
+        let backdate = lifetimes
+            .backdate
+            .min(lifetimes.serving / 10)
+            .min(lifetimes.ca / 10);
+        Self {
+            namespace,
+            name,
+            lifetimes: Lifetimes {
+                backdate,
+                ..lifetimes
+            },
+            cached: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// Lifetimes of the certificates issued.
+    pub fn lifetimes(&self) -> &Lifetimes {
+        &self.lifetimes
+    }
+
+    /// The current trust: from memory, else from the Secret after any step it is due for.
+    pub async fn get(&self, client: &kube::Client) -> Result<OperandTrust, ReconcileError> {
+        let mut cached = self.cached.lock().await;
+        let now = OffsetDateTime::now_utc();
+        if let Some(trust) = cached.as_ref()
+            && now < trust.changes_at()
+        {
+            return Ok(trust.clone());
+        }
+        let api: Api<Secret> = Api::namespaced(client.clone(), &self.namespace);
+        // Each round reads, decides and writes one step; a replica that loses the race to write
+        // reads the winner's. A rotation takes one step at a time, so a few rounds suffice.
+        for _ in 0..4 {
+            let existing = api
+                .get_opt(&self.name)
+                .await
+                .map_err(ReconcileError::kube("reading", "Secret", &self.name))?;
+            let data = match plan(existing.as_ref(), &self.lifetimes, now) {
+                CaSecretStep::Keep(trust) => {
+                    *cached = Some((*trust).clone());
+                    return Ok(*trust);
+                }
+                CaSecretStep::Rotate { previous_pem } => {
+                    tracing::info!(secret = %self.name, "rotating the operand CA: the new CA joins the bundles first");
+                    let mut data = self.generated(now).await?;
+                    data.insert(
+                        CA_PREVIOUS_CRT.to_owned(),
+                        ByteString(previous_pem.into_bytes()),
+                    );
+                    data
+                }
+                CaSecretStep::Retire { current } => {
+                    tracing::info!(secret = %self.name, "the operand CA rotation is complete: the previous CA leaves the bundles");
+                    BTreeMap::from([
+                        (
+                            CA_CRT.to_owned(),
+                            ByteString(current.cert_pem().as_bytes().to_vec()),
+                        ),
+                        (
+                            CA_KEY.to_owned(),
+                            ByteString(current.key_pem().as_bytes().to_vec()),
+                        ),
+                    ])
+                }
+                CaSecretStep::Replace => {
+                    if existing.is_some() {
+                        tracing::warn!(secret = %self.name, "the operand CA is missing or unusable; replacing it");
+                    }
+                    self.generated(now).await?
+                }
+            };
+            match self.write(&api, existing, data).await {
+                Ok(()) => {
+                    tracing::info!(secret = %self.name, namespace = %self.namespace, "wrote the operand CA Secret");
+                }
+                Err(kube::Error::Api(status)) if status.code == 409 => {}
+                Err(e) => return Err(ReconcileError::kube("writing", "Secret", &self.name)(e)),
+            }
+        }
+        Err(ReconcileError::Certificates(
+            OperandTlsError::CaSecretContended {
+                namespace: self.namespace.clone(),
+                name: self.name.clone(),
+            },
+        ))
+    }
+
+    /// A new CA's `ca.crt` and `ca.key`.
+    async fn generated(
+        &self,
+        now: OffsetDateTime,
+    ) -> Result<BTreeMap<String, ByteString>, ReconcileError> {
+        const WHAT: &str = "CA";
+        let lifetimes = self.lifetimes;
+        let generated =
+            tokio::task::spawn_blocking(move || trustyai_certs::generate_ca(&lifetimes, now))
+                .await
+                .map_err(|source| OperandTlsError::Task { what: WHAT, source })?
+                .map_err(|source| OperandTlsError::Generate { what: WHAT, source })?;
+        Ok(BTreeMap::from([
+            (
+                CA_CRT.to_owned(),
+                ByteString(generated.cert_pem.into_bytes()),
+            ),
+            (
+                CA_KEY.to_owned(),
+                ByteString(generated.key_pem.into_bytes()),
+            ),
+        ]))
+    }
+
+    /// Creates the Secret, or replaces the one read (its resourceVersion makes a concurrent
+    /// write a 409).
+    async fn write(
+        &self,
+        api: &Api<Secret>,
+        existing: Option<Secret>,
+        data: BTreeMap<String, ByteString>,
+    ) -> Result<(), kube::Error> {
+        let params = PostParams {
+            field_manager: Some(super::apply::FIELD_MANAGER.to_owned()),
+            ..PostParams::default()
+        };
+        match existing {
+            None => {
+                let secret = Secret {
+                    metadata: ObjectMeta {
+                        name: Some(self.name.clone()),
+                        namespace: Some(self.namespace.clone()),
+                        ..ObjectMeta::default()
+                    },
+                    type_: Some("Opaque".to_owned()),
+                    data: Some(data),
+                    ..Secret::default()
+                };
+                api.create(&params, &secret).await.map(drop)
+            }
+            Some(mut secret) => {
+                secret.data = Some(data);
+                api.replace(&self.name, &params, &secret).await.map(drop)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn lifetimes() -> Lifetimes {
+        Lifetimes {
+            ca: Duration::from_secs(3000),
+            serving: Duration::from_secs(600),
+            backdate: Duration::from_secs(0),
+            overlap: Duration::from_secs(100),
+        }
+    }
+
+    fn secret(entries: &[(&str, &str)]) -> Secret {
+        Secret {
+            data: Some(
+                entries
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
+                    .collect(),
+            ),
+            ..Secret::default()
+        }
+    }
+
+    fn at(now: OffsetDateTime, seconds: i64) -> OffsetDateTime {
+        now + trustyai_certs::time::Duration::seconds(seconds)
+    }
+
+    #[test]
+    fn a_missing_or_broken_ca_is_replaced() {
+        let now = OffsetDateTime::now_utc();
+        assert!(matches!(
+            plan(None, &lifetimes(), now),
+            CaSecretStep::Replace
+        ));
+        let garbage = secret(&[(CA_CRT, "x"), (CA_KEY, "y")]);
+        assert!(matches!(
+            plan(Some(&garbage), &lifetimes(), now),
+            CaSecretStep::Replace
+        ));
+    }
+
+    #[test]
+    fn a_rotation_keeps_the_old_ca_in_the_bundle_until_it_is_retired() {
+        // Certificates hold whole seconds.
+        let now = OffsetDateTime::from_unix_timestamp(OffsetDateTime::now_utc().unix_timestamp())
+            .expect("now");
+        let old = trustyai_certs::generate_ca(&lifetimes(), now).expect("old CA");
+        let only_old = secret(&[(CA_CRT, &old.cert_pem), (CA_KEY, &old.key_pem)]);
+        let CaSecretStep::Keep(trust) = plan(Some(&only_old), &lifetimes(), now) else {
+            panic!("a fresh CA is kept");
+        };
+        assert_eq!(trust.changes_at(), at(now, 2000), "due at two thirds");
+        assert!(trust.previous.is_none() && trust.retire_at.is_none());
+        // Step 1 at two thirds: the old CA becomes the previous one.
+        let due = at(now, 2000);
+        let CaSecretStep::Rotate { previous_pem } = plan(Some(&only_old), &lifetimes(), due) else {
+            panic!("due at two thirds");
+        };
+        assert_eq!(previous_pem, old.cert_pem);
+        let new = trustyai_certs::generate_ca(&lifetimes(), due).expect("new CA");
+        let rotating = secret(&[
+            (CA_CRT, &new.cert_pem),
+            (CA_KEY, &new.key_pem),
+            (CA_PREVIOUS_CRT, &old.cert_pem),
+        ]);
+        let CaSecretStep::Keep(trust) = plan(Some(&rotating), &lifetimes(), due) else {
+            panic!("a rotation in progress is kept");
+        };
+        assert!(trust.bundle_pem.contains(new.cert_pem.trim_end()));
+        assert!(trust.bundle_pem.contains(old.cert_pem.trim_end()));
+        // Steps 2 and 3, each an overlap apart.
+        assert_eq!(trust.move_at, at(due, 100));
+        assert_eq!(trust.retire_at, Some(at(due, 200)));
+        assert!(matches!(
+            plan(Some(&rotating), &lifetimes(), at(due, 199)),
+            CaSecretStep::Keep(_)
+        ));
+        let CaSecretStep::Retire { current } = plan(Some(&rotating), &lifetimes(), at(due, 200))
+        else {
+            panic!("retired after two overlaps");
+        };
+        assert_eq!(current.cert_pem(), new.cert_pem);
+    }
+
+    #[test]
+    fn an_unusable_previous_ca_is_retired_at_once() {
+        let now = OffsetDateTime::now_utc();
+        let ca = trustyai_certs::generate_ca(&lifetimes(), now).expect("CA");
+        let broken = secret(&[
+            (CA_CRT, &ca.cert_pem),
+            (CA_KEY, &ca.key_pem),
+            (CA_PREVIOUS_CRT, "garbage"),
+        ]);
+        assert!(matches!(
+            plan(Some(&broken), &lifetimes(), now),
+            CaSecretStep::Retire { .. }
+        ));
+    }
+}
