@@ -3,11 +3,14 @@
 //! that no client of a TrustyAI service ever sees a certificate its trust bundle lacks.
 //!
 //! The Secret holds `ca.crt` and `ca.key` (the current CA) and, during a rotation only,
-//! `ca-previous.crt`. Every operand Secret's `ca.crt` is the trust bundle: the current CA, then
-//! the previous one while it is kept. A rotation, due at two thirds of the CA's lifetime:
+//! `ca-previous.crt` and `ca-previous.key`. Every operand Secret's `ca.crt` is the trust bundle:
+//! the current CA, then the previous one while it is kept. A rotation, due at two thirds of the
+//! CA's lifetime:
 //!
 //! 1. a new CA becomes current and the old one previous. Serving certificates stay on the old
-//!    CA; the operand Secrets' bundles gain the new CA.
+//!    CA, and one issued now (a new service, a renewal) is still signed by the old CA: nothing
+//!    is signed by the new CA before every bundle has held it for the overlap. The operand
+//!    Secrets' bundles gain the new CA.
 //! 2. once the new CA has been in the bundles for the overlap, serving certificates still on the
 //!    old CA are re-issued by the new one ([`OperandTrust::move_at`]).
 //! 3. once those have been out for the overlap too, the old CA leaves the Secret and the
@@ -22,24 +25,25 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ObjectMeta, PostParams};
-use trustyai_certs::material::parse_certificates;
 use trustyai_certs::secret_layout::{CA_CRT, CA_KEY, CA_PREVIOUS_CRT};
 use trustyai_certs::time::OffsetDateTime;
-use trustyai_certs::{CaCert, CertInfo, Lifetimes};
+use trustyai_certs::{CaCert, Lifetimes};
 
 use super::error::ReconcileError;
 use super::operand_tls::OperandTlsError;
 
 /// Default name of the operand CA Secret in the operator namespace.
 pub const DEFAULT_CA_SECRET: &str = "trustyai-operator-operand-ca";
+/// The previous CA's key, kept during a rotation so that it signs until the new CA may.
+pub const CA_PREVIOUS_KEY: &str = "ca-previous.key";
 
 /// What the operand certificates are signed by and checked against.
 #[derive(Clone, Debug)]
 pub struct OperandTrust {
-    /// The current CA: it signs every certificate issued from now on.
-    pub signing: CaCert,
+    /// The current CA.
+    pub current: CaCert,
     /// The previous CA, during a rotation.
-    pub previous: Option<CertInfo>,
+    pub previous: Option<CaCert>,
     /// The bundle every operand Secret's `ca.crt` holds: the current CA, then the previous one.
     pub bundle_pem: String,
     /// From when a serving certificate still on the previous CA is re-issued (step 2).
@@ -49,26 +53,19 @@ pub struct OperandTrust {
 }
 
 impl OperandTrust {
-    /// The trust of `signing`, with `previous` (certificate, PEM) during a rotation.
-    pub(crate) fn new(
-        signing: CaCert,
-        previous: Option<(CertInfo, String)>,
-        lifetimes: &Lifetimes,
-    ) -> Self {
+    /// The trust of `current`, with `previous` during a rotation.
+    pub(crate) fn new(current: CaCert, previous: Option<CaCert>, lifetimes: &Lifetimes) -> Self {
         let settle = lifetimes.backdate.saturating_add(lifetimes.overlap);
-        let move_at = later(signing.cert().not_before(), settle);
-        let mut bundle_pem = signing.cert_pem().trim_end().to_owned();
+        let move_at = later(current.cert().not_before(), settle);
+        let mut bundle_pem = current.cert_pem().trim_end().to_owned();
         bundle_pem.push('\n');
-        let (previous, retire_at) = match previous {
-            Some((cert, pem)) => {
-                bundle_pem.push_str(pem.trim_end());
-                bundle_pem.push('\n');
-                (Some(cert), Some(later(move_at, lifetimes.overlap)))
-            }
-            None => (None, None),
-        };
+        let retire_at = previous.as_ref().map(|previous| {
+            bundle_pem.push_str(previous.cert_pem().trim_end());
+            bundle_pem.push('\n');
+            later(move_at, lifetimes.overlap)
+        });
         Self {
-            signing,
+            current,
             previous,
             bundle_pem,
             move_at,
@@ -76,11 +73,20 @@ impl OperandTrust {
         }
     }
 
+    /// The CA that signs a certificate issued at `now`: the previous one until the new one has
+    /// been in the bundles for the overlap.
+    pub fn signer(&self, now: OffsetDateTime) -> &CaCert {
+        match &self.previous {
+            Some(previous) if now < self.move_at => previous,
+            _ => &self.current,
+        }
+    }
+
     /// When this trust changes by itself: the CA falls due (outside a rotation) or the previous
     /// CA leaves (during one).
     pub fn changes_at(&self) -> OffsetDateTime {
         self.retire_at
-            .unwrap_or_else(|| self.signing.cert().renew_at())
+            .unwrap_or_else(|| self.current.cert().renew_at())
     }
 }
 
@@ -91,15 +97,29 @@ fn later(t: OffsetDateTime, by: std::time::Duration) -> OffsetDateTime {
         .unwrap_or(t)
 }
 
+/// `ca`'s certificate and key as Secret entries under `cert_key` and `key_key`.
+fn ca_entries(ca: &CaCert, cert_key: &str, key_key: &str) -> [(String, ByteString); 2] {
+    [
+        (
+            cert_key.to_owned(),
+            ByteString(ca.cert_pem().as_bytes().to_vec()),
+        ),
+        (
+            key_key.to_owned(),
+            ByteString(ca.key_pem().as_bytes().to_vec()),
+        ),
+    ]
+}
+
 /// What to do with the CA Secret.
 #[derive(Clone, Debug)]
 pub enum CaSecretStep {
     /// It is as it should be (boxed: the trust is large beside the other steps).
     Keep(Box<OperandTrust>),
-    /// The CA is due: a new one becomes current, this one (PEM) previous.
+    /// The CA is due: a new one becomes current, this one previous.
     Rotate {
-        /// The current CA certificate, kept as `ca-previous.crt`.
-        previous_pem: String,
+        /// The current CA, kept as `ca-previous.crt` and `ca-previous.key`.
+        previous: CaCert,
     },
     /// The rotation is complete (or `ca-previous.crt` is unusable): drop the previous CA.
     Retire {
@@ -121,23 +141,23 @@ pub fn plan(secret: Option<&Secret>, lifetimes: &Lifetimes, now: OffsetDateTime)
         },
         _ => return CaSecretStep::Replace,
     };
-    let previous = match field(CA_PREVIOUS_CRT) {
-        None => None,
-        Some(pem) => match parse_certificates(CA_PREVIOUS_CRT, pem) {
-            Ok(mut certs) if certs.len() == 1 && certs[0].is_valid_at(now) => {
-                Some((certs.remove(0), String::from_utf8_lossy(pem).into_owned()))
-            }
+    let previous = match (field(CA_PREVIOUS_CRT), field(CA_PREVIOUS_KEY)) {
+        (None, None) => None,
+        (Some(cert), Some(key)) => match CaCert::parse(CA_PREVIOUS_CRT, cert, CA_PREVIOUS_KEY, key)
+        {
+            Ok(previous) if previous.cert().is_valid_at(now) => Some(previous),
             _ => return CaSecretStep::Retire { current },
         },
+        _ => return CaSecretStep::Retire { current },
     };
     let trust = OperandTrust::new(current, previous, lifetimes);
     match trust.retire_at {
         Some(retire_at) if now >= retire_at => CaSecretStep::Retire {
-            current: trust.signing,
+            current: trust.current,
         },
         // A rotation starts only once the previous one is over.
-        None if now >= trust.signing.cert().renew_at() => CaSecretStep::Rotate {
-            previous_pem: trust.signing.cert_pem().to_owned(),
+        None if now >= trust.current.cert().renew_at() => CaSecretStep::Rotate {
+            previous: trust.current,
         },
         _ => CaSecretStep::Keep(Box::new(trust)),
     }
@@ -199,27 +219,15 @@ impl OperandCa {
                     *cached = Some((*trust).clone());
                     return Ok(*trust);
                 }
-                CaSecretStep::Rotate { previous_pem } => {
+                CaSecretStep::Rotate { previous } => {
                     tracing::info!(secret = %self.name, "rotating the operand CA: the new CA joins the bundles first");
                     let mut data = self.generated(now).await?;
-                    data.insert(
-                        CA_PREVIOUS_CRT.to_owned(),
-                        ByteString(previous_pem.into_bytes()),
-                    );
+                    data.extend(ca_entries(&previous, CA_PREVIOUS_CRT, CA_PREVIOUS_KEY));
                     data
                 }
                 CaSecretStep::Retire { current } => {
                     tracing::info!(secret = %self.name, "the operand CA rotation is complete: the previous CA leaves the bundles");
-                    BTreeMap::from([
-                        (
-                            CA_CRT.to_owned(),
-                            ByteString(current.cert_pem().as_bytes().to_vec()),
-                        ),
-                        (
-                            CA_KEY.to_owned(),
-                            ByteString(current.key_pem().as_bytes().to_vec()),
-                        ),
-                    ])
+                    BTreeMap::from(ca_entries(&current, CA_CRT, CA_KEY))
                 }
                 CaSecretStep::Replace => {
                     if existing.is_some() {
@@ -361,19 +369,23 @@ mod tests {
         assert!(trust.previous.is_none() && trust.retire_at.is_none());
         // Step 1 at two thirds: the old CA becomes the previous one.
         let due = at(now, 2000);
-        let CaSecretStep::Rotate { previous_pem } = plan(Some(&only_old), &lifetimes(), due) else {
+        let CaSecretStep::Rotate { previous } = plan(Some(&only_old), &lifetimes(), due) else {
             panic!("due at two thirds");
         };
-        assert_eq!(previous_pem, old.cert_pem);
+        assert_eq!(previous.cert_pem(), old.cert_pem);
         let new = trustyai_certs::generate_ca(&lifetimes(), due).expect("new CA");
         let rotating = secret(&[
             (CA_CRT, &new.cert_pem),
             (CA_KEY, &new.key_pem),
             (CA_PREVIOUS_CRT, &old.cert_pem),
+            (CA_PREVIOUS_KEY, &old.key_pem),
         ]);
         let CaSecretStep::Keep(trust) = plan(Some(&rotating), &lifetimes(), due) else {
             panic!("a rotation in progress is kept");
         };
+        // Nothing is signed by the new CA before the overlap is over.
+        assert_eq!(trust.signer(due).cert_pem(), old.cert_pem);
+        assert_eq!(trust.signer(at(due, 100)).cert_pem(), new.cert_pem);
         assert!(trust.bundle_pem.contains(new.cert_pem.trim_end()));
         assert!(trust.bundle_pem.contains(old.cert_pem.trim_end()));
         // Steps 2 and 3, each an overlap apart.
@@ -398,6 +410,7 @@ mod tests {
             (CA_CRT, &ca.cert_pem),
             (CA_KEY, &ca.key_pem),
             (CA_PREVIOUS_CRT, "garbage"),
+            (CA_PREVIOUS_KEY, "garbage"),
         ]);
         assert!(matches!(
             plan(Some(&broken), &lifetimes(), now),

@@ -165,7 +165,7 @@ pub fn decide(
     let on_previous = trust.previous.is_some()
         && trustyai_certs::verify::chains_to(
             material.cert_chain_pem().as_bytes(),
-            trust.signing.cert_pem().as_bytes(),
+            trust.current.cert_pem().as_bytes(),
             now,
         )
         .is_err();
@@ -185,8 +185,8 @@ pub fn decide(
     Decision::Keep { renew_at }
 }
 
-/// The Secret `secret_name` for the Service `service` of `instance`, issued by the current CA
-/// of `trust` at `now`.
+/// The Secret `secret_name` for the Service `service` of `instance`, issued at `now` by the CA
+/// of `trust` that signs then ([`OperandTrust::signer`]).
 pub async fn issue(
     instance: &Instance<'_>,
     trust: &OperandTrust,
@@ -196,7 +196,7 @@ pub async fn issue(
     now: OffsetDateTime,
 ) -> Result<Secret, ReconcileError> {
     let names = ServiceNames::new(service, instance.namespace());
-    let (ca_for_task, lifetimes) = (trust.signing.clone(), *lifetimes);
+    let (ca_for_task, lifetimes) = (trust.signer(now).clone(), *lifetimes);
     let keyed = tokio::task::spawn_blocking(move || {
         trustyai_certs::issue_serving(&ca_for_task, &names, &lifetimes, now)
     })
@@ -299,11 +299,7 @@ mod tests {
     }
 
     fn trust(signing: &CaCert, previous: Option<&CaCert>) -> OperandTrust {
-        OperandTrust::new(
-            signing.clone(),
-            previous.map(|p| (p.cert().clone(), p.cert_pem().to_owned())),
-            &lifetimes(),
-        )
+        OperandTrust::new(signing.clone(), previous.cloned(), &lifetimes())
     }
 
     /// Now, in whole seconds (certificates hold no more).

@@ -37,7 +37,7 @@ pub const DECLARATION: Declaration = Declaration {
     applying: Applying::Issued,
 };
 
-/// Issues or keeps both Secrets; returns when the next one is due.
+/// Issues or keeps both Secrets; returns when one of them or the CA is next due.
 pub async fn apply(
     ctx: &Context,
     instance: &Instance<'_>,
@@ -144,5 +144,8 @@ pub async fn apply(
         };
         next = Some(next.map_or(renew_at, |n| n.min(renew_at)));
     }
-    Ok(next)
+    // The CA's own next step (a rotation falling due, or ending) is this service's too: its
+    // bundle changes then.
+    let changes_at = trust.changes_at();
+    Ok(Some(next.map_or(changes_at, |n| n.min(changes_at))))
 }

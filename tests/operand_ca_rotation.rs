@@ -1,0 +1,157 @@
+#![allow(clippy::expect_used)] // a test fails loudly on unexpected data
+//! The operand CA rotates with an overlap: a TrustyAIService's serving Secret is watched through
+//! a whole rotation (the new CA joins the bundle, the certificate moves onto it, the old CA
+//! leaves), and at every change a client that still holds the bundle of the moment before
+//! trusts the new certificate, and one that already holds the new bundle trusts the certificate
+//! of the moment before. Replacing the CA outright breaks both.
+
+mod support;
+
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams, WatchEvent, WatchParams};
+use support::cluster::{minimal_spec, tas, tas_api, wait_for_webhooks_served};
+use support::operator::Operator;
+use support::{CLUSTER_WIDE, ControlPlane};
+use trustyai_certs::material::parse_certificates;
+use trustyai_certs::time::OffsetDateTime;
+use trustyai_certs::verify::chains_to;
+
+/// Due at two thirds of its life (about 55 s after the operand CA is made), and long enough
+/// that the old CA outlives the rotation by more than a loaded machine's reconcile delay.
+const OPERAND_CA_LIFETIME: &str = "90s";
+const OVERLAP: &str = "8s";
+/// A rotation is due after ~55 s and takes two overlaps; the rest is room for a loaded machine.
+const ROTATION_TIMEOUT: Duration = Duration::from_secs(240);
+
+/// What a client of the service sees in the Secret at one moment.
+#[derive(Clone, PartialEq)]
+struct Moment {
+    certificate: Vec<u8>,
+    bundle: Vec<u8>,
+}
+
+impl Moment {
+    fn of(secret: &Secret) -> Option<Moment> {
+        let data = secret.data.as_ref()?;
+        Some(Moment {
+            certificate: data.get("tls.crt")?.0.clone(),
+            bundle: data.get("ca.crt")?.0.clone(),
+        })
+    }
+
+    fn cas_in_bundle(&self) -> usize {
+        parse_certificates("ca.crt", &self.bundle)
+            .expect("the bundle parses")
+            .len()
+    }
+}
+
+#[tokio::test]
+async fn an_operand_ca_rotation_keeps_every_client_verifying() {
+    let _lock = CLUSTER_WIDE.lock().await;
+    let cp = ControlPlane::shared();
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "operand-ca").await;
+    // The operand CA Secret lives in the operator namespace, new for this test.
+    let ca_secret = "trustyai-operator-operand-ca";
+    let mut operator = Operator::start(
+        cp,
+        &ns,
+        &[
+            "--create-webhook-configurations",
+            "--operand-ca-lifetime",
+            OPERAND_CA_LIFETIME,
+            "--ca-overlap",
+            OVERLAP,
+        ],
+    );
+    operator.wait_ready(Duration::from_secs(60));
+    wait_for_webhooks_served(&client, &ns, &operator).await;
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let watch_params = WatchParams::default().fields("metadata.name=tas-tls");
+    let mut stream = secrets
+        .watch(&watch_params, "0")
+        .await
+        .expect("watch the serving Secret")
+        .boxed();
+    tas_api(&client, &ns, "v1")
+        .create(&PostParams::default(), &tas("v1", "tas", minimal_spec()))
+        .await
+        .expect("created");
+
+    let rotation = async {
+        let mut last: Option<Moment> = None;
+        let (mut overlapped, mut moved) = (false, false);
+        while let Some(event) = stream.try_next().await.expect("the watch goes on") {
+            let secret = match event {
+                WatchEvent::Added(s) | WatchEvent::Modified(s) => s,
+                WatchEvent::Deleted(_) => panic!("the serving Secret was deleted"),
+                WatchEvent::Bookmark(_) => continue,
+                WatchEvent::Error(e) => panic!("watch error: {e:?}"),
+            };
+            let Some(now) = Moment::of(&secret) else {
+                continue;
+            };
+            let at = OffsetDateTime::now_utc();
+            if let Some(before) = last.as_ref().filter(|before| **before != now) {
+                let change = format!(
+                    "certificate {}, CAs in the bundle {} -> {}",
+                    if now.certificate == before.certificate {
+                        "kept"
+                    } else {
+                        "re-issued"
+                    },
+                    before.cas_in_bundle(),
+                    now.cas_in_bundle()
+                );
+                if let Err(e) = chains_to(&now.certificate, &before.bundle, at) {
+                    return Err(format!(
+                        "{change}: a client holding the previous bundle rejects the new certificate: {e}"
+                    ));
+                }
+                if let Err(e) = chains_to(&before.certificate, &now.bundle, at) {
+                    return Err(format!(
+                        "{change}: a client holding the new bundle rejects the previous certificate: {e}"
+                    ));
+                }
+                if now.cas_in_bundle() == 2 && now.certificate == before.certificate {
+                    overlapped = true;
+                }
+                if overlapped && now.certificate != before.certificate {
+                    moved = true;
+                }
+                if moved && now.cas_in_bundle() == 1 {
+                    return Ok(());
+                }
+            }
+            last = Some(now);
+        }
+        panic!("the watch ended");
+    };
+    if tokio::time::timeout(ROTATION_TIMEOUT, rotation)
+        .await
+        .is_err()
+    {
+        panic!(
+            "no complete operand CA rotation within {ROTATION_TIMEOUT:?}\n{}",
+            operator.logs()
+        );
+    }
+
+    // The CA Secret ends the rotation with the new CA alone.
+    let ca = Api::<Secret>::namespaced(client.clone(), &ns)
+        .get(ca_secret)
+        .await
+        .expect("the operand CA Secret");
+    let keys: Vec<&String> = ca.data.as_ref().expect("data").keys().collect();
+    assert_eq!(keys, ["ca.crt", "ca.key"], "{}", operator.logs());
+    assert!(
+        operator.stop().success(),
+        "clean exit on SIGTERM:\n{}",
+        operator.logs()
+    );
+}
