@@ -100,35 +100,29 @@ pub struct ServiceRef {
     pub port: Option<i32>,
 }
 
-impl From<&apiext::WebhookClientConfig> for ClientConfig {
-    fn from(c: &apiext::WebhookClientConfig) -> Self {
-        Self {
-            service: c.service.as_ref().map(|s| ServiceRef {
-                name: s.name.clone(),
-                namespace: s.namespace.clone(),
-                path: s.path.clone(),
-                port: s.port,
-            }),
-            url: c.url.clone(),
-            ca_bundle: c.ca_bundle.as_ref().map(|b| b.0.clone()),
+/// The CRD's and the admission registrations' `WebhookClientConfig` are two k8s-openapi types
+/// of the same shape; both read into one [`ClientConfig`].
+macro_rules! client_config_from {
+    ($api:ty) => {
+        impl From<&$api> for ClientConfig {
+            fn from(c: &$api) -> Self {
+                Self {
+                    service: c.service.as_ref().map(|s| ServiceRef {
+                        name: s.name.clone(),
+                        namespace: s.namespace.clone(),
+                        path: s.path.clone(),
+                        port: s.port,
+                    }),
+                    url: c.url.clone(),
+                    ca_bundle: c.ca_bundle.as_ref().map(|b| b.0.clone()),
+                }
+            }
         }
-    }
+    };
 }
 
-impl From<&admission::WebhookClientConfig> for ClientConfig {
-    fn from(c: &admission::WebhookClientConfig) -> Self {
-        Self {
-            service: c.service.as_ref().map(|s| ServiceRef {
-                name: s.name.clone(),
-                namespace: s.namespace.clone(),
-                path: s.path.clone(),
-                port: s.port,
-            }),
-            url: c.url.clone(),
-            ca_bundle: c.ca_bundle.as_ref().map(|b| b.0.clone()),
-        }
-    }
-}
+client_config_from!(apiext::WebhookClientConfig);
+client_config_from!(admission::WebhookClientConfig);
 
 impl From<ClientConfig> for admission::WebhookClientConfig {
     fn from(c: ClientConfig) -> Self {

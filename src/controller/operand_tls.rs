@@ -127,14 +127,7 @@ pub fn decide(
     if !ours {
         return Decision::Foreign;
     }
-    let field = |key: &str| {
-        secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(key))
-            .map(|b| b.0.as_slice())
-            .unwrap_or_default()
-    };
+    let field = |key: &str| data_field(secret, key);
     let material = match TlsMaterial::from_labelled_pem(
         (TLS_CRT, field(TLS_CRT)),
         (TLS_KEY, field(TLS_KEY)),
@@ -225,21 +218,23 @@ pub fn with_bundle(
     secret: &Secret,
     trust: &OperandTrust,
 ) -> Secret {
-    let field = |key: &str| {
-        secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(key))
-            .map(|b| b.0.clone())
-            .unwrap_or_default()
-    };
     serving_secret(
         instance,
         secret_name,
-        field(TLS_CRT),
-        field(TLS_KEY),
+        data_field(secret, TLS_CRT).to_vec(),
+        data_field(secret, TLS_KEY).to_vec(),
         &trust.bundle_pem,
     )
+}
+
+/// The bytes under `key` in `secret`; empty when absent.
+fn data_field<'a>(secret: &'a Secret, key: &str) -> &'a [u8] {
+    secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|b| b.0.as_slice())
+        .unwrap_or_default()
 }
 
 fn serving_secret(

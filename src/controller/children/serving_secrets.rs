@@ -74,7 +74,12 @@ pub async fn apply(
             .await
             .map_err(ReconcileError::kube("reading", "Secret", &secret_name))?;
         let names = ServiceNames::new(&service_name, instance.namespace());
-        let renew_at = match operand_tls::decide(live.as_ref(), &trust, &names, now) {
+        let (secret, live_rv, renew_at, note) = match operand_tls::decide(
+            live.as_ref(),
+            &trust,
+            &names,
+            now,
+        ) {
             Decision::Foreign => continue,
             Decision::Keep { renew_at } => {
                 count(ctx, "Secret", "unchanged");
@@ -89,7 +94,8 @@ pub async fn apply(
                     live_rv,
                     renew_at,
                 );
-                renew_at
+                next = Some(next.map_or(renew_at, |n| n.min(renew_at)));
+                continue;
             }
             Decision::UpdateBundle { renew_at } => {
                 let Some(live) = live else {
@@ -98,18 +104,12 @@ pub async fn apply(
                 tracing::info!(secret = %secret_name, "updating the operand CA bundle");
                 let secret = operand_tls::with_bundle(instance, &secret_name, &live, &trust);
                 let live_rv = live.metadata.resource_version;
-                let applied = apply::apply_after(&api, "Secret", &secret, live_rv).await?;
-                count(ctx, "Secret", applied.outcome.label());
-                memory.record(
-                    &owner,
-                    "Secret",
-                    &secret_name,
-                    ca_fingerprint,
-                    applied.object.metadata.resource_version.as_deref(),
+                (
+                    secret,
+                    live_rv,
                     renew_at,
-                );
-                changes.issued(&secret_name, "the operand CA bundle changed");
-                renew_at
+                    "the operand CA bundle changed".to_owned(),
+                )
             }
             Decision::Issue(reason) => {
                 tracing::info!(secret = %secret_name, %reason, "issuing an operand certificate");
@@ -122,26 +122,26 @@ pub async fn apply(
                     now,
                 )
                 .await?;
-                let live_rv = live.and_then(|l| l.metadata.resource_version);
-                let applied = apply::apply_after(&api, "Secret", &secret, live_rv).await?;
-                count(ctx, "Secret", applied.outcome.label());
                 let mut renew_at = now + lifetimes.serving * 2 / 3;
                 if let Some(retire_at) = trust.retire_at {
                     // The bundle shrinks then.
                     renew_at = renew_at.min(retire_at);
                 }
-                memory.record(
-                    &owner,
-                    "Secret",
-                    &secret_name,
-                    ca_fingerprint,
-                    applied.object.metadata.resource_version.as_deref(),
-                    renew_at,
-                );
-                changes.issued(&secret_name, &reason.to_string());
-                renew_at
+                let live_rv = live.and_then(|l| l.metadata.resource_version);
+                (secret, live_rv, renew_at, reason.to_string())
             }
         };
+        let applied = apply::apply_after(&api, "Secret", &secret, live_rv).await?;
+        count(ctx, "Secret", applied.outcome.label());
+        memory.record(
+            &owner,
+            "Secret",
+            &secret_name,
+            ca_fingerprint,
+            applied.object.metadata.resource_version.as_deref(),
+            renew_at,
+        );
+        changes.issued(&secret_name, &note);
         next = Some(next.map_or(renew_at, |n| n.min(renew_at)));
     }
     // The CA's own next step (a rotation falling due, or ending) is this service's too: its
