@@ -30,7 +30,7 @@ use trustyai_crds::contract::{DEPRECATED_VERSION, GROUP, KIND, STORAGE_VERSION};
 use trustyai_crds::conversion::{ConversionError, convert_object};
 use trustyai_crds::manifests::{ManifestError, TextFormat, parse_documents, render_documents};
 
-use super::lists::{ItemDefaults, list_items};
+use super::lists::{Document, ItemDefaults, classify, list_items};
 use crate::cli::ConvertArgs;
 
 /// One TrustyAIService that could not be converted.
@@ -137,18 +137,6 @@ pub fn convert_text(text: &str, to: &str) -> Result<String, ConvertFailure> {
     render_documents(&converted, format).map_err(ConvertFailure::Render)
 }
 
-/// Whether `value` is one of our objects: kind TrustyAIService, apiVersion in our group (or
-/// missing, which conversion then reports).
-fn is_ours(value: &Value) -> bool {
-    value.get("kind").and_then(Value::as_str) == Some(KIND)
-        && match value.get("apiVersion") {
-            None => true,
-            Some(api_version) => api_version
-                .as_str()
-                .is_some_and(|v| v.starts_with(&format!("{GROUP}/"))),
-        }
-}
-
 /// One document converted (or returned as it is), recording failures.
 fn convert_document(
     document: &Value,
@@ -157,7 +145,8 @@ fn convert_document(
     failures: &mut Vec<DocumentFailure>,
 ) -> Value {
     let mut convert = |object: &Value, item: Option<usize>| {
-        if !is_ours(object) {
+        // Ours in a version that does not exist, or without apiVersion: conversion says why.
+        if classify(object) == Document::Other {
             return object.clone();
         }
         convert_object(object, target).unwrap_or_else(|error| {

@@ -1,8 +1,38 @@
-//! Lists in manifest files, read the same way by `validate` and `convert`: any `kind: List`
-//! (what `kubectl get -o yaml` prints) or `<Kind>List` (a typed list read from the API, e.g.
-//! `TrustyAIServiceList`, whose items may omit the kind and apiVersion they share with it).
+//! The documents of manifest files, read the same way by `validate` and `convert`: which are
+//! ours ([`classify`]), and lists: any `kind: List` (what `kubectl get -o yaml` prints) or
+//! `<Kind>List` (a typed list read from the API, e.g. `TrustyAIServiceList`, whose items may
+//! omit the kind and apiVersion they share with it).
 
 use serde_json::Value;
+use trustyai_crds::contract::{DEPRECATED_VERSION, GROUP, KIND, STORAGE_VERSION};
+
+/// How a document relates to our resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Document<'a> {
+    /// `trustyai.opendatahub.io/v1` or `/v1alpha1` `TrustyAIService`.
+    Ours,
+    /// A `TrustyAIService` of our group in a version that does not exist.
+    UnknownVersion(&'a str),
+    /// A `TrustyAIService` without `apiVersion`: ours, but the API server would refuse it.
+    MissingApiVersion,
+    /// Anything else, a `TrustyAIService` of another group included.
+    Other,
+}
+
+/// Classifies `document` (an item of a list after [`ItemDefaults::fill`]).
+pub fn classify(document: &Value) -> Document<'_> {
+    if document.get("kind").and_then(Value::as_str) != Some(KIND) {
+        return Document::Other;
+    }
+    let Some(api_version) = document.get("apiVersion") else {
+        return Document::MissingApiVersion;
+    };
+    match api_version.as_str().and_then(|v| v.split_once('/')) {
+        Some((GROUP, STORAGE_VERSION | DEPRECATED_VERSION)) => Document::Ours,
+        Some((GROUP, _)) => Document::UnknownVersion(api_version.as_str().unwrap_or_default()),
+        _ => Document::Other,
+    }
+}
 
 /// The items of a list document; `None` when `document` is not a list.
 pub fn list_items(document: &Value) -> Option<&Vec<Value>> {
@@ -58,6 +88,35 @@ impl ItemDefaults {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_trustyaiservice_is_ours_by_group_and_needs_an_api_version() {
+        let doc = |api_version: Option<&str>| {
+            let mut doc = json!({"kind": "TrustyAIService"});
+            if let Some(v) = api_version {
+                doc["apiVersion"] = json!(v);
+            }
+            doc
+        };
+        assert_eq!(
+            classify(&doc(Some("trustyai.opendatahub.io/v1"))),
+            Document::Ours
+        );
+        assert_eq!(
+            classify(&doc(Some("trustyai.opendatahub.io/v1alpha1"))),
+            Document::Ours
+        );
+        assert_eq!(
+            classify(&doc(Some("trustyai.opendatahub.io/v2"))),
+            Document::UnknownVersion("trustyai.opendatahub.io/v2")
+        );
+        assert_eq!(classify(&doc(None)), Document::MissingApiVersion);
+        assert_eq!(classify(&doc(Some("example.com/v1"))), Document::Other);
+        assert_eq!(
+            classify(&json!({"kind": "ConfigMap", "apiVersion": "v1"})),
+            Document::Other
+        );
+    }
 
     #[test]
     fn plain_and_typed_lists_are_lists() {

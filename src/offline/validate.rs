@@ -29,7 +29,7 @@ use trustyai_crds::defaults::{Operation, defaulted};
 use trustyai_crds::manifests::{ManifestError, TextFormat, parse_documents, render_documents};
 use trustyai_crds::validation::{FieldError, Rule, ValidationContext, Verdict, validate};
 
-use super::lists::{ItemDefaults, list_items};
+use super::lists::{Document, ItemDefaults, classify, list_items};
 
 use crate::cli::ValidateArgs;
 
@@ -329,29 +329,6 @@ fn object_label(object: &Value) -> String {
     }
 }
 
-/// How a document relates to our resource.
-enum Kind<'a> {
-    /// `trustyai.opendatahub.io/v1` or `/v1alpha1` `TrustyAIService`.
-    Ours,
-    /// `TrustyAIService` of our group in a version that does not exist.
-    UnknownVersion(&'a str),
-    /// Anything else.
-    Other,
-}
-
-fn kind_of(document: &Value) -> Kind<'_> {
-    let (Some(KIND), Some(api_version)) =
-        (str_at(document, "kind"), str_at(document, "apiVersion"))
-    else {
-        return Kind::Other;
-    };
-    match api_version.split_once('/') {
-        Some((GROUP, STORAGE_VERSION | DEPRECATED_VERSION)) => Kind::Ours,
-        Some((GROUP, _)) => Kind::UnknownVersion(api_version),
-        _ => Kind::Other,
-    }
-}
-
 fn v1_api_version() -> String {
     format!("{GROUP}/{STORAGE_VERSION}")
 }
@@ -361,6 +338,15 @@ fn to_v1(document: &Value) -> Result<Value, String> {
     trustyai_crds::conversion::in_storage_version(document)
         .map(std::borrow::Cow::into_owned)
         .map_err(|e| crate::error_chain::chain_text(&e))
+}
+
+fn missing_api_version() -> String {
+    FieldError::required(
+        Rule::Structure,
+        "apiVersion",
+        "the API server needs it to find the kind",
+    )
+    .to_string()
 }
 
 fn unsupported_version(api_version: &str) -> String {
@@ -380,8 +366,8 @@ fn check(
         label,
         outcome,
     };
-    match kind_of(document) {
-        Kind::Other => {
+    match classify(document) {
+        Document::Other => {
             let what = match (str_at(document, "apiVersion"), str_at(document, "kind")) {
                 (Some(api_version), Some(kind)) => format!("{api_version} {kind}"),
                 _ => "no apiVersion and kind".to_owned(),
@@ -399,7 +385,7 @@ fn check(
                 },
             );
         }
-        Kind::UnknownVersion(api_version) => {
+        Document::UnknownVersion(api_version) => {
             return report(
                 object_label(document),
                 Outcome::Unusable {
@@ -407,7 +393,15 @@ fn check(
                 },
             );
         }
-        Kind::Ours => {}
+        Document::MissingApiVersion => {
+            return report(
+                object_label(document),
+                Outcome::Unusable {
+                    problems: vec![missing_api_version()],
+                },
+            );
+        }
+        Document::Ours => {}
     }
     let label = object_label(document);
     let new = match to_v1(document) {
@@ -472,12 +466,13 @@ impl StoredObjects {
         let mut index = Self::default();
         for (location, document) in documents {
             let problem = |problem: String| InputError::Old { location, problem };
-            match kind_of(&document) {
-                Kind::Other => continue,
-                Kind::UnknownVersion(api_version) => {
+            match classify(&document) {
+                Document::Other => continue,
+                Document::UnknownVersion(api_version) => {
                     return Err(problem(unsupported_version(api_version)));
                 }
-                Kind::Ours => {}
+                Document::MissingApiVersion => return Err(problem(missing_api_version())),
+                Document::Ours => {}
             }
             let object =
                 to_v1(&document).map_err(|e| problem(format!("cannot convert to v1: {e}")))?;
@@ -708,6 +703,19 @@ mod tests {
         assert!(
             lines(&report)
                 .contains(r#"apiVersion: Unsupported value: "trustyai.opendatahub.io/v2""#)
+        );
+    }
+
+    #[test]
+    fn our_kind_without_api_version_is_invalid_and_another_groups_is_skipped() {
+        let text = "kind: TrustyAIService\nmetadata: {name: bare}\nspec: {storage: {format: PVC}, metrics: {schedule: 5s}}\n---\napiVersion: example.com/v1\nkind: TrustyAIService\nmetadata: {name: theirs}\n";
+        let report = validate_text(text, None, &options()).expect("readable");
+        assert_eq!(report.exit_code(), EXIT_INVALID);
+        let shown = lines(&report);
+        assert!(shown.contains("apiVersion: Required value"), "{shown}");
+        assert!(
+            shown.contains("document 2 (example.com/v1 TrustyAIService theirs): skipped"),
+            "{shown}"
         );
     }
 
