@@ -21,7 +21,8 @@
 //! - [`children`]: the list of child kinds, each declared once (rendering, apply, watch and
 //!   cache, orphans, optional API), and the one path that applies them ([`apply`]), with
 //!   events ([`events`]).
-//! - [`integration`]: wiring InferenceServices and ModelMesh Deployments, and undoing it.
+//! - [`model_servers`]: wiring InferenceServices and ModelMesh Deployments (the I/O around
+//!   [`wiring`]), and undoing it.
 //! - [`operand_ca`], [`operand_tls`]: the operands' CA (rotated with overlap) and serving
 //!   certificates, where no service-ca issues them.
 //! - [`discovery`]: which optional APIs (Route, ServiceMonitor, InferenceService, Istio) exist.
@@ -38,8 +39,8 @@ pub mod discovery;
 pub mod error;
 pub mod events;
 pub mod finalizer;
-pub mod integration;
 pub mod migration_trigger;
+pub mod model_servers;
 pub mod operand_ca;
 pub mod operand_tls;
 pub mod pvc_plan;

@@ -33,8 +33,8 @@ use super::db_secret::{self, DbSecretError};
 use super::discovery::OptionalApis;
 use super::error::ReconcileError;
 use super::finalizer::{self, Step};
-use super::integration;
 use super::migration_trigger;
+use super::model_servers;
 use super::resources::images::{self, ImageSources, Images};
 use super::resources::{Instance, cluster_role_binding, labels, names, route};
 use super::status::{self, DeploymentObservation, Observations, PvcObservation, RouteObservation};
@@ -146,10 +146,10 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
     let serverless = kserve::serverless_enabled(config.as_ref());
     let images = resolve_images(ctx, service, config.as_ref()).await;
     let read = read_inputs(ctx, &instance, mode).await?;
-    let survey = integration::survey(ctx, &instance, apis, serverless).await;
+    let survey = model_servers::survey(ctx, &instance, apis, serverless).await;
     let provisioned = provision(ctx, &instance, &images, &read, &survey, apis).await?;
     let inference_services_present = survey.inference_services_present;
-    let wired = integration::wire(ctx, &instance, survey, serverless).await;
+    let wired = model_servers::wire(ctx, &instance, survey, serverless).await;
     let pvc = observe_pvc(
         ctx,
         &instance,
@@ -260,7 +260,7 @@ async fn provision(
     instance: &Instance<'_>,
     images: &Images,
     read: &ReadInputs,
-    survey: &integration::Survey,
+    survey: &model_servers::Survey,
     apis: OptionalApis,
 ) -> Result<Provisioned, ReconcileError> {
     // Istio objects are left as they are while the InferenceServices cannot be listed.
@@ -741,7 +741,7 @@ async fn cleanup(
 }
 
 pub(crate) async fn undo(service: &TrustyAIService, ctx: &Context) -> Result<(), ReconcileError> {
-    let wiring = integration::unwire(ctx, service, ctx.apis()).await;
+    let wiring = model_servers::unwire(ctx, service, ctx.apis()).await;
     let binding = delete_bindings(ctx, service).await;
     wiring.and(binding)
 }

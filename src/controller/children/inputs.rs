@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use trustyai_crds::contract::custom_ca_bundle;
 
 use super::super::discovery::inference_service_api_resource;
-use super::super::integration::modelmesh_selector;
+use super::super::model_servers::modelmesh_selector;
 use super::built_in;
 use super::cache::Projection;
 use super::declaration::{Mapping, WatchSpec};
