@@ -107,7 +107,7 @@ pub struct OperatorNames {
 
     /// Secret in the operator namespace holding the CA of the operands' serving certificates
     /// (issued where no OpenShift service-ca operator does it).
-    #[arg(long, default_value = crate::controller::operand_ca::DEFAULT_CA_SECRET)]
+    #[arg(long, default_value = trustyai_certs::operand_ca::DEFAULT_CA_SECRET)]
     pub operand_ca_secret: String,
 
     /// Name of the leader Lease in the operator namespace.

@@ -1,5 +1,5 @@
 //! TLS material for the webhook server: CA and serving certificate, their Secret, rotation,
-//! caBundle publishing.
+//! caBundle publishing; and the operands' CA ([`operand_ca`]), rotated with the same overlap.
 //!
 //! The webhook server receives what to serve through a `tokio::sync::watch` channel of
 //! [`TlsMaterial`]; every value sent is validated (key matches, within validity, chains to the
@@ -30,6 +30,7 @@ pub mod lifetimes;
 pub mod material;
 pub mod mode;
 pub mod names;
+pub mod operand_ca;
 pub mod renewal;
 pub mod secret_layout;
 pub mod secret_store;

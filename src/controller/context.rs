@@ -14,9 +14,9 @@ use super::backoff::Backoffs;
 use super::children::Children;
 use super::discovery::OptionalApis;
 use super::events::Events;
-use super::operand_ca::{DEFAULT_CA_SECRET, OperandCa};
 use super::resources::cluster_role_binding::DEFAULT_PROXY_CLUSTER_ROLE;
 use crate::metrics::Metrics;
+use trustyai_certs::operand_ca::{DEFAULT_CA_SECRET, OperandCa};
 
 /// Default time between two reconciles of an unchanged TrustyAIService (plus up to 10 %
 /// jitter): a safety net only; every relevant change triggers a reconcile by itself.
@@ -153,6 +153,7 @@ impl Context {
         let operand_ca = OperandCa::new(
             config.operator_namespace.clone(),
             config.operand_ca_secret.clone(),
+            super::apply::FIELD_MANAGER,
             trustyai_certs::Lifetimes {
                 ca: config.operand_ca_lifetime,
                 serving: config.operand_cert_lifetime,

@@ -153,12 +153,12 @@ mod tests {
             exists,
             encode,
             ReconcileError::kube("reading", "Secret", "x")(api_error(500, "InternalError")),
-            ReconcileError::Certificates(
-                super::super::operand_tls::OperandTlsError::CaSecretContended {
+            ReconcileError::Certificates(super::super::operand_tls::OperandTlsError::Ca(
+                trustyai_certs::operand_ca::OperandCaError::Contended {
                     namespace: "ops".into(),
                     name: "ca".into(),
                 },
-            ),
+            )),
         ] {
             assert!(
                 ReconcileError::CATEGORIES.contains(&error.category()),
@@ -175,12 +175,12 @@ mod tests {
             assert_eq!(error.refusal(), refused.then_some("boom"), "{code}");
         }
         assert!(
-            ReconcileError::Certificates(
-                super::super::operand_tls::OperandTlsError::CaSecretContended {
+            ReconcileError::Certificates(super::super::operand_tls::OperandTlsError::Ca(
+                trustyai_certs::operand_ca::OperandCaError::Contended {
                     namespace: "ops".into(),
                     name: "ca".into(),
-                }
-            )
+                },
+            ))
             .refusal()
             .is_none()
         );

@@ -23,8 +23,8 @@
 //!   events ([`events`]).
 //! - [`model_servers`]: wiring InferenceServices and ModelMesh Deployments (the I/O around
 //!   [`wiring`]), and undoing it.
-//! - [`operand_ca`], [`operand_tls`]: the operands' CA (rotated with overlap) and serving
-//!   certificates, where no service-ca issues them.
+//! - [`operand_tls`]: the operands' serving certificates, where no service-ca issues them,
+//!   from the operand CA that `trustyai_certs::operand_ca` keeps and rotates with overlap.
 //! - [`discovery`]: which optional APIs (Route, ServiceMonitor, InferenceService, Istio) exist.
 //! - [`context`]: configuration and shared state.
 //! - [`error`]: [`ReconcileError`](error::ReconcileError), with the bounded categories its
@@ -41,7 +41,6 @@ pub mod events;
 pub mod finalizer;
 pub mod migration_trigger;
 pub mod model_servers;
-pub mod operand_ca;
 pub mod operand_tls;
 pub mod pvc_plan;
 pub mod reconciler;

@@ -4,7 +4,7 @@
 //! make service-ca write `<cr>-tls` and `<cr>-internal`. Elsewhere the pods could never start
 //! (their Secret volumes are not optional), so the operator issues them itself:
 //!
-//! - one operand CA ([`super::operand_ca`]), rotated with an overlap;
+//! - one operand CA (`trustyai_certs::operand_ca`), rotated with an overlap;
 //! - per TrustyAIService, `kubernetes.io/tls` Secrets for the Services' DNS names (`tls.crt`,
 //!   `tls.key`, and `ca.crt`: the trust bundle), owned by it, marked with
 //!   [`ISSUED_BY_ANNOTATION`], re-issued when less than a third of their lifetime is left, when
@@ -23,8 +23,8 @@ use trustyai_certs::time::OffsetDateTime;
 use trustyai_certs::{GenerateError, Lifetimes, MaterialError, ServiceNames, TlsMaterial};
 
 use super::error::ReconcileError;
-use super::operand_ca::OperandTrust;
 use super::resources::{Instance, labels, names};
+use trustyai_certs::operand_ca::{OperandCaError, OperandTrust};
 
 /// Marks the Secrets this operator issued (value: [`super::apply::FIELD_MANAGER`]).
 pub const ISSUED_BY_ANNOTATION: &str = "trustyai.opendatahub.io/issued-by";
@@ -48,14 +48,9 @@ pub enum OperandTlsError {
         #[source]
         source: tokio::task::JoinError,
     },
-    /// Other writers kept replacing the CA Secret while this one tried to settle it.
-    #[error("the operand CA Secret {namespace}/{name} keeps changing")]
-    CaSecretContended {
-        /// The operator namespace.
-        namespace: String,
-        /// The CA Secret.
-        name: String,
-    },
+    /// The operand CA could not be read, made or stored.
+    #[error(transparent)]
+    Ca(#[from] OperandCaError),
 }
 
 /// The two Secrets of a TrustyAIService `cr`: (Secret name, Service it serves).

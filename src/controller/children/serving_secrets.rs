@@ -10,7 +10,7 @@ use trustyai_certs::time::OffsetDateTime;
 
 use super::super::apply;
 use super::super::error::ReconcileError;
-use super::super::operand_tls::{self, Decision};
+use super::super::operand_tls::{self, Decision, OperandTlsError};
 use super::super::resources::Instance;
 use super::cache::Projection;
 use super::changes::Changes;
@@ -43,7 +43,11 @@ pub async fn apply(
     instance: &Instance<'_>,
     changes: &mut Changes,
 ) -> Result<Option<OffsetDateTime>, ReconcileError> {
-    let trust = ctx.operand_ca.get(&ctx.client).await?;
+    let trust = ctx
+        .operand_ca
+        .get(&ctx.client)
+        .await
+        .map_err(OperandTlsError::from)?;
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), instance.namespace());
     let lifetimes = *ctx.operand_ca.lifetimes();
     let children: &Children = &ctx.children;

@@ -25,12 +25,44 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ObjectMeta, PostParams};
-use trustyai_certs::secret_layout::{CA_CRT, CA_KEY, CA_PREVIOUS_CRT};
-use trustyai_certs::time::OffsetDateTime;
-use trustyai_certs::{CaCert, Lifetimes};
+use time::OffsetDateTime;
 
-use super::error::ReconcileError;
-use super::operand_tls::OperandTlsError;
+use crate::generate::{GenerateError, generate_ca};
+use crate::lifetimes::{Lifetimes, later};
+use crate::material::CaCert;
+use crate::secret_layout::{CA_CRT, CA_KEY, CA_PREVIOUS_CRT};
+
+/// Why the operand CA could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum OperandCaError {
+    /// An API call on the CA Secret failed.
+    #[error("{action} Secret {namespace}/{name}")]
+    Kube {
+        /// What was being done.
+        action: &'static str,
+        /// The operator namespace.
+        namespace: String,
+        /// The CA Secret.
+        name: String,
+        /// The client error (boxed: it is large).
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// rcgen could not make the CA.
+    #[error("generating the operand CA")]
+    Generate(#[source] GenerateError),
+    /// The blocking task generating it panicked or was cancelled.
+    #[error("the task generating the operand CA failed")]
+    Task(#[source] tokio::task::JoinError),
+    /// Other writers kept replacing the CA Secret while this one tried to settle it.
+    #[error("the operand CA Secret {namespace}/{name} keeps changing")]
+    Contended {
+        /// The operator namespace.
+        namespace: String,
+        /// The CA Secret.
+        name: String,
+    },
+}
 
 /// Default name of the operand CA Secret in the operator namespace.
 pub const DEFAULT_CA_SECRET: &str = "trustyai-operator-operand-ca";
@@ -53,8 +85,9 @@ pub struct OperandTrust {
 }
 
 impl OperandTrust {
-    /// The trust of `current`, with `previous` during a rotation.
-    pub(crate) fn new(current: CaCert, previous: Option<CaCert>, lifetimes: &Lifetimes) -> Self {
+    /// The trust of `current`, with `previous` during a rotation (as [`plan`] reads it from
+    /// the Secret).
+    pub fn new(current: CaCert, previous: Option<CaCert>, lifetimes: &Lifetimes) -> Self {
         let settle = lifetimes.backdate.saturating_add(lifetimes.overlap);
         let move_at = later(current.cert().not_before(), settle);
         let mut bundle_pem = current.cert_pem().trim_end().to_owned();
@@ -88,13 +121,6 @@ impl OperandTrust {
         self.retire_at
             .unwrap_or_else(|| self.current.cert().renew_at())
     }
-}
-
-fn later(t: OffsetDateTime, by: std::time::Duration) -> OffsetDateTime {
-    trustyai_certs::time::Duration::try_from(by)
-        .ok()
-        .and_then(|by| t.checked_add(by))
-        .unwrap_or(t)
 }
 
 /// `ca`'s certificate and key as Secret entries under `cert_key` and `key_key`.
@@ -168,15 +194,22 @@ pub fn plan(secret: Option<&Secret>, lifetimes: &Lifetimes, now: OffsetDateTime)
 pub struct OperandCa {
     namespace: String,
     name: String,
+    field_manager: &'static str,
     lifetimes: Lifetimes,
     cached: tokio::sync::Mutex<Option<OperandTrust>>,
 }
 
 impl OperandCa {
-    /// The CA kept in the Secret `name` of `namespace`, with the CA lifetime, overlap and
-    /// serving-certificate lifetime of `lifetimes` (its backdate is kept small against short
-    /// lifetimes, so that a certificate is never due the moment it is made).
-    pub fn new(namespace: String, name: String, lifetimes: Lifetimes) -> Self {
+    /// The CA kept in the Secret `name` of `namespace` (written as `field_manager`), with the
+    /// CA lifetime, overlap and serving-certificate lifetime of `lifetimes` (its backdate is
+    /// kept small against short lifetimes, so that a certificate is never due the moment it is
+    /// made).
+    pub fn new(
+        namespace: String,
+        name: String,
+        field_manager: &'static str,
+        lifetimes: Lifetimes,
+    ) -> Self {
         let backdate = lifetimes
             .backdate
             .min(lifetimes.serving / 10)
@@ -184,6 +217,7 @@ impl OperandCa {
         Self {
             namespace,
             name,
+            field_manager,
             lifetimes: Lifetimes {
                 backdate,
                 ..lifetimes
@@ -198,7 +232,7 @@ impl OperandCa {
     }
 
     /// The current trust: from memory, else from the Secret after any step it is due for.
-    pub async fn get(&self, client: &kube::Client) -> Result<OperandTrust, ReconcileError> {
+    pub async fn get(&self, client: &kube::Client) -> Result<OperandTrust, OperandCaError> {
         let mut cached = self.cached.lock().await;
         let now = OffsetDateTime::now_utc();
         if let Some(trust) = cached.as_ref()
@@ -213,7 +247,7 @@ impl OperandCa {
             let existing = api
                 .get_opt(&self.name)
                 .await
-                .map_err(ReconcileError::kube("reading", "Secret", &self.name))?;
+                .map_err(|e| self.kube_error("reading", e))?;
             let data = match plan(existing.as_ref(), &self.lifetimes, now) {
                 CaSecretStep::Keep(trust) => {
                     *cached = Some((*trust).clone());
@@ -241,29 +275,34 @@ impl OperandCa {
                     tracing::info!(secret = %self.name, namespace = %self.namespace, "wrote the operand CA Secret");
                 }
                 Err(kube::Error::Api(status)) if status.code == 409 => {}
-                Err(e) => return Err(ReconcileError::kube("writing", "Secret", &self.name)(e)),
+                Err(e) => return Err(self.kube_error("writing", e)),
             }
         }
-        Err(ReconcileError::Certificates(
-            OperandTlsError::CaSecretContended {
-                namespace: self.namespace.clone(),
-                name: self.name.clone(),
-            },
-        ))
+        Err(OperandCaError::Contended {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+        })
+    }
+
+    fn kube_error(&self, action: &'static str, source: kube::Error) -> OperandCaError {
+        OperandCaError::Kube {
+            action,
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            source: Box::new(source),
+        }
     }
 
     /// A new CA's `ca.crt` and `ca.key`.
     async fn generated(
         &self,
         now: OffsetDateTime,
-    ) -> Result<BTreeMap<String, ByteString>, ReconcileError> {
-        const WHAT: &str = "CA";
+    ) -> Result<BTreeMap<String, ByteString>, OperandCaError> {
         let lifetimes = self.lifetimes;
-        let generated =
-            tokio::task::spawn_blocking(move || trustyai_certs::generate_ca(&lifetimes, now))
-                .await
-                .map_err(|source| OperandTlsError::Task { what: WHAT, source })?
-                .map_err(|source| OperandTlsError::Generate { what: WHAT, source })?;
+        let generated = tokio::task::spawn_blocking(move || generate_ca(&lifetimes, now))
+            .await
+            .map_err(OperandCaError::Task)?
+            .map_err(OperandCaError::Generate)?;
         Ok(BTreeMap::from([
             (
                 CA_CRT.to_owned(),
@@ -285,7 +324,7 @@ impl OperandCa {
         data: BTreeMap<String, ByteString>,
     ) -> Result<(), kube::Error> {
         let params = PostParams {
-            field_manager: Some(super::apply::FIELD_MANAGER.to_owned()),
+            field_manager: Some(self.field_manager.to_owned()),
             ..PostParams::default()
         };
         match existing {
@@ -338,7 +377,7 @@ mod tests {
     }
 
     fn at(now: OffsetDateTime, seconds: i64) -> OffsetDateTime {
-        now + trustyai_certs::time::Duration::seconds(seconds)
+        now + time::Duration::seconds(seconds)
     }
 
     #[test]
@@ -360,7 +399,7 @@ mod tests {
         // Certificates hold whole seconds.
         let now = OffsetDateTime::from_unix_timestamp(OffsetDateTime::now_utc().unix_timestamp())
             .expect("now");
-        let old = trustyai_certs::generate_ca(&lifetimes(), now).expect("old CA");
+        let old = generate_ca(&lifetimes(), now).expect("old CA");
         let only_old = secret(&[(CA_CRT, &old.cert_pem), (CA_KEY, &old.key_pem)]);
         let CaSecretStep::Keep(trust) = plan(Some(&only_old), &lifetimes(), now) else {
             panic!("a fresh CA is kept");
@@ -373,7 +412,7 @@ mod tests {
             panic!("due at two thirds");
         };
         assert_eq!(previous.cert_pem(), old.cert_pem);
-        let new = trustyai_certs::generate_ca(&lifetimes(), due).expect("new CA");
+        let new = generate_ca(&lifetimes(), due).expect("new CA");
         let rotating = secret(&[
             (CA_CRT, &new.cert_pem),
             (CA_KEY, &new.key_pem),
@@ -405,7 +444,7 @@ mod tests {
     #[test]
     fn an_unusable_previous_ca_is_retired_at_once() {
         let now = OffsetDateTime::now_utc();
-        let ca = trustyai_certs::generate_ca(&lifetimes(), now).expect("CA");
+        let ca = generate_ca(&lifetimes(), now).expect("CA");
         let broken = secret(&[
             (CA_CRT, &ca.cert_pem),
             (CA_KEY, &ca.key_pem),
