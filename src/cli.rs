@@ -364,6 +364,14 @@ pub struct CertificateArgs {
     pub operand_cert_lifetime: Duration,
 }
 
+impl CertificateArgs {
+    /// Whether the operator publishes the CA bundle itself (self-signed mode, or files and
+    /// cert-manager modes with `--inject-ca-bundle`).
+    pub fn publishes_ca_bundle(&self) -> bool {
+        self.cert_mode.publishes_ca_bundle(self.inject_ca_bundle)
+    }
+}
+
 /// Options of `run`: leader election among replicas (the Lease is `--lease-name`).
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Leader election")]

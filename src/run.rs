@@ -130,11 +130,9 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     shutdown::cancel_on_signal(stop.clone());
 
     let readiness = Readiness::new([Readiness::TLS]);
-    if args
-        .certificates
-        .cert_mode
-        .publishes_ca_bundle(args.certificates.inject_ca_bundle)
-    {
+    let publishes_ca_bundle = args.certificates.publishes_ca_bundle();
+    let endpoint = webhook_endpoint(&args);
+    if publishes_ca_bundle {
         // Until the first publication the API server cannot verify this server's certificate.
         readiness.register(Readiness::CA_BUNDLE);
     }
@@ -254,18 +252,14 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             &client,
             &args.names.validating_webhook_configuration,
             &args.names.mutating_webhook_configuration,
-            &webhook_endpoint(&args),
+            &endpoint,
             args.webhook_timeout_seconds,
         )
         .await
         .map_err(RunError::WebhookRegistration)?;
     }
-    if args
-        .certificates
-        .cert_mode
-        .publishes_ca_bundle(args.certificates.inject_ca_bundle)
-    {
-        let targets = publish_targets(&args);
+    if publishes_ca_bundle {
+        let targets = publish_targets(&args, endpoint);
         let (published_tx, mut published_rx) = watch::channel(false);
         let (client, rx, stop, ready) = (
             client.clone(),
@@ -485,10 +479,10 @@ async fn start_certificates(
             });
             Ok(rx)
         }
-        mode => {
+        _ => {
             let source = FileSource::in_dir(
                 &args.certificates.cert_dir,
-                mode.publishes_ca_bundle(args.certificates.inject_ca_bundle),
+                args.certificates.publishes_ca_bundle(),
             );
             let material = trustyai_certs::load_files(&source)
                 .await
@@ -546,13 +540,16 @@ fn webhook_endpoint(args: &RunArgs) -> trustyai_certs::ca_bundle_patches::Webhoo
     }
 }
 
-fn publish_targets(args: &RunArgs) -> trustyai_certs::ca_bundle_patches::PublishTargets {
+fn publish_targets(
+    args: &RunArgs,
+    endpoint: trustyai_certs::ca_bundle_patches::WebhookEndpoint,
+) -> trustyai_certs::ca_bundle_patches::PublishTargets {
     trustyai_certs::ca_bundle_patches::PublishTargets {
         crd_name: Some(trustyai_crds::contract::CRD_NAME.to_string()),
         conversion_path: trustyai_webhooks::routes::CONVERT.to_string(),
         validating_webhook_configuration: Some(args.names.validating_webhook_configuration.clone()),
         mutating_webhook_configuration: Some(args.names.mutating_webhook_configuration.clone()),
-        endpoint: webhook_endpoint(args),
+        endpoint,
     }
 }
 
