@@ -185,8 +185,8 @@ pub struct WebhookLimitArgs {
     pub webhook_max_streams: u32,
 
     /// PEM file of the CA(s) that webhook clients' certificates must chain to (the API server's
-    /// webhook client certificate, from its admission configuration); read at start. Without
-    /// it no client certificate is asked for.
+    /// webhook client certificate, from its admission configuration); read at start and again
+    /// whenever it changes. Without it no client certificate is asked for.
     #[arg(long)]
     pub webhook_client_ca_file: Option<PathBuf>,
 }
@@ -194,26 +194,17 @@ pub struct WebhookLimitArgs {
 const MIB: usize = 1024 * 1024;
 
 impl WebhookLimitArgs {
-    /// The server options these flags set, over the defaults.
-    pub fn https_options(&self) -> std::io::Result<trustyai_webhooks::HttpsOptions> {
-        let client_ca_pem = match &self.webhook_client_ca_file {
-            Some(path) => Some(std::fs::read(path).map_err(|e| {
-                std::io::Error::new(
-                    e.kind(),
-                    format!("--webhook-client-ca-file {}: {e}", path.display()),
-                )
-            })?),
-            None => None,
-        };
-        Ok(trustyai_webhooks::HttpsOptions {
-            client_ca_pem,
+    /// The server options these flags set, over the defaults (the client CA file is read by
+    /// the caller, which keeps it loaded).
+    pub fn https_options(&self) -> trustyai_webhooks::HttpsOptions {
+        trustyai_webhooks::HttpsOptions {
             memory_budget_bytes: self.webhook_memory_budget_mib.saturating_mul(MIB),
             queue_timeout: self.webhook_queue_timeout,
             idle_timeout: self.webhook_idle_timeout,
             max_connections: self.webhook_max_connections,
             http2_max_concurrent_streams: self.webhook_max_streams,
             ..trustyai_webhooks::HttpsOptions::default()
-        })
+        }
     }
 }
 

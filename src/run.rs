@@ -22,6 +22,9 @@ use trustyai_webhooks::{
 use crate::cli::RunArgs;
 use crate::{crd_maintenance, shutdown};
 
+/// How often mounted files (certificates, the client CA) are read again for changes.
+const FILE_POLL_INTERVAL: Duration = Duration::from_secs(3);
+
 /// Why the operator stopped with an error. Messages leave the cause to `source()`: show the
 /// whole chain with [`crate::error_chain::Chain`].
 #[derive(Debug, thiserror::Error)]
@@ -39,8 +42,18 @@ pub enum RunError {
     CertificateSecret(#[source] trustyai_certs::StoreError),
     #[error("loading the mounted certificate files")]
     CertificateFiles(#[source] trustyai_certs::FilesError),
-    #[error("reading the webhook client CA")]
-    ClientCa(#[source] std::io::Error),
+    #[error("reading the webhook client CA file {path}")]
+    ClientCaFile {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the webhook client CA file {path} holds no usable CA")]
+    ClientCa {
+        path: std::path::PathBuf,
+        #[source]
+        source: trustyai_webhooks::TlsError,
+    },
     #[error("CRD maintenance")]
     Crd(#[from] crd_maintenance::CrdMaintenanceError),
     #[error("registering the webhooks")]
@@ -68,6 +81,7 @@ pub enum Task {
     ReconcileLoop,
     CertificateMaintenance,
     CertificateFiles,
+    ClientCaFile,
     /// A task whose join failed, so which one it was is unknown.
     Unknown,
 }
@@ -86,6 +100,7 @@ impl Task {
             Task::ReconcileLoop => "reconcile loop",
             Task::CertificateMaintenance => "certificate maintenance",
             Task::CertificateFiles => "certificate files",
+            Task::ClientCaFile => "client CA file",
             Task::Unknown => "a task",
         }
     }
@@ -221,13 +236,15 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         observer: metrics.clone(),
     };
     let router = trustyai_webhooks::webhook_router(state);
+    let client_trust = match &args.webhook_limits.webhook_client_ca_file {
+        Some(path) => Some(client_trust(&mut tasks, &stop, path).await?),
+        None => None,
+    };
     let options = HttpsOptions {
         drain_timeout: args.drain_timeout,
         events: trustyai_webhooks::ServerEvents(metrics.clone()),
-        ..args
-            .webhook_limits
-            .https_options()
-            .map_err(RunError::ClientCa)?
+        client_trust,
+        ..args.webhook_limits.https_options()
     };
     {
         let (serving, readiness, stop) = (serving.clone(), readiness.clone(), stop.clone());
@@ -492,12 +509,41 @@ async fn start_certificates(
             tasks.spawn(async move {
                 tokio::select! {
                     _ = stop.cancelled() => (Task::CertificateFiles, Ok(())),
-                    _ = trustyai_certs::watch_files(source, tx, Duration::from_secs(3)) => (Task::CertificateFiles, Err(TaskError::EndedUnexpectedly)),
+                    _ = trustyai_certs::watch_files(source, tx, FILE_POLL_INTERVAL) => (Task::CertificateFiles, Err(TaskError::EndedUnexpectedly)),
                 }
             });
             Ok(rx)
         }
     }
+}
+
+/// The client CA bundle read from `path` now, and a task that applies each change of the file
+/// (a mounted Secret is updated in place when the API server's client certificate is rotated).
+async fn client_trust(
+    tasks: &mut JoinSet<TaskResult>,
+    stop: &CancellationToken,
+    path: &std::path::Path,
+) -> Result<Arc<trustyai_webhooks::ClientTrust>, RunError> {
+    let pem = tokio::fs::read(path)
+        .await
+        .map_err(|source| RunError::ClientCaFile {
+            path: path.to_owned(),
+            source,
+        })?;
+    let trust = Arc::new(
+        trustyai_webhooks::ClientTrust::from_pem(&pem).map_err(|source| RunError::ClientCa {
+            path: path.to_owned(),
+            source,
+        })?,
+    );
+    let (stop, reloaded, path) = (stop.clone(), Arc::clone(&trust), path.to_owned());
+    tasks.spawn(async move {
+        tokio::select! {
+            _ = stop.cancelled() => (Task::ClientCaFile, Ok(())),
+            _ = trustyai_webhooks::reload_client_ca(reloaded, path, FILE_POLL_INTERVAL) => (Task::ClientCaFile, Err(TaskError::EndedUnexpectedly)),
+        }
+    });
+    Ok(trust)
 }
 
 /// This replica's identity in the lease: the pod name (or host name) and the process, so two

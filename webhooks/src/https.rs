@@ -22,6 +22,7 @@ use tokio::task::{JoinError, JoinSet};
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
+use crate::client_trust::ClientTrust;
 use crate::limits::{Admission, CONNECTION_LIMIT, HANDSHAKE_FAILED, Refusal, ServerEvents, admit};
 use crate::middleware::{enforce_deadline, trace_request};
 use crate::tls::{ALPN_H2, ServingCertificate, TlsError, server_config};
@@ -63,8 +64,9 @@ pub struct HttpsOptions {
     pub queue_timeout: Duration,
     /// Receives every refusal (429, 413, connection limit, failed handshake, idle close).
     pub events: ServerEvents,
-    /// PEM CA certificates that client certificates must chain to; `None` asks for none.
-    pub client_ca_pem: Option<Vec<u8>>,
+    /// The CAs client certificates must chain to (replaceable while serving); `None` asks for
+    /// no client certificate.
+    pub client_trust: Option<Arc<ClientTrust>>,
 }
 
 impl HttpsOptions {
@@ -112,7 +114,7 @@ impl Default for HttpsOptions {
             memory_budget_bytes: Self::DEFAULT_MEMORY_BUDGET_BYTES,
             queue_timeout: Self::DEFAULT_QUEUE_TIMEOUT,
             events: ServerEvents::default(),
-            client_ca_pem: None,
+            client_trust: None,
         }
     }
 }
@@ -149,10 +151,7 @@ pub async fn serve_https(
     options: HttpsOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
-    let acceptor = TlsAcceptor::from(Arc::new(server_config(
-        cert,
-        options.client_ca_pem.as_deref(),
-    )?));
+    let acceptor = TlsAcceptor::from(Arc::new(server_config(cert, options.client_trust.clone())?));
     let app = with_request_layers(router, &options);
     let builders = Arc::new(HttpBuilders::new(&options));
     let (drain_tx, drain_rx) = watch::channel(false);

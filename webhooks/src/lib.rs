@@ -13,6 +13,7 @@
 //! handshake without restarting the server. This crate never generates certificates.
 
 pub mod admission;
+mod client_trust;
 pub mod conversion;
 mod https;
 mod limits;
@@ -23,6 +24,7 @@ pub mod routes;
 mod tls;
 mod wire;
 
+pub use client_trust::{ClientTrust, reload_client_ca};
 pub use https::{HttpsOptions, ServerError, serve_https};
 pub use limits::{COST_PER_BODY_BYTE, Refusal, ServerEvents, ServerObserver};
 pub use ops::{

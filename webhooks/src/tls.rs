@@ -14,6 +14,8 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls::{InconsistentKeys, ServerConfig, SupportedProtocolVersion};
 
+use crate::client_trust::ClientTrust;
+
 /// The TLS versions the webhook server accepts: 1.3 and 1.2. Anything older is refused during
 /// the handshake (the apiserver speaks 1.2 and 1.3 only, and older versions are insecure).
 pub static PROTOCOL_VERSIONS: &[&SupportedProtocolVersion] =
@@ -107,40 +109,20 @@ pub fn crypto_provider() -> Arc<CryptoProvider> {
 }
 
 /// The rustls server configuration of the webhook server: TLS 1.2 and 1.3, ALPN `h2` and
-/// `http/1.1`, and the certificate taken from `cert` at each handshake. With `client_ca_pem`
-/// (PEM CA certificates), every client must present a certificate that chains to one of them
+/// `http/1.1`, and the certificate taken from `cert` at each handshake. With `client_trust`,
+/// every client must present a certificate that chains to the CAs it holds at that handshake
 /// (the API server does when its admission configuration gives it one for webhooks); without
 /// it, no client certificate is asked for.
 pub fn server_config(
     cert: Arc<ServingCertificate>,
-    client_ca_pem: Option<&[u8]>,
+    client_trust: Option<Arc<ClientTrust>>,
 ) -> Result<ServerConfig, TlsError> {
     let builder = ServerConfig::builder_with_provider(crypto_provider())
         .with_protocol_versions(PROTOCOL_VERSIONS)
         .map_err(TlsError::ServerConfig)?;
-    let builder = match client_ca_pem {
+    let builder = match client_trust {
         None => builder.with_no_client_auth(),
-        Some(pem) => {
-            let mut roots = rustls::RootCertStore::empty();
-            for der in CertificateDer::pem_slice_iter(pem) {
-                let der = der.map_err(TlsError::CertificatePem)?;
-                roots.add(der).map_err(|e| TlsError::ClientVerifier {
-                    reason: e.to_string(),
-                })?;
-            }
-            if roots.is_empty() {
-                return Err(TlsError::NoClientCa);
-            }
-            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-                Arc::new(roots),
-                crypto_provider(),
-            )
-            .build()
-            .map_err(|e| TlsError::ClientVerifier {
-                reason: e.to_string(),
-            })?;
-            builder.with_client_cert_verifier(verifier)
-        }
+        Some(trust) => builder.with_client_cert_verifier(trust),
     };
     let mut config = builder.with_cert_resolver(cert);
     config.alpn_protocols = vec![ALPN_H2.to_vec(), ALPN_HTTP11.to_vec()];

@@ -46,7 +46,10 @@ impl Args {
     fn options(&self) -> Result<HttpsOptions> {
         let mut options = HttpsOptions::default();
         if let Some(path) = &self.client_ca {
-            options.client_ca_pem = Some(std::fs::read(path).context("client CA")?);
+            let pem = std::fs::read(path).context("client CA")?;
+            options.client_trust = Some(Arc::new(
+                trustyai_webhooks::ClientTrust::from_pem(&pem).context("client CA")?,
+            ));
         }
         if let Some(mib) = self.memory_budget_mib {
             options.memory_budget_bytes = mib * 1024 * 1024;

@@ -34,6 +34,8 @@ pub const PATIENCE: Duration = Duration::from_secs(30);
 /// A test certificate authority.
 pub struct TestCa {
     pub cert_der: CertificateDer<'static>,
+    /// The CA certificate as PEM, as a client CA file holds it.
+    pub cert_pem: String,
     issuer: Issuer<'static, KeyPair>,
 }
 
@@ -54,6 +56,7 @@ impl TestCa {
         let cert = params.self_signed(&key).expect("CA certificate");
         Self {
             cert_der: cert.der().clone(),
+            cert_pem: cert.pem(),
             issuer: Issuer::new(params, key),
         }
     }
@@ -70,6 +73,23 @@ impl TestCa {
         let cert = params
             .signed_by(&key, &self.issuer)
             .expect("leaf certificate");
+        Leaf {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            cert_der: cert.der().clone(),
+        }
+    }
+
+    /// A client certificate (client-auth usage) this CA signed, as the API server's webhook
+    /// client certificate would be.
+    pub fn client_leaf(&self, name: &str) -> Leaf {
+        let key = KeyPair::generate().expect("client key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("client params");
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .expect("client certificate");
         Leaf {
             cert_pem: cert.pem(),
             key_pem: key.serialize_pem(),

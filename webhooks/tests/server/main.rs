@@ -3,6 +3,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod client_trust;
 mod common;
 mod https;
 mod ops;
