@@ -20,7 +20,7 @@ use serde::de::{self, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 use trustyai_crds::contract::{DEPRECATED_VERSION, GROUP, STORAGE_VERSION};
-use trustyai_crds::conversion::{ConversionError, convert_object, describe};
+use trustyai_crds::conversion::{ConversionError, convert_object_owned, describe};
 
 use crate::limits::MALFORMED;
 use crate::observe::{Endpoint, Outcome, WebhookState};
@@ -266,7 +266,7 @@ impl ObjectWriter<'_> {
             self.out.extend_from_slice(raw.get().as_bytes());
             return Ok(());
         }
-        let converted = convert_object(&object, self.desired).map_err(|error| {
+        let converted = convert_object_owned(object, self.desired).map_err(|(error, object)| {
             format!(
                 "cannot convert object {index} ({}) to {}: {error}",
                 describe(&object),
@@ -333,7 +333,10 @@ mod tests {
             .as_array()
             .expect("array")
             .iter()
-            .map(|o| convert_object(o, "trustyai.opendatahub.io/v1alpha1").expect("convert"))
+            .map(|o| {
+                trustyai_crds::conversion::convert_object(o, "trustyai.opendatahub.io/v1alpha1")
+                    .expect("convert")
+            })
             .collect();
         assert_eq!(answer["response"]["convertedObjects"], json!(expected));
         assert_eq!(answer["response"]["uid"], "u-1");

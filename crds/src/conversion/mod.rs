@@ -186,24 +186,63 @@ pub fn convert_object(object: &Value, desired_api_version: &str) -> Result<Value
             desired: desired_api_version.to_owned(),
         }
     })?;
+    let from = source_version(object)?;
     let Value::Object(map) = object else {
         return Err(ConversionError::NotAnObject {
             found: json_type(object),
         });
     };
-    let from = match map.get("apiVersion") {
-        None => return Err(ConversionError::MissingApiVersion),
+    if from == to {
+        return Ok(object.clone());
+    }
+    Ok(Value::Object(convert(map.clone(), from, to, 0)))
+}
+
+/// [`convert_object`] on an object the caller gives away: nothing is copied but the few fields
+/// the annotation needs (the conversion webhook owns the objects of its review). On error the
+/// object is handed back, for the message to name it.
+pub fn convert_object_owned(
+    object: Value,
+    desired_api_version: &str,
+) -> Result<Value, (ConversionError, Value)> {
+    match Version::from_api_version(desired_api_version) {
+        Some(desired) => convert_owned(object, desired),
+        None => Err((
+            ConversionError::UnknownDesiredVersion {
+                desired: desired_api_version.to_owned(),
+            },
+            object,
+        )),
+    }
+}
+
+fn convert_owned(object: Value, desired: Version) -> Result<Value, (ConversionError, Value)> {
+    let from = match source_version(&object) {
+        Ok(from) => from,
+        Err(error) => return Err((error, object)),
+    };
+    match object {
+        Value::Object(map) if from != desired => Ok(Value::Object(convert(map, from, desired, 0))),
+        same => Ok(same),
+    }
+}
+
+/// The version `object` is in, or why it is not one of ours.
+fn source_version(object: &Value) -> Result<Version, ConversionError> {
+    let Value::Object(map) = object else {
+        return Err(ConversionError::NotAnObject {
+            found: json_type(object),
+        });
+    };
+    match map.get("apiVersion") {
+        None => Err(ConversionError::MissingApiVersion),
         Some(found) => found
             .as_str()
             .and_then(Version::from_api_version)
             .ok_or_else(|| ConversionError::UnknownApiVersion {
                 found: found.to_string(),
-            })?,
-    };
-    if from == to {
-        return Ok(object.clone());
+            }),
     }
-    Ok(Value::Object(convert(map, from, to, 0)))
 }
 
 /// The object in the storage version (v1), the version the defaulting and validation rules are
@@ -242,21 +281,16 @@ pub fn convert_review(review: ConversionReview) -> ConversionReview {
         return reply_failure(request, &message);
     }
     let desired = request.desired_api_version.clone();
-    if Version::from_api_version(&desired).is_none() {
+    let Some(to) = Version::from_api_version(&desired) else {
         let error = ConversionError::UnknownDesiredVersion { desired };
         return reply_failure(request, &error.to_string());
-    }
+    };
     let objects = std::mem::take(&mut request.objects);
     let mut converted = Vec::with_capacity(objects.len());
     for (index, object) in objects.into_iter().enumerate() {
-        // Already in the desired version: moved into the answer, not copied.
-        if object.get("apiVersion").and_then(Value::as_str) == Some(desired.as_str()) {
-            converted.push(object);
-            continue;
-        }
-        match convert_object(&object, &desired) {
+        match convert_owned(object, to) {
             Ok(object) => converted.push(object),
-            Err(error) => {
+            Err((error, object)) => {
                 let message = format!(
                     "cannot convert object {index} ({}) to {desired}: {error}",
                     describe(&object)
@@ -323,16 +357,24 @@ const MAX_NESTING: usize = 16;
 ///    again by itself;
 /// 3. own data carrying the input's annotation verbatim, for the way back to give it back.
 fn convert(
-    object: &Map<String, Value>,
+    mut out: Map<String, Value>,
     from: Version,
     to: Version,
     depth: usize,
 ) -> Map<String, Value> {
-    let mut out = object.clone();
-    out.insert("apiVersion".into(), Value::String(to.api_version()));
-
     let taken = meta::take(&mut out);
     let incoming = taken.as_ref().and_then(|a| Preserved::parse(a, to));
+    // The input as it came is needed only to check a carried annotation (rare: objects edited
+    // through both versions), so only then is it copied.
+    let object = match (&taken, incoming.as_ref().and_then(|p| p.carried.as_ref())) {
+        (Some(annotation), Some(_)) => {
+            let mut object = out.clone();
+            meta::put(&mut object, annotation.clone());
+            Some(object)
+        }
+        _ => None,
+    };
+    out.insert("apiVersion".into(), Value::String(to.api_version()));
     if let Some(created) = incoming.as_ref().and_then(|p| p.created) {
         meta::remove_created(&mut out, created);
     }
@@ -341,9 +383,10 @@ fn convert(
 
     let nothing = Preserved::new(to);
     let own = body::convert(&mut out, from, to, incoming.as_ref().unwrap_or(&nothing));
-    let own_text = finish(own.clone(), shape);
+    let own_text = finish_ref(&own, shape);
 
     if let Some(carried) = incoming.and_then(|p| p.carried)
+        && let Some(object) = object
         && carried.regenerated == own_text
         && depth < MAX_NESTING
     {
@@ -351,7 +394,7 @@ fn convert(
         if let Some(annotation) = carried.annotation {
             meta::put(&mut candidate, annotation);
         }
-        if convert(&candidate, to, from, depth + 1) == *object {
+        if convert(candidate.clone(), to, from, depth + 1) == object {
             return candidate;
         }
     }
@@ -359,12 +402,9 @@ fn convert(
     // What the way back writes when given our own data: the body conversion back, which does
     // not depend on anything carried.
     let regenerated = {
-        // `body::convert` reads and writes only `spec` and `status`: copy those, not the
-        // whole object (its metadata, with managedFields, is most of a stored object).
-        let mut back: Map<String, Value> = ["spec", "status"]
-            .into_iter()
-            .filter_map(|key| out.get(key).map(|value| (key.to_owned(), value.clone())))
-            .collect();
+        // Only the fields the data depends on are copied, not the object (its metadata, with
+        // managedFields, is most of a stored object, and most of `status` is messages).
+        let mut back = body::projection(&out);
         finish(body::convert(&mut back, to, from, &own), shape)
     };
     let annotation = if taken == regenerated.clone().map(Value::String) {
@@ -391,6 +431,15 @@ fn finish(mut data: Preserved, shape: Shape) -> Option<String> {
     }
     data.created = shape.created();
     Some(data.render())
+}
+
+/// [`finish`] of data that is used again afterwards: copied only when it must be truncated.
+fn finish_ref(data: &Preserved, shape: Shape) -> Option<String> {
+    if data.is_empty() || !shape.writable() {
+        return None;
+    }
+    data.render_fitting(shape.created())
+        .or_else(|| finish(data.clone(), shape))
 }
 
 #[cfg(test)]

@@ -157,6 +157,13 @@ impl Preserved {
     /// equals). `truncated: true` says so. What was dropped
     /// is lost on the way back: the restored object lacks those fields (a v1 object then falls
     /// back to the defaults, which it would have without them).
+    /// [`Self::render`] with `created`, when the value fits the bound as it is (the usual
+    /// case): no copy of the data is needed then.
+    pub(crate) fn render_fitting(&self, created: Option<Created>) -> Option<String> {
+        let text = self.value_with(created).to_string();
+        (text.len() <= MAX_BYTES).then_some(text)
+    }
+
     pub(crate) fn render(mut self) -> String {
         let mut text = self.to_value().to_string();
         let shrinks: [fn(&mut Self, usize); 5] = [
@@ -202,6 +209,11 @@ impl Preserved {
     }
 
     fn to_value(&self) -> Value {
+        self.value_with(self.created)
+    }
+
+    /// The value with `created` in place of the data's own.
+    fn value_with(&self, created: Option<Created>) -> Value {
         let mut map = Map::new();
         map.insert("restores".into(), self.restores.name().into());
         if !self.spec.is_empty() {
@@ -217,7 +229,7 @@ impl Preserved {
         if let Some(carried) = &self.carried {
             map.insert("carried".into(), carried_value(carried));
         }
-        if let Some(created) = self.created {
+        if let Some(created) = created {
             map.insert("created".into(), created.name().into());
         }
         if self.truncated {
