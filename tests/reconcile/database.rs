@@ -1,0 +1,337 @@
+//! Database mode: bad credentials and their recovery, and the migration from a PVC.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use trustyai_crds::TrustyAIService;
+
+use crate::env::{Env, condition, env_value, service_container};
+
+#[tokio::test]
+async fn database_mode_reports_bad_credentials_and_recovers() {
+    let env = Env::shared().await;
+    let ns = env.namespace("db").await;
+    env.create(
+        &ns,
+        "tas",
+        json!({"storage": {"format": "DATABASE", "databaseConfigurations": "db-creds"},
+               "metrics": {"schedule": "5s"}}),
+    )
+    .await;
+
+    let missing = env
+        .wait_condition(
+            &ns,
+            "tas",
+            "DBAvailable",
+            "False",
+            Some("DBCredentialsNotFound"),
+        )
+        .await;
+    assert_eq!(
+        missing.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Not Ready")
+    );
+    let warnings = env.wait_event(&ns, "tas", "DBCredentialsNotFound").await;
+    assert_eq!(warnings[0].type_.as_deref(), Some("Warning"));
+    assert!(
+        warnings[0]
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("db-creds")
+    );
+    // The Deployment is applied regardless, reading the named Secret; no PVC in this mode.
+    let deployment = env.wait_exists(&env.api::<Deployment>(&ns), "tas").await;
+    let refs: Vec<String> = service_container(&deployment)
+        .env
+        .iter()
+        .flatten()
+        .filter_map(|e| {
+            e.value_from
+                .as_ref()?
+                .secret_key_ref
+                .as_ref()
+                .map(|r| r.name.clone())
+        })
+        .collect();
+    assert!(
+        !refs.is_empty() && refs.iter().all(|r| r == "db-creds"),
+        "{refs:?}"
+    );
+    assert!(
+        env.api::<PersistentVolumeClaim>(&ns)
+            .get_opt("tas-pvc")
+            .await
+            .expect("read")
+            .is_none()
+    );
+
+    // A Secret missing a key: DBCredentialsError and a warning naming the key.
+    let mut data: BTreeMap<String, String> = [
+        ("databaseKind", "mariadb"),
+        ("databaseUsername", "user"),
+        ("databaseService", "db"),
+        ("databasePort", "3306"),
+        ("databaseName", "trustyai"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let secret = |data: &BTreeMap<String, String>| -> Secret {
+        serde_json::from_value(json!({"metadata": {"name": "db-creds"}, "stringData": data}))
+            .expect("a Secret")
+    };
+    env.api::<Secret>(&ns)
+        .create(&PostParams::default(), &secret(&data))
+        .await
+        .expect("creating the Secret");
+    env.wait_condition(
+        &ns,
+        "tas",
+        "DBAvailable",
+        "False",
+        Some("DBCredentialsError"),
+    )
+    .await;
+    let warnings = env.wait_event(&ns, "tas", "DBCredentialsError").await;
+    assert!(
+        warnings[0]
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("databasePassword"),
+        "{:?}",
+        warnings[0].note
+    );
+
+    // The complete Secret: the service becomes ready.
+    data.insert("databasePassword".into(), "secret".into());
+    env.api::<Secret>(&ns)
+        .replace("db-creds", &PostParams::default(), &secret(&data))
+        .await
+        .expect("completing the Secret");
+    let ready = env.wait_ready(&ns, "tas").await;
+    let db = condition(&ready, "DBAvailable").expect("DBAvailable");
+    assert_eq!(
+        (db.status.as_str(), db.reason.as_deref()),
+        ("True", Some("DBAvailable"))
+    );
+    // Warnings are emitted on transitions, not on every reconcile.
+    assert_eq!(
+        env.events(&ns, "tas", "DBCredentialsNotFound").await.len(),
+        1
+    );
+    assert_eq!(env.events(&ns, "tas", "DBCredentialsError").await.len(), 1);
+    for event in env.events(&ns, "tas", "DBCredentialsNotFound").await {
+        assert!(event.series.is_none(), "published once: {:?}", event.series);
+    }
+
+    // The service crash-loops, as it does when it cannot reach its database: the credentials
+    // are valid, so the status blames the connection, and Ready names the failing pods. When
+    // the pod recovers, so does the status.
+    let pods = env.api::<Pod>(&ns);
+    let pod = env
+        .wait("the service's pod", || async {
+            pods.list(&ListParams::default().labels("app=tas"))
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .next()
+        })
+        .await
+        .name_any();
+    set_service_container(&pods, &pod, false).await;
+    let failing = env
+        .wait_condition(
+            &ns,
+            "tas",
+            "DBAvailable",
+            "False",
+            Some("DBConnectionError"),
+        )
+        .await;
+    let not_ready = condition(&failing, "Ready").expect("Ready");
+    assert_eq!(not_ready.status, "False");
+    assert!(
+        not_ready.message.contains("failing pods"),
+        "{}",
+        not_ready.message
+    );
+    set_service_container(&pods, &pod, true).await;
+    let recovered = env.wait_ready(&ns, "tas").await;
+    assert_eq!(
+        condition(&recovered, "DBAvailable").map(|c| c.status),
+        Some("True".to_owned())
+    );
+}
+
+/// Makes the service container of `pod` run and be ready, or crash-loop (what the kubelet
+/// would report; kwok leaves a running pod's status alone).
+async fn set_service_container(pods: &Api<Pod>, pod: &str, running: bool) {
+    let ready = if running { "True" } else { "False" };
+    let container = if running {
+        json!({"name": "trustyai-service", "ready": true,
+               "state": {"waiting": null, "running": {"startedAt": "2026-01-01T00:00:00Z"}}})
+    } else {
+        json!({"name": "trustyai-service", "ready": false, "restartCount": 5,
+               "state": {"running": null, "waiting": {"reason": "CrashLoopBackOff", "message": "back-off restarting failed container"}}})
+    };
+    let patch = json!({"status": {
+        "conditions": [
+            {"type": "Ready", "status": ready},
+            {"type": "ContainersReady", "status": ready}
+        ],
+        "containerStatuses": [container]
+    }});
+    pods.patch_status(pod, &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .unwrap_or_else(|e| panic!("setting the status of pod {pod}: {e}"));
+}
+
+#[tokio::test]
+async fn migration_mode_keeps_the_pvc_and_adds_the_database() {
+    let env = Env::shared().await;
+    let ns = env.namespace("migration").await;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "tas-db-credentials"},
+        "stringData": {"databaseKind": "mariadb", "databaseUsername": "user", "databasePassword": "secret",
+                       "databaseService": "db", "databasePort": "3306", "databaseName": "trustyai"}
+    }))
+    .expect("a Secret");
+    env.api::<Secret>(&ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("creating the Secret");
+    env.volume_for(&ns, "tas-pvc").await;
+    let volume = format!("{ns}-tas-pvc");
+    // Migration mode: DATABASE with storage.folder and data.filename (the Go operator's rule),
+    // from the files on a named volume.
+    env.create(
+        &ns,
+        "tas",
+        json!({"storage": {"format": "DATABASE", "folder": "/inputs", "size": "1Gi", "pv": volume},
+               "data": {"filename": "data.csv", "format": "CSV"},
+               "metrics": {"schedule": "5s"}}),
+    )
+    .await;
+    let ready = env.wait_ready(&ns, "tas").await;
+    for type_ in ["PVCAvailable", "DBAvailable"] {
+        let c = condition(&ready, type_).unwrap_or_else(|| panic!("{type_} missing"));
+        assert_eq!(c.status, "True", "{type_}");
+    }
+    assert!(
+        env.api::<PersistentVolumeClaim>(&ns)
+            .get_opt("tas-pvc")
+            .await
+            .expect("read")
+            .is_some(),
+        "the PVC is kept in migration mode"
+    );
+    let deployment = env
+        .api::<Deployment>(&ns)
+        .get("tas")
+        .await
+        .expect("Deployment");
+    assert_eq!(
+        env_value(&deployment, "STORAGE_MIGRATION_CONFIG_FROM_FOLDER").as_deref(),
+        Some("/inputs")
+    );
+    assert_eq!(
+        env_value(&deployment, "STORAGE_MIGRATION_CONFIG_FROM_FILENAME").as_deref(),
+        Some("data.csv")
+    );
+    assert_eq!(
+        env_value(&deployment, "QUARKUS_HIBERNATE_ORM_ACTIVE").as_deref(),
+        Some("true")
+    );
+    let mounts: Vec<String> = service_container(&deployment)
+        .volume_mounts
+        .iter()
+        .flatten()
+        .map(|m| m.mount_path.clone())
+        .collect();
+    assert!(
+        mounts.iter().any(|m| m == "/inputs"),
+        "the PVC is mounted at the folder: {mounts:?}"
+    );
+
+    // The Go operator's migration trigger: consumed (removed) once the Deployment runs the
+    // current spec, as scripts written for the Go operator wait for.
+    let services = env.api::<TrustyAIService>(&ns);
+    services
+        .patch(
+            "tas",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"trustyai.opendatahub.io/db-migration": "true"}}}),
+            ),
+        )
+        .await
+        .expect("annotating for migration");
+    env.wait("the migration annotation removed", || async {
+        let tas = services.get("tas").await.ok()?;
+        (!tas
+            .annotations()
+            .contains_key("trustyai.opendatahub.io/db-migration"))
+        .then_some(())
+    })
+    .await;
+    env.wait_event(&ns, "tas", "MigrationAnnotationRemoved")
+        .await;
+
+    // The end of the migration: without data.filename the storage is the database alone, and
+    // the volume's name goes with it. The claim, still bound to the volume, is kept (it holds
+    // the files the migration read); the service no longer mounts it.
+    services
+        .patch(
+            "tas",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"storage": {"pv": null}, "data": {"filename": null}}})),
+        )
+        .await
+        .expect("ending the migration");
+    let ended = env
+        .wait("the Deployment without the migration", || async {
+            let deployment = env.api::<Deployment>(&ns).get("tas").await.ok()?;
+            let mounted = service_container(&deployment)
+                .volume_mounts
+                .iter()
+                .flatten()
+                .any(|m| m.mount_path == "/inputs");
+            (!mounted && env_value(&deployment, "STORAGE_MIGRATION_CONFIG_FROM_FOLDER").is_none())
+                .then_some(deployment)
+        })
+        .await;
+    assert_eq!(
+        env_value(&ended, "QUARKUS_HIBERNATE_ORM_ACTIVE").as_deref(),
+        Some("true")
+    );
+    let ready = env
+        .wait("Ready with the database alone", || async {
+            let tas = services.get("tas").await.ok()?;
+            (condition(&tas, "Ready").is_some_and(|c| c.status == "True")
+                && condition(&tas, "PVCAvailable").is_none()
+                && tas.status.as_ref()?.observed_generation == tas.metadata.generation)
+                .then_some(tas)
+        })
+        .await;
+    assert_eq!(
+        condition(&ready, "DBAvailable").map(|c| c.status),
+        Some("True".to_owned())
+    );
+    let claim = env
+        .api::<PersistentVolumeClaim>(&ns)
+        .get("tas-pvc")
+        .await
+        .expect("the PVC is kept after the migration");
+    assert_eq!(
+        claim.spec.and_then(|s| s.volume_name).as_deref(),
+        Some(volume.as_str())
+    );
+}

@@ -1,0 +1,315 @@
+//! Deletion: claim retention, the cleanup deadline, and an uninstall without the operator.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use serde_json::json;
+use trustyai_crds::TrustyAIService;
+
+use crate::env::{CLEANUP_TIMEOUT, Env, assert_owned_by, condition, pvc_spec};
+
+#[tokio::test]
+async fn retained_pvc_survives_deletion_and_is_adopted_while_delete_removes_it() {
+    let env = Env::shared().await;
+    let ns = env.namespace("retain").await;
+    env.volume_for(&ns, "kept-pvc").await;
+    env.create(&ns, "kept", pvc_spec()).await;
+    env.wait_ready(&ns, "kept").await;
+    let claims = env.api::<PersistentVolumeClaim>(&ns);
+    let claim_uid = claims.get("kept-pvc").await.expect("PVC").uid();
+    let bindings = Api::<ClusterRoleBinding>::all(env.client.clone());
+    let binding = format!("kept-{ns}-proxy-rolebinding");
+    assert!(bindings.get_opt(&binding).await.expect("read").is_some());
+
+    env.delete_service(&ns, "kept").await;
+    env.wait_event(&ns, "kept", "PVCRetained").await;
+    assert!(
+        bindings.get_opt(&binding).await.expect("read").is_none(),
+        "the binding is deleted"
+    );
+    // The garbage collector removes the owned children; the claim stays.
+    env.wait("the Deployment garbage-collected", || async {
+        env.api::<Deployment>(&ns)
+            .get_opt("kept")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let claim = claims.get("kept-pvc").await.expect("the retained PVC");
+    assert_eq!(claim.uid(), claim_uid);
+    assert!(claim.metadata.deletion_timestamp.is_none());
+
+    env.create(&ns, "kept", pvc_spec()).await;
+    let adopted = env.wait_ready(&ns, "kept").await;
+    assert_eq!(
+        claims.get("kept-pvc").await.expect("PVC").uid(),
+        claim_uid,
+        "adopted, not re-created"
+    );
+    assert!(condition(&adopted, "PVCAvailable").is_some_and(|c| c.status == "True"));
+
+    // retention: Delete: the claim is owned, and goes with the TrustyAIService.
+    env.volume_for(&ns, "gone-pvc").await;
+    let mut spec = pvc_spec();
+    spec["storage"]["retention"] = json!("Delete");
+    env.create(&ns, "gone", spec).await;
+    let gone = env.wait_ready(&ns, "gone").await;
+    let claim = claims.get("gone-pvc").await.expect("PVC");
+    assert_owned_by(&claim.metadata, &gone, "the PVC with retention Delete");
+    env.delete_service(&ns, "gone").await;
+    env.wait("the PVC with retention Delete deleted", || async {
+        claims
+            .get_opt("gone-pvc")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(env.events(&ns, "gone", "PVCRetained").await.is_empty());
+    env.wait_event(&ns, "gone", "PVCDeleted").await;
+}
+
+#[tokio::test]
+async fn retention_delete_set_right_before_deletion_is_honoured() {
+    let env = Env::shared().await;
+    let ns = env.namespace("late-delete").await;
+    env.volume_for(&ns, "late-pvc").await;
+    env.create(&ns, "late", pvc_spec()).await;
+    env.wait_ready(&ns, "late").await;
+    let claims = env.api::<PersistentVolumeClaim>(&ns);
+    // Retained so far: no owner reference for the garbage collector to follow.
+    let claim = claims.get("late-pvc").await.expect("PVC");
+    assert!(
+        claim
+            .metadata
+            .owner_references
+            .unwrap_or_default()
+            .is_empty()
+    );
+
+    // The change and the deletion back to back: whether a reconcile runs in between or not,
+    // the deletion does what the spec says when it is deleted.
+    env.api::<TrustyAIService>(&ns)
+        .patch(
+            "late",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"storage": {"retention": "Delete"}}})),
+        )
+        .await
+        .expect("setting retention: Delete");
+    env.delete_service(&ns, "late").await;
+    env.wait("the claim deleted", || async {
+        claims
+            .get_opt("late-pvc")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let deleted = env.wait_event(&ns, "late", "PVCDeleted").await;
+    assert!(
+        deleted[0]
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("late-pvc")
+    );
+    assert!(env.events(&ns, "late", "PVCRetained").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_cleanup_that_keeps_failing_holds_the_deletion_until_its_deadline() {
+    let env = Env::shared().await;
+    let ns = env.namespace("stuck").await;
+    env.volume_for(&ns, "stuck-pvc").await;
+    env.create(&ns, "stuck", pvc_spec()).await;
+    env.wait_ready(&ns, "stuck").await;
+    let binding = format!("stuck-{ns}-proxy-rolebinding");
+    let bindings = Api::<ClusterRoleBinding>::all(env.client.clone());
+    bindings
+        .get(&binding)
+        .await
+        .expect("the ClusterRoleBinding");
+
+    // An admission policy refuses to delete the binding, so the finalizer's cleanup fails.
+    let policy = format!("keep-{ns}");
+    let (ok, out, err) = env.cp.kubectl(
+        &["apply", "-f", "-"],
+        Some(
+            &json!({"apiVersion": "v1", "kind": "List", "items": [
+                {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+                 "metadata": {"name": policy},
+                 "spec": {"failurePolicy": "Fail",
+                          "matchConstraints": {"resourceRules": [{"apiGroups": ["rbac.authorization.k8s.io"], "apiVersions": ["v1"],
+                                                                  "operations": ["DELETE"], "resources": ["clusterrolebindings"]}]},
+                          "validations": [{"expression": format!("oldObject.metadata.name != '{binding}'"),
+                                           "message": "held by the cleanup test"}]}},
+                {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+                 "metadata": {"name": policy},
+                 "spec": {"policyName": policy, "validationActions": ["Deny"]}}
+            ]})
+            .to_string(),
+        ),
+    );
+    assert!(ok, "the admission policy: {out}{err}");
+    let dry_run = DeleteParams {
+        dry_run: true,
+        ..DeleteParams::default()
+    };
+    env.wait("the policy to refuse deleting the binding", || async {
+        matches!(bindings.delete(&binding, &dry_run).await, Err(kube::Error::Api(s)) if s.message.contains("held by the cleanup test"))
+            .then_some(())
+    })
+    .await;
+
+    let requested = Instant::now();
+    env.services(&ns)
+        .delete("stuck", &DeleteParams::default())
+        .await
+        .expect("deleting the TrustyAIService");
+    let failed = env.wait_event(&ns, "stuck", "CleanupFailed").await;
+    assert!(
+        failed[0]
+            .note
+            .as_deref()
+            .is_some_and(|n| n.contains("held by the cleanup test")),
+        "{failed:?}"
+    );
+    assert!(
+        env.services(&ns)
+            .get_opt("stuck")
+            .await
+            .expect("read")
+            .is_some(),
+        "the finalizer holds the deletion while the cleanup fails"
+    );
+    env.wait("the TrustyAIService gone", || async {
+        env.services(&ns)
+            .get_opt("stuck")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let took = requested.elapsed();
+    eprintln!("deletion released {took:?} after the request (cleanup timeout {CLEANUP_TIMEOUT})");
+    // The deadline counts from deletionTimestamp, which is truncated to the second.
+    assert!(
+        took >= Duration::from_secs(14),
+        "released before its deadline: {took:?}"
+    );
+    let abandoned = env.wait_event(&ns, "stuck", "CleanupAbandoned").await;
+    assert_eq!(abandoned[0].type_.as_deref(), Some("Warning"));
+    // What could not be cleaned up is left, and said so: the binding still exists.
+    bindings
+        .get(&binding)
+        .await
+        .expect("the binding the cleanup could not delete");
+
+    for kind in [
+        "validatingadmissionpolicybinding",
+        "validatingadmissionpolicy",
+    ] {
+        let (ok, out, err) = env.cp.kubectl(&["delete", kind, &policy], None);
+        assert!(ok, "removing the {kind}: {out}{err}");
+    }
+    env.wait("the leftover binding deleted", || async {
+        match bindings.delete(&binding, &DeleteParams::default()).await {
+            Ok(_) => Some(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Some(()),
+            Err(_) => None,
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn uninstall_without_the_operator_releases_deletions_and_leaves_nothing_of_ours() {
+    let env = Env::exclusive().await;
+    let ns = env.namespace("uninstall").await;
+    env.create(
+        &ns,
+        "tas",
+        json!({"storage": {"format": "DATABASE", "databaseConfigurations": "db-creds"},
+               "metrics": {"schedule": "5s"}}),
+    )
+    .await;
+    let bindings = Api::<ClusterRoleBinding>::all(env.client.clone());
+    let binding = format!("tas-{ns}-proxy-rolebinding");
+    env.wait("the proxy's ClusterRoleBinding", || async {
+        bindings.get_opt(&binding).await.ok()?.map(|_| ())
+    })
+    .await;
+
+    // The operator is gone (helm uninstall, an outage): a deletion waits for its finalizer.
+    env.stop_operator();
+    let services = env.services(&ns);
+    services
+        .delete("tas", &DeleteParams::default())
+        .await
+        .expect("deleting the TrustyAIService");
+    let waiting = services.get("tas").await.expect("held by its finalizer");
+    assert!(waiting.metadata.deletion_timestamp.is_some());
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_trustyai-operator"))
+        .arg("uninstall")
+        .arg("--kubeconfig")
+        .arg(&env.cp.kubeconfig)
+        .args(["--namespace", &env.operator_ns, "--webhook-configurations"])
+        .output()
+        .expect("running uninstall");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(&format!("{ns}/tas")), "{stdout}");
+
+    env.wait("the deletion to complete without an operator", || async {
+        services.get_opt("tas").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let left = bindings
+        .list_metadata(&ListParams::default().labels("trustyai.opendatahub.io/owner-name"))
+        .await
+        .expect("listing bindings");
+    assert!(left.items.is_empty(), "bindings left: {:?}", left.items);
+    let secrets = env.api::<Secret>(&env.operator_ns);
+    for name in [
+        "trustyai-operator-webhook-tls",
+        "trustyai-operator-operand-ca",
+    ] {
+        assert!(
+            secrets.get_opt(name).await.expect("read").is_none(),
+            "{name}"
+        );
+    }
+    let leases = env.api::<k8s_openapi::api::coordination::v1::Lease>(&env.operator_ns);
+    assert!(
+        leases
+            .get_opt("trustyai-operator-leader")
+            .await
+            .expect("read")
+            .is_none()
+    );
+    let validating = Api::<
+        k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+    >::all(env.client.clone());
+    assert!(
+        validating
+            .get_opt("trustyai-operator-validating")
+            .await
+            .expect("read")
+            .is_none()
+    );
+}

@@ -1,0 +1,496 @@
+//! The operator the tests share or take exclusively (`Env`), and the helpers they all use.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{
+    ConfigMap, PersistentVolume, PersistentVolumeClaim, Secret, Service, ServiceAccount,
+};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use tokio::sync::{OnceCell, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use trustyai_crds::TrustyAIService;
+
+use crate::support::ControlPlane;
+use crate::support::operator::Operator;
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+pub const DEFAULT_IMAGE: &str = "quay.io/trustyai/trustyai-service:latest";
+pub const OPERATOR_CONFIG: &str = "trustyai-service-operator-config";
+
+// --- the shared operator -------------------------------------------------------------------
+
+struct Running {
+    users: usize,
+    operator: Option<Operator>,
+}
+
+static RUNNING: Mutex<Running> = Mutex::new(Running {
+    users: 0,
+    operator: None,
+});
+static EXCLUSIVE: RwLock<()> = RwLock::const_new(());
+static OPERATOR_NAMESPACE: OnceCell<String> = OnceCell::const_new();
+
+#[allow(dead_code)] // held for their Drop only
+enum Access {
+    Shared(RwLockReadGuard<'static, ()>),
+    Exclusive(RwLockWriteGuard<'static, ()>),
+}
+
+/// A test's view of the cluster and the operator; dropping it releases the operator.
+pub struct Env {
+    pub cp: &'static ControlPlane,
+    pub client: Client,
+    pub operator_ns: String,
+    _access: Access,
+}
+
+fn running() -> std::sync::MutexGuard<'static, Running> {
+    RUNNING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How long these tests let a failing cleanup hold up a deletion (the default is 5 minutes).
+pub const CLEANUP_TIMEOUT: &str = "15s";
+/// How long a claim may stay unbound before its Warning (the default is 2 minutes).
+const PVC_PENDING_GRACE: &str = "5s";
+
+fn start_operator(cp: &ControlPlane, namespace: &str) -> Operator {
+    let mut operator = Operator::start(
+        cp,
+        namespace,
+        &[
+            "--create-webhook-configurations",
+            "--log-format",
+            "json",
+            "--cleanup-timeout",
+            CLEANUP_TIMEOUT,
+            "--pvc-pending-grace",
+            PVC_PENDING_GRACE,
+        ],
+    );
+    operator.wait_ready(TIMEOUT);
+    operator
+}
+
+impl Env {
+    pub async fn shared() -> Env {
+        Self::new(Access::Shared(EXCLUSIVE.read().await)).await
+    }
+
+    pub async fn exclusive() -> Env {
+        Self::new(Access::Exclusive(EXCLUSIVE.write().await)).await
+    }
+
+    async fn new(access: Access) -> Env {
+        let cp = ControlPlane::shared();
+        let client = cp.client().await;
+        let operator_ns = OPERATOR_NAMESPACE
+            .get_or_init(|| cp.namespace(&client, "operator"))
+            .await
+            .clone();
+        {
+            let mut running = running();
+            running.users += 1;
+            if running.operator.is_none() {
+                running.operator = Some(start_operator(cp, &operator_ns));
+            }
+        }
+        Env {
+            cp,
+            client,
+            operator_ns,
+            _access: access,
+        }
+    }
+
+    /// Stops the operator (asserting a clean exit) and starts a new one; returns the new log.
+    pub fn restart_operator(&self) -> std::path::PathBuf {
+        let mut running = running();
+        if let Some(mut operator) = running.operator.take() {
+            let status = operator.stop();
+            assert!(
+                status.success(),
+                "clean exit on SIGTERM:\n{}",
+                operator.logs()
+            );
+        }
+        let operator = start_operator(self.cp, &self.operator_ns);
+        let log = operator.log.clone();
+        running.operator = Some(operator);
+        log
+    }
+
+    /// Stops the operator (asserting a clean exit); the next test's `Env` starts another.
+    pub fn stop_operator(&self) {
+        if let Some(mut operator) = running().operator.take() {
+            let status = operator.stop();
+            assert!(
+                status.success(),
+                "clean exit on SIGTERM:\n{}",
+                operator.logs()
+            );
+        }
+    }
+
+    /// The running operator's log file.
+    pub fn operator_log(&self) -> std::path::PathBuf {
+        running()
+            .operator
+            .as_ref()
+            .map(|o| o.log.clone())
+            .expect("a running operator")
+    }
+
+    fn operator_logs(&self) -> String {
+        running()
+            .operator
+            .as_ref()
+            .map(Operator::logs)
+            .unwrap_or_default()
+    }
+
+    pub async fn namespace(&self, prefix: &str) -> String {
+        self.cp.namespace(&self.client, prefix).await
+    }
+
+    /// Polls `check` every 250 ms until it returns `Some`, or fails with the operator's log.
+    pub async fn wait<T, F, Fut>(&self, what: &str, mut check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Option<T>>,
+    {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if let Some(value) = check().await {
+                return value;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "timed out after {TIMEOUT:?} waiting for {what}\n--- operator log ---\n{}",
+                    self.operator_logs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Polls `read` every 500 ms until its answer has not changed for 5 s, and returns it; fails
+    /// with the operator's log if it keeps changing for 60 s. A snapshot taken while the writes
+    /// that follow a creation are still landing (follow-up reconciles, the rollout, the claim's
+    /// binding) would differ from a later one for reasons that are not under test.
+    pub async fn settled<T, F, Fut>(&self, what: &str, mut read: F) -> T
+    where
+        T: PartialEq,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = T>,
+    {
+        const QUIET: Duration = Duration::from_secs(5);
+        const LIMIT: Duration = Duration::from_secs(60);
+        let deadline = Instant::now() + LIMIT;
+        let mut last = read().await;
+        let mut unchanged_since = Instant::now();
+        while unchanged_since.elapsed() < QUIET {
+            if Instant::now() > deadline {
+                panic!(
+                    "{what} still changing after {LIMIT:?}\n--- operator log ---\n{}",
+                    self.operator_logs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let now = read().await;
+            if now != last {
+                last = now;
+                unchanged_since = Instant::now();
+            }
+        }
+        last
+    }
+
+    pub fn services(&self, ns: &str) -> Api<TrustyAIService> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    pub fn api<K>(&self, ns: &str) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    pub async fn create(&self, ns: &str, name: &str, spec: Value) -> TrustyAIService {
+        let object: TrustyAIService = serde_json::from_value(json!({
+            "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService",
+            "metadata": {"name": name}, "spec": spec
+        }))
+        .expect("a TrustyAIService");
+        self.services(ns)
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap_or_else(|e| panic!("creating {ns}/{name}: {e}"))
+    }
+
+    /// Waits until the condition `type_` of `ns/name` has `status` (and `reason`, if given).
+    pub async fn wait_condition(
+        &self,
+        ns: &str,
+        name: &str,
+        type_: &str,
+        status: &str,
+        reason: Option<&str>,
+    ) -> TrustyAIService {
+        let api = self.services(ns);
+        self.wait(&format!("{ns}/{name} {type_}={status} {reason:?}"), || {
+            let api = api.clone();
+            async move {
+                let object = api.get_opt(name).await.ok()??;
+                let c = condition(&object, type_)?;
+                (c.status == status && reason.is_none_or(|r| c.reason.as_deref() == Some(r)))
+                    .then_some(object)
+            }
+        })
+        .await
+    }
+
+    /// Waits until `name` exists, and returns it.
+    pub async fn wait_exists<K>(&self, api: &Api<K>, name: &str) -> K
+    where
+        K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+    {
+        self.wait(&format!("{} {name}", api.resource_url()), || async {
+            api.get_opt(name).await.ok().flatten()
+        })
+        .await
+    }
+
+    pub async fn wait_ready(&self, ns: &str, name: &str) -> TrustyAIService {
+        self.wait_condition(ns, name, "Ready", "True", None).await
+    }
+
+    /// A PersistentVolume pre-bound to the claim `ns/claim`, so the PV binder binds exactly
+    /// that claim (there is no StorageClass on this cluster).
+    pub async fn volume_for(&self, ns: &str, claim: &str) {
+        let name = format!("{ns}-{claim}");
+        let pv: PersistentVolume = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": name},
+            "spec": {
+                "capacity": {"storage": "5Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "hostPath": {"path": format!("/tmp/{name}")},
+                "claimRef": {"namespace": ns, "name": claim}
+            }
+        }))
+        .expect("a PV");
+        Api::<PersistentVolume>::all(self.client.clone())
+            .create(&PostParams::default(), &pv)
+            .await
+            .expect("creating the PV");
+    }
+
+    /// Events regarding `name` in `ns` with `reason`.
+    pub async fn events(&self, ns: &str, name: &str, reason: &str) -> Vec<Event> {
+        self.api::<Event>(ns)
+            .list(&ListParams::default())
+            .await
+            .expect("events")
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                    && e.reason.as_deref() == Some(reason)
+            })
+            .collect()
+    }
+
+    pub async fn wait_event(&self, ns: &str, name: &str, reason: &str) -> Vec<Event> {
+        self.wait(&format!("event {reason} on {ns}/{name}"), || async {
+            let found = self.events(ns, name, reason).await;
+            (!found.is_empty()).then_some(found)
+        })
+        .await
+    }
+
+    pub async fn delete_service(&self, ns: &str, name: &str) {
+        self.services(ns)
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("deleting the TrustyAIService");
+        self.wait(&format!("{ns}/{name} gone"), || async {
+            self.services(ns)
+                .get_opt(name)
+                .await
+                .ok()
+                .and_then(|o| o.is_none().then_some(()))
+        })
+        .await;
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        let mut running = running();
+        running.users = running.users.saturating_sub(1);
+        if running.users == 0 {
+            // SIGTERM, then a bounded wait (Operator's Drop).
+            drop(running.operator.take());
+        }
+    }
+}
+
+pub struct Cond {
+    pub status: String,
+    pub reason: Option<String>,
+    pub message: String,
+}
+
+pub fn condition(object: &TrustyAIService, type_: &str) -> Option<Cond> {
+    object
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| Cond {
+            status: c.status.clone(),
+            reason: c.reason.clone(),
+            message: c.message.clone().unwrap_or_default(),
+        })
+}
+
+pub fn pvc_spec() -> Value {
+    json!({"storage": {"format": "PVC", "size": "1Gi"}, "metrics": {"schedule": "5s"}})
+}
+
+pub fn env_value(deployment: &Deployment, name: &str) -> Option<String> {
+    service_container(deployment)
+        .env
+        .as_ref()?
+        .iter()
+        .find(|e| e.name == name)
+        .and_then(|e| e.value.clone())
+}
+
+pub fn service_container(deployment: &Deployment) -> &k8s_openapi::api::core::v1::Container {
+    deployment
+        .spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|p| p.containers.iter().find(|c| c.name == "trustyai-service"))
+        .expect("the trustyai-service container")
+}
+
+pub fn assert_owned_by(meta: &kube::api::ObjectMeta, owner: &TrustyAIService, what: &str) {
+    let refs = meta.owner_references.as_deref().unwrap_or_default();
+    assert!(
+        refs.iter().any(|r| r.uid == owner.uid().unwrap_or_default()
+            && r.controller == Some(true)
+            && r.kind == "TrustyAIService"
+            && r.api_version == "trustyai.opendatahub.io/v1"),
+        "{what} is owned by the TrustyAIService: {refs:?}"
+    );
+}
+
+pub fn dynamic_api(
+    client: &Client,
+    ns: &str,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+) -> Api<DynamicObject> {
+    let resource =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+    Api::namespaced_with(client.clone(), ns, &resource)
+}
+
+/// What the operator writes of a child: all of it but its resourceVersion and its status
+/// (with the status' managedFields entries), which the control plane writes on its own
+/// schedule (the Deployment's rollout, the claim's binding). Any write of the operator (a
+/// server-side apply of a changed rendering) shows here, in the content or in the time of its
+/// managedFields entry.
+fn operator_written<K: serde::Serialize>(object: &K) -> Value {
+    let mut value = serde_json::to_value(object).expect("a JSON object");
+    let fields = value.as_object_mut().expect("a JSON object");
+    fields.remove("status");
+    let meta = fields
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .expect("metadata");
+    meta.remove("resourceVersion");
+    if let Some(entries) = meta.get_mut("managedFields").and_then(Value::as_array_mut) {
+        entries.retain(|entry| entry["subresource"] != "status");
+    }
+    value
+}
+
+/// [`operator_written`] of `name`.
+pub async fn operator_written_of<K>(api: &Api<K>, name: &str) -> Value
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let object = api
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("reading {name}: {e}"));
+    operator_written(&object)
+}
+
+/// Every child of `tas` in `ns` as [`operator_written`], and the TrustyAIService itself by its
+/// resourceVersion (the operator is the only writer of its status too), by kind/name.
+pub async fn versions(env: &Env, ns: &str) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    let tas = env.services(ns).get("tas").await.expect("tas");
+    out.insert(
+        "TrustyAIService".to_owned(),
+        json!(tas.metadata.resource_version.expect("a resourceVersion")),
+    );
+    out.insert(
+        "Deployment".to_owned(),
+        operator_written_of(&env.api::<Deployment>(ns), "tas").await,
+    );
+    for name in ["tas", "tas-tls"] {
+        out.insert(
+            format!("Service/{name}"),
+            operator_written_of(&env.api::<Service>(ns), name).await,
+        );
+    }
+    for name in ["tas-tls", "tas-internal"] {
+        out.insert(
+            format!("Secret/{name}"),
+            operator_written_of(&env.api::<Secret>(ns), name).await,
+        );
+    }
+    out.insert(
+        "ServiceAccount".to_owned(),
+        operator_written_of(&env.api::<ServiceAccount>(ns), "tas-proxy").await,
+    );
+    out.insert(
+        "ConfigMap".to_owned(),
+        operator_written_of(&env.api::<ConfigMap>(ns), "tas-kube-rbac-proxy-config").await,
+    );
+    out.insert(
+        "PVC".to_owned(),
+        operator_written_of(&env.api::<PersistentVolumeClaim>(ns), "tas-pvc").await,
+    );
+    out.insert(
+        "ClusterRoleBinding".to_owned(),
+        operator_written_of(
+            &Api::<ClusterRoleBinding>::all(env.client.clone()),
+            &format!("tas-{ns}-proxy-rolebinding"),
+        )
+        .await,
+    );
+    out
+}

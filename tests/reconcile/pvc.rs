@@ -1,0 +1,352 @@
+//! PVC mode: every child and Ready, a claim that grows, a claim that stays pending.
+
+use std::time::Instant;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{
+    ConfigMap, PersistentVolume, PersistentVolumeClaim, Secret, Service, ServiceAccount,
+};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::json;
+
+use crate::env::{
+    DEFAULT_IMAGE, Env, assert_owned_by, condition, env_value, pvc_spec, service_container,
+};
+
+#[tokio::test]
+async fn pvc_mode_creates_every_child_and_becomes_ready() {
+    let env = Env::shared().await;
+    let ns = env.namespace("pvc").await;
+    env.volume_for(&ns, "tas-pvc").await;
+    env.create(&ns, "tas", pvc_spec()).await;
+    let started = Instant::now();
+    let ready = env.wait_ready(&ns, "tas").await;
+    eprintln!("PVC mode Ready after {:?}", started.elapsed());
+
+    // Status.
+    let status = ready.status.as_ref().expect("status");
+    assert_eq!(status.phase.as_deref(), Some("Ready"));
+    assert_eq!(status.ready.as_deref(), Some("True"));
+    assert_eq!(status.observed_generation, ready.metadata.generation);
+    assert_eq!(status.image.as_deref(), Some(DEFAULT_IMAGE));
+    let route = condition(&ready, "RouteAvailable").expect("RouteAvailable");
+    assert_eq!(
+        (route.status.as_str(), route.reason.as_deref()),
+        ("False", Some("RouteNotSupported"))
+    );
+    let pvc = condition(&ready, "PVCAvailable").expect("PVCAvailable");
+    assert_eq!(
+        (pvc.status.as_str(), pvc.reason.as_deref()),
+        ("True", Some("PVCFound"))
+    );
+    assert!(condition(&ready, "DBAvailable").is_none());
+    assert_eq!(
+        ready.metadata.finalizers,
+        Some(vec!["trustyai.opendatahub.io/finalizer".to_owned()])
+    );
+
+    // Deployment: names, labels, owner, env, images, no version in the selector.
+    let deployment = env
+        .api::<Deployment>(&ns)
+        .get("tas")
+        .await
+        .expect("Deployment tas");
+    assert_owned_by(&deployment.metadata, &ready, "the Deployment");
+    let labels = deployment.labels();
+    assert_eq!(
+        labels.get("app.kubernetes.io/part-of").map(String::as_str),
+        Some("trustyai")
+    );
+    assert_eq!(labels.get("app").map(String::as_str), Some("tas"));
+    assert!(labels.contains_key("app.kubernetes.io/version"));
+    let spec = &deployment.spec;
+    assert_eq!(spec.replicas, Some(1));
+    let selector = spec.selector.match_labels.as_ref().expect("selector");
+    assert_eq!(
+        selector
+            .get("app.kubernetes.io/instance")
+            .map(String::as_str),
+        Some("tas")
+    );
+    assert!(!selector.contains_key("app.kubernetes.io/version"));
+    assert_eq!(
+        env_value(&deployment, "SERVICE_STORAGE_FORMAT").as_deref(),
+        Some("PVC")
+    );
+    assert_eq!(
+        env_value(&deployment, "SERVICE_METRICS_SCHEDULE").as_deref(),
+        Some("5s")
+    );
+    assert_eq!(
+        env_value(&deployment, "STORAGE_DATA_FOLDER").as_deref(),
+        Some("/inputs")
+    );
+    assert_eq!(
+        service_container(&deployment).image.as_deref(),
+        Some(DEFAULT_IMAGE)
+    );
+    let pod = spec.template.spec.as_ref().expect("pod");
+    assert_eq!(pod.service_account_name.as_deref(), Some("tas-proxy"));
+    assert!(pod.volumes.iter().flatten().any(|v| {
+        v.persistent_volume_claim
+            .as_ref()
+            .is_some_and(|c| c.claim_name == "tas-pvc")
+    }));
+
+    // The other children.
+    for name in ["tas", "tas-tls"] {
+        let svc = env.api::<Service>(&ns).get(name).await.expect("Service");
+        assert_owned_by(&svc.metadata, &ready, name);
+    }
+    let sa = env
+        .api::<ServiceAccount>(&ns)
+        .get("tas-proxy")
+        .await
+        .expect("ServiceAccount");
+    assert_owned_by(&sa.metadata, &ready, "the ServiceAccount");
+    let cm = env
+        .api::<ConfigMap>(&ns)
+        .get("tas-kube-rbac-proxy-config")
+        .await
+        .expect("ConfigMap");
+    assert_owned_by(&cm.metadata, &ready, "the ConfigMap");
+    assert!(cm.data.expect("data")["config.yaml"].contains("resourceName: \"tas\""));
+    let claim = env
+        .api::<PersistentVolumeClaim>(&ns)
+        .get("tas-pvc")
+        .await
+        .expect("PVC");
+    assert!(
+        claim.metadata.owner_references.is_none(),
+        "retained: no owner"
+    );
+    assert_eq!(
+        claim
+            .labels()
+            .get("app.kubernetes.io/instance")
+            .map(String::as_str),
+        Some("tas")
+    );
+    let binding = Api::<ClusterRoleBinding>::all(env.client.clone())
+        .get(&format!("tas-{ns}-proxy-rolebinding"))
+        .await
+        .expect("ClusterRoleBinding");
+    assert_eq!(
+        binding.role_ref.name,
+        "trustyai-service-operator-proxy-role"
+    );
+    assert_eq!(
+        binding.subjects.expect("subjects")[0].namespace.as_deref(),
+        Some(ns.as_str())
+    );
+    // No service-ca on this cluster: the operator issues the serving certificates.
+    for name in ["tas-tls", "tas-internal"] {
+        let secret = env
+            .api::<Secret>(&ns)
+            .get(name)
+            .await
+            .expect("serving Secret");
+        assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
+        assert_owned_by(&secret.metadata, &ready, name);
+        let data = secret.data.expect("data");
+        assert!(
+            ["tls.crt", "tls.key", "ca.crt"]
+                .iter()
+                .all(|k| data.contains_key(*k))
+        );
+    }
+    // One event for the reconcile that created them, named after the claim (the Go
+    // operator's reason) and naming every child it created.
+    let created = env.wait_event(&ns, "tas", "PVCCreated").await;
+    assert_eq!(created[0].type_.as_deref(), Some("Normal"));
+    let note = created[0].note.as_deref().unwrap_or_default();
+    for child in [
+        "PVC tas-pvc",
+        "Deployment tas",
+        "Service tas-tls",
+        "Service tas,",
+        "ServiceAccount tas-proxy",
+    ] {
+        assert!(note.contains(child), "{child} not in {note:?}");
+    }
+    // Binding the claim (the binder writes its volume name and status) is not a change of ours:
+    // no second write of the claim.
+    let events = env
+        .api::<Event>(&ns)
+        .list(&ListParams::default())
+        .await
+        .expect("events");
+    let claim_updates: Vec<_> = events
+        .items
+        .iter()
+        .filter_map(|e| e.note.as_deref())
+        .filter(|note| note.contains("Updated: ") && note.contains("PVC tas-pvc"))
+        .collect();
+    assert!(claim_updates.is_empty(), "{claim_updates:?}");
+}
+
+/// The requested size of the claim `name`.
+async fn claim_size(env: &Env, ns: &str, name: &str) -> Option<String> {
+    env.api::<PersistentVolumeClaim>(ns)
+        .get(name)
+        .await
+        .ok()?
+        .spec?
+        .resources?
+        .requests?
+        .get("storage")
+        .map(|q| q.0.clone())
+}
+
+#[tokio::test]
+async fn a_claim_grows_where_its_class_can_expand_and_a_refused_growth_blocks_nothing() {
+    let env = Env::shared().await;
+    let ns = env.namespace("grow").await;
+
+    // An adopted claim of a class that can expand, bound to its volume.
+    let class = format!("{ns}-expandable");
+    let classes = Api::<DynamicObject>::all_with(
+        env.client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("storage.k8s.io", "v1", "StorageClass"),
+            "storageclasses",
+        ),
+    );
+    classes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                "metadata": {"name": class},
+                "provisioner": "kubernetes.io/no-provisioner",
+                "allowVolumeExpansion": true
+            }))
+            .expect("a StorageClass"),
+        )
+        .await
+        .expect("creating the StorageClass");
+    let volume = format!("{ns}-wide-pvc");
+    Api::<PersistentVolume>::all(env.client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": volume},
+                "spec": {
+                    "capacity": {"storage": "5Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "storageClassName": class,
+                    "hostPath": {"path": format!("/tmp/{volume}")},
+                    "claimRef": {"namespace": ns, "name": "wide-pvc"}
+                }
+            }))
+            .expect("a PV"),
+        )
+        .await
+        .expect("creating the PV");
+    let claims = env.api::<PersistentVolumeClaim>(&ns);
+    claims
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "wide-pvc"},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": class,
+                    "volumeName": volume,
+                    "resources": {"requests": {"storage": "1Gi"}}
+                }
+            }))
+            .expect("a PVC"),
+        )
+        .await
+        .expect("creating the PVC");
+    env.create(&ns, "wide", pvc_spec()).await;
+    env.wait_ready(&ns, "wide").await;
+    let services = env.services(&ns);
+    services
+        .patch(
+            "wide",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"storage": {"size": "2Gi"}}})),
+        )
+        .await
+        .expect("growing");
+    env.wait("the expandable claim asks for 2Gi", || async {
+        (claim_size(&env, &ns, "wide-pvc").await.as_deref() == Some("2Gi")).then_some(())
+    })
+    .await;
+
+    // A claim bound to a volume of no class: the API server refuses to grow it. The claim keeps
+    // its size, the refusal is reported, and the rest of the spec still reaches the Deployment.
+    env.volume_for(&ns, "fixed-pvc").await;
+    env.create(&ns, "fixed", pvc_spec()).await;
+    env.wait_ready(&ns, "fixed").await;
+    services
+        .patch(
+            "fixed",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"storage": {"size": "2Gi"}, "metrics": {"schedule": "10s"}}}),
+            ),
+        )
+        .await
+        .expect("growing and changing the schedule");
+    env.wait("the new schedule in the Deployment", || async {
+        let deployment = env.api::<Deployment>(&ns).get("fixed").await.ok()?;
+        (env_value(&deployment, "SERVICE_METRICS_SCHEDULE").as_deref() == Some("10s")).then_some(())
+    })
+    .await;
+    // Ready again once the new schedule has rolled out: the claim still serves.
+    let reported = env
+        .wait("Ready, with the refused growth in the status", || async {
+            let tas = services.get("fixed").await.ok()?;
+            let pvc = condition(&tas, "PVCAvailable")?;
+            (tas.status.as_ref()?.observed_generation == tas.metadata.generation
+                && pvc.message.contains("2Gi")
+                && condition(&tas, "Ready")?.status == "True")
+                .then_some(tas)
+        })
+        .await;
+    let pvc = condition(&reported, "PVCAvailable").expect("PVCAvailable");
+    eprintln!("refused growth: {}", pvc.message);
+    assert_eq!(pvc.status, "True", "the claim is still bound and in use");
+    assert!(
+        pvc.message.contains("could not grow from 1Gi to 2Gi"),
+        "{}",
+        pvc.message
+    );
+    let events = env.wait_event(&ns, "fixed", "PVCGrowthRefused").await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        claim_size(&env, &ns, "fixed-pvc").await.as_deref(),
+        Some("1Gi")
+    );
+    let _ = classes.delete(&class, &DeleteParams::default()).await;
+}
+
+/// A claim no volume binds: `PVCAvailable` says `PVCPending` (not "not found"), a `PVCPending`
+/// Warning names the claim once it has waited for `--pvc-pending-grace`, and the condition
+/// turns `True` when a volume binds it.
+#[tokio::test]
+async fn a_claim_that_stays_pending_is_reported() {
+    let env = Env::shared().await;
+    let ns = env.namespace("pending").await;
+    env.create(&ns, "waits", pvc_spec()).await;
+    let service = env
+        .wait_condition(&ns, "waits", "PVCAvailable", "False", Some("PVCPending"))
+        .await;
+    let pvc = condition(&service, "PVCAvailable").expect("PVCAvailable");
+    assert!(pvc.message.contains("not bound"), "{}", pvc.message);
+    let events = env.wait_event(&ns, "waits", "PVCPending").await;
+    assert_eq!(events[0].type_.as_deref(), Some("Warning"), "{events:?}");
+    let note = events[0].note.clone().unwrap_or_default();
+    assert!(note.contains("waits-pvc"), "{note}");
+    env.volume_for(&ns, "waits-pvc").await;
+    env.wait_condition(&ns, "waits", "PVCAvailable", "True", Some("PVCFound"))
+        .await;
+}
