@@ -2,12 +2,15 @@
 //! handler reads the `ConversionReview` with the shared reader (`wire`) and writes the
 //! answer.
 //!
-//! Objects are streamed: each is read as the conversion needs it (the members it changes parsed,
-//! everything else, `managedFields` included, kept as JSON text and written back verbatim),
-//! converted, written to the answer and dropped before the next one is read. An object already
-//! in the desired version is copied as it came. So a request costs about its body twice (the
-//! body and the answer) plus one object's small tree, whatever the objects hold.
+//! Objects are streamed, in the same pass that reads the review: each is read as the conversion
+//! needs it (the members it changes parsed, everything else, `managedFields` included, kept as
+//! JSON text and written back verbatim), converted, written to the answer and dropped before the
+//! next one is read. An object already in the desired version is written back as it was read.
+//! So a request costs about its body twice (the body and the answer) plus one object's small
+//! tree, whatever the objects hold, and its text is scanned once (twice only when `objects` comes
+//! before `uid` or `desiredAPIVersion`; the API server sends it last).
 
+use std::borrow::Cow;
 use std::fmt;
 
 use axum::body::Bytes;
@@ -15,16 +18,17 @@ use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use kube::core::Status;
-use serde::Deserialize;
-use serde::de::{self, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
-use trustyai_crds::contract::{DEPRECATED_VERSION, GROUP, STORAGE_VERSION};
+use trustyai_crds::contract::{
+    CONVERSION_PRESERVED_ANNOTATION, DEPRECATED_VERSION, GROUP, STORAGE_VERSION,
+};
 use trustyai_crds::conversion::{ConversionError, convert_object_owned, describe};
 
 use crate::limits::MALFORMED;
 use crate::observe::{Endpoint, Outcome, WebhookState};
-use crate::wire::{Budget, Envelope, Keep, Members, Passed, Reader};
+use crate::wire::{Budget, Keep, Members, Passed, Reader};
 
 /// The only `ConversionReview` version the CRD asks for (`conversionReviewVersions: [v1]`).
 const REVIEW_API_VERSION: &str = "apiextensions.k8s.io/v1";
@@ -70,12 +74,20 @@ const SPEC: Members = Members {
     otherwise: Keep::Pass,
 };
 
+/// Of the annotations, only the converter's own is read (the others, `kubectl apply`'s copy of
+/// the whole object among them, are passed).
+const ANNOTATIONS: Members = Members {
+    named: &[(CONVERSION_PRESERVED_ANNOTATION, Keep::Parse)],
+    rest: Keep::Pass,
+    otherwise: Keep::Pass,
+};
+
 /// `name` and `namespace` name the object in errors; `annotations` holds the converter's own.
 const METADATA: Members = Members {
     named: &[
         ("name", Keep::Parse),
         ("namespace", Keep::Parse),
-        ("annotations", Keep::Parse),
+        ("annotations", Keep::Object(&ANNOTATIONS)),
     ],
     rest: Keep::Pass,
     otherwise: Keep::Pass,
@@ -93,15 +105,6 @@ const OBJECT: Members = Members {
     rest: Keep::Pass,
     otherwise: Keep::Parse,
 };
-
-#[derive(Deserialize)]
-struct RequestIn<'a> {
-    uid: String,
-    #[serde(rename = "desiredAPIVersion")]
-    desired_api_version: String,
-    #[serde(borrow)]
-    objects: &'a RawValue,
-}
 
 /// Why a review got a failure answer.
 enum Failure {
@@ -156,8 +159,32 @@ pub async fn convert(
 
 /// The desired version, the number of objects and the answer's bytes.
 fn answer(body: &[u8]) -> Result<(String, usize, Vec<u8>), Failure> {
-    let review: Envelope<RequestIn<'_>> =
-        serde_json::from_slice(body).map_err(|e| Failure::Malformed(e.to_string()))?;
+    let mut answer = Answer {
+        out: Vec::with_capacity(body.len() + 256),
+        uid: None,
+        body_len: body.len(),
+        count: 0,
+        failure: None,
+    };
+    // Checked once here, the text is not checked again for each member passed as text.
+    let text = std::str::from_utf8(body)
+        .map_err(|e| Failure::Malformed(format!("the body is not UTF-8: {e}")))?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let review = ReviewSeed {
+        answer: &mut answer,
+    }
+    .deserialize(&mut de)
+    .and_then(|review| de.end().map(|()| review));
+    let review = match (review, answer.failure.take(), answer.uid.take()) {
+        (Ok(review), failure, uid) => {
+            answer.failure = failure;
+            answer.uid = uid;
+            review
+        }
+        // An object that could not be read stops the reading; the answer names it.
+        (Err(_), Some(message), Some(uid)) => return Err(Failure::Refused { uid, message }),
+        (Err(error), ..) => return Err(Failure::Malformed(error.to_string())),
+    };
     let Some(request) = review.request else {
         return Err(Failure::Refused {
             uid: String::new(),
@@ -178,54 +205,247 @@ fn answer(body: &[u8]) -> Result<(String, usize, Vec<u8>), Failure> {
         )));
     }
     let desired = request.desired_api_version.as_str();
-    let v1 = format!("{GROUP}/{STORAGE_VERSION}");
-    let v1alpha1 = format!("{GROUP}/{DEPRECATED_VERSION}");
-    if desired != v1 && desired != v1alpha1 {
+    if !is_served(desired) {
         let error = ConversionError::UnknownDesiredVersion {
             desired: desired.to_owned(),
         };
         return Err(refuse(error.to_string()));
     }
-
-    let mut out = Vec::with_capacity(body.len() + 256);
-    out.extend_from_slice(b"{\"apiVersion\":\"");
-    out.extend_from_slice(REVIEW_API_VERSION.as_bytes());
-    out.extend_from_slice(b"\",\"kind\":\"");
-    out.extend_from_slice(REVIEW_KIND.as_bytes());
-    out.extend_from_slice(b"\",\"response\":{\"uid\":");
-    write_json(&mut out, &request.uid).map_err(|e| refuse(e.to_string()))?;
-    out.extend_from_slice(b",\"result\":{\"status\":\"Success\"},\"convertedObjects\":[");
-    let mut writer = ObjectWriter {
-        desired,
-        out: &mut out,
-        count: 0,
-        failure: None,
-    };
-    let streamed = {
-        let mut de = serde_json::Deserializer::from_str(request.objects.get());
-        de::Deserializer::deserialize_seq(&mut de, &mut writer)
-    };
-    if let Some(message) = writer.failure.take() {
+    if let Some(objects) = request.deferred {
+        answer
+            .begin(&request.uid)
+            .map_err(|e| refuse(e.to_string()))?;
+        let mut de = serde_json::Deserializer::from_str(objects.get());
+        ObjectsSeed {
+            answer: &mut answer,
+            desired,
+        }
+        .deserialize(&mut de)
+        .map_err(|error| refuse(format!("request.objects: {error}")))?;
+    }
+    if let Some(message) = answer.failure.take() {
         return Err(refuse(message));
     }
-    if let Err(error) = streamed {
-        return Err(refuse(format!("request.objects: {error}")));
-    }
-    let count = writer.count;
-    out.extend_from_slice(b"]}}");
-    Ok((desired.to_owned(), count, out))
+    answer.out.extend_from_slice(b"]}}");
+    Ok((desired.to_owned(), answer.count, answer.out))
 }
 
-/// Converts and writes the objects one at a time, as the array is read.
-struct ObjectWriter<'o> {
-    desired: &'o str,
-    out: &'o mut Vec<u8>,
+fn is_served(api_version: &str) -> bool {
+    api_version.split_once('/').is_some_and(|(group, version)| {
+        group == GROUP && (version == STORAGE_VERSION || version == DEPRECATED_VERSION)
+    })
+}
+
+/// The answer, written while the review is read.
+struct Answer {
+    out: Vec<u8>,
+    /// The request's uid, once the answer has begun.
+    uid: Option<String>,
+    /// Each object may keep a tree proportional to the whole body (one object at a time).
+    body_len: usize,
     count: usize,
     /// Set when an object could not be converted: the batch fails with this message.
     failure: Option<String>,
 }
 
-impl<'de> Visitor<'de> for &mut ObjectWriter<'_> {
+impl Answer {
+    /// The answer up to its first converted object.
+    fn begin(&mut self, uid: &str) -> Result<(), serde_json::Error> {
+        self.uid = Some(uid.to_owned());
+        self.out.extend_from_slice(b"{\"apiVersion\":\"");
+        self.out.extend_from_slice(REVIEW_API_VERSION.as_bytes());
+        self.out.extend_from_slice(b"\",\"kind\":\"");
+        self.out.extend_from_slice(REVIEW_KIND.as_bytes());
+        self.out.extend_from_slice(b"\",\"response\":{\"uid\":");
+        write_json(&mut self.out, uid)?;
+        self.out
+            .extend_from_slice(b",\"result\":{\"status\":\"Success\"},\"convertedObjects\":[");
+        Ok(())
+    }
+
+    fn write(
+        &mut self,
+        index: usize,
+        object: Value,
+        passed: &Passed<'_>,
+        desired: &str,
+    ) -> Result<(), String> {
+        if index > 0 {
+            self.out.push(b',');
+        }
+        // An object already in the desired version is written back as read.
+        let converted = if object.get("apiVersion").and_then(Value::as_str) == Some(desired) {
+            object
+        } else {
+            convert_object_owned(object, desired).map_err(|(error, object)| {
+                format!(
+                    "cannot convert object {index} ({}) to {desired}: {error}",
+                    describe(&object),
+                )
+            })?
+        };
+        serde_json::to_writer(&mut self.out, &passed.restore(&converted))
+            .map_err(|e| format!("cannot write object {index}: {e}"))
+    }
+}
+
+/// The review as far as the answer needs it; the objects are converted while it is read.
+struct ReviewIn<'de> {
+    api_version: Option<String>,
+    kind: Option<String>,
+    request: Option<RequestIn<'de>>,
+}
+
+struct RequestIn<'de> {
+    uid: String,
+    desired_api_version: String,
+    /// The objects' text, when it came before `uid` and `desiredAPIVersion` and could not be
+    /// converted as it was read.
+    deferred: Option<&'de RawValue>,
+}
+
+/// Reads the review's members the way a derived `Deserialize` would (unknown members skipped,
+/// a member twice refused, the request's three members required), handing the request to
+/// [`RequestSeed`].
+struct ReviewSeed<'w> {
+    answer: &'w mut Answer,
+}
+
+impl<'de> DeserializeSeed<'de> for ReviewSeed<'_> {
+    type Value = ReviewIn<'de>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<ReviewIn<'de>, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ReviewSeed<'_> {
+    type Value = ReviewIn<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a ConversionReview")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<ReviewIn<'de>, A::Error> {
+        let (mut api_version, mut kind, mut request) = (None, None, None);
+        while let Some(key) = access.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "apiVersion" => once(&mut api_version, "apiVersion", access.next_value()?)?,
+                "kind" => once(&mut kind, "kind", access.next_value()?)?,
+                "request" => {
+                    let value = access.next_value_seed(RequestSeed {
+                        answer: &mut *self.answer,
+                    })?;
+                    once(&mut request, "request", value)?;
+                }
+                _ => {
+                    access.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(ReviewIn {
+            api_version: api_version.flatten(),
+            kind: kind.flatten(),
+            request: request.flatten(),
+        })
+    }
+}
+
+/// Sets a member read once; a second one is refused, as a derived `Deserialize` does.
+fn once<T, E: de::Error>(slot: &mut Option<T>, name: &'static str, value: T) -> Result<(), E> {
+    match slot {
+        Some(_) => Err(E::duplicate_field(name)),
+        None => {
+            *slot = Some(value);
+            Ok(())
+        }
+    }
+}
+
+/// The request (or `null`); its objects are converted as they are read when `uid` and a
+/// served `desiredAPIVersion` came before them.
+struct RequestSeed<'w> {
+    answer: &'w mut Answer,
+}
+
+impl<'de> DeserializeSeed<'de> for RequestSeed<'_> {
+    type Value = Option<RequestIn<'de>>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RequestSeed<'_> {
+    type Value = Option<RequestIn<'de>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a ConversionReview request")
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Self::Value, A::Error> {
+        let (mut uid, mut desired, mut objects) = (None::<String>, None::<String>, None);
+        while let Some(key) = access.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "uid" => once(&mut uid, "uid", access.next_value()?)?,
+                "desiredAPIVersion" => {
+                    once(&mut desired, "desiredAPIVersion", access.next_value()?)?
+                }
+                "objects" => {
+                    let deferred = match (&uid, &desired) {
+                        (Some(uid), Some(desired)) if is_served(desired) && objects.is_none() => {
+                            self.answer.begin(uid).map_err(de::Error::custom)?;
+                            access.next_value_seed(ObjectsSeed {
+                                answer: &mut *self.answer,
+                                desired,
+                            })?;
+                            None
+                        }
+                        _ => Some(access.next_value::<&'de RawValue>()?),
+                    };
+                    once(&mut objects, "objects", deferred)?;
+                }
+                _ => {
+                    access.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Some(RequestIn {
+            uid: uid.ok_or_else(|| de::Error::missing_field("uid"))?,
+            desired_api_version: desired
+                .ok_or_else(|| de::Error::missing_field("desiredAPIVersion"))?,
+            deferred: objects.ok_or_else(|| de::Error::missing_field("objects"))?,
+        }))
+    }
+}
+
+/// The `objects` array: each object read, converted and written as it comes.
+struct ObjectsSeed<'w, 'd> {
+    answer: &'w mut Answer,
+    desired: &'d str,
+}
+
+impl<'de> DeserializeSeed<'de> for ObjectsSeed<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ObjectsSeed<'_, '_> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -233,48 +453,32 @@ impl<'de> Visitor<'de> for &mut ObjectWriter<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut access: A) -> Result<(), A::Error> {
-        while let Some(raw) = access.next_element::<&'de RawValue>()? {
-            let index = self.count;
-            if let Err(message) = self.write(index, raw) {
-                self.failure = Some(message);
+        let answer = self.answer;
+        loop {
+            if answer.failure.is_some() {
+                // The batch fails; the rest is only checked for syntax.
+                while access.next_element::<IgnoredAny>()?.is_some() {}
                 return Ok(());
             }
-            self.count += 1;
+            let index = answer.count;
+            let budget = Budget::for_body(answer.body_len);
+            let passed = Passed::new();
+            let reader = Reader::new(&budget, &passed);
+            let path = format!("request.objects.{index}");
+            let object = match access.next_element_seed(reader.seed(Keep::Object(&OBJECT), &path)) {
+                Ok(Some(object)) => object.unwrap_or(Value::Null),
+                Ok(None) => return Ok(()),
+                Err(error) => {
+                    // The review cannot be read further; the failure names the object.
+                    answer.failure = Some(format!("cannot read object {index}: {error}"));
+                    return Err(error);
+                }
+            };
+            match answer.write(index, object, &passed, self.desired) {
+                Ok(()) => answer.count += 1,
+                Err(message) => answer.failure = Some(message),
+            }
         }
-        Ok(())
-    }
-}
-
-impl ObjectWriter<'_> {
-    fn write(&mut self, index: usize, raw: &RawValue) -> Result<(), String> {
-        let budget = Budget::for_body(raw.get().len());
-        let passed = Passed::new();
-        let reader = Reader::new(&budget, &passed);
-        let object = reader
-            .read(
-                raw,
-                Keep::Object(&OBJECT),
-                &format!("request.objects.{index}"),
-            )
-            .map_err(|e| format!("cannot read object {index}: {e}"))?
-            .unwrap_or(Value::Null);
-        if index > 0 {
-            self.out.push(b',');
-        }
-        if object.get("apiVersion").and_then(Value::as_str) == Some(self.desired) {
-            // Already in the desired version: copied as it came.
-            self.out.extend_from_slice(raw.get().as_bytes());
-            return Ok(());
-        }
-        let converted = convert_object_owned(object, self.desired).map_err(|(error, object)| {
-            format!(
-                "cannot convert object {index} ({}) to {}: {error}",
-                describe(&object),
-                self.desired
-            )
-        })?;
-        serde_json::to_writer(&mut *self.out, &passed.restore(&converted))
-            .map_err(|e| format!("cannot write object {index}: {e}"))
     }
 }
 
@@ -381,6 +585,58 @@ mod tests {
                 assert!(message.contains("duplicate key \"image\""), "{message}")
             }
             _ => panic!("expected a refusal"),
+        }
+    }
+
+    #[test]
+    fn objects_before_the_uid_and_desired_version_are_converted_all_the_same() {
+        let objects = json!([v1("a"), v1("b")]);
+        let body = format!(
+            r#"{{"request":{{"objects":{objects},"uid":"u-1","desiredAPIVersion":"trustyai.opendatahub.io/v1alpha1"}},"kind":"{REVIEW_KIND}","apiVersion":"{REVIEW_API_VERSION}"}}"#
+        );
+        assert_eq!(converted(body.as_bytes()), converted(&review(objects)));
+    }
+
+    #[test]
+    fn an_object_already_in_the_desired_version_comes_back_equal() {
+        let mut object = v1("a");
+        object["apiVersion"] = json!("trustyai.opendatahub.io/v1alpha1");
+        object["spec"] = json!({"storage": {"format": "PVC"}, "x": "\u{e9}"});
+        let answer = converted(&review(json!([object.clone()])));
+        assert_eq!(answer["response"]["convertedObjects"], json!([object]));
+    }
+
+    #[test]
+    fn an_object_over_the_budget_fails_the_batch_with_the_uid_naming_it() {
+        let zeros = vec!["0"; 200_000].join(",");
+        let body = format!(
+            r#"{{"request":{{"uid":"u-7","desiredAPIVersion":"trustyai.opendatahub.io/v1alpha1","objects":[{},{{"apiVersion":"trustyai.opendatahub.io/v1","spec":{{"image":[{zeros}]}}}}]}}}}"#,
+            v1("a")
+        );
+        match answer(body.as_bytes()) {
+            Err(Failure::Refused { uid, message }) => {
+                assert_eq!(uid, "u-7");
+                assert!(
+                    message.starts_with("cannot read object 1: request.objects.1.spec.image."),
+                    "{message}"
+                );
+            }
+            _ => panic!("expected a refusal"),
+        }
+    }
+
+    #[test]
+    fn a_member_of_the_review_twice_or_a_body_that_is_not_utf8_is_malformed() {
+        for body in [
+            br#"{"request":{"uid":"a","uid":"b","desiredAPIVersion":"v","objects":[]}}"#.to_vec(),
+            br#"{"kind":"a","kind":"b"}"#.to_vec(),
+            b"{\"kind\":\"\xff\"}".to_vec(),
+        ] {
+            assert!(
+                matches!(answer(&body), Err(Failure::Malformed(_))),
+                "{}",
+                String::from_utf8_lossy(&body)
+            );
         }
     }
 

@@ -9,6 +9,10 @@
 //! passed member counts against the budget, which is proportional to the body, so the tree a
 //! request builds is at most a small multiple of its body.
 //!
+//! The plan is followed while the body is parsed ([`Reader::seed`]), so each byte is scanned
+//! once: a member the plan descends into is read in the same pass as its parent, and a passed
+//! member's text is taken as the scan goes past it.
+//!
 //! The same reader serves the three endpoints, so they agree on the wire format: a member that
 //! the reader reads (parses or descends into) twice in one object is refused with the same error
 //! everywhere; passed and dropped text is syntax-checked only (the API server, which wrote it,
@@ -54,9 +58,11 @@ pub(crate) enum Keep {
     /// Not kept; left out of the result.
     Drop,
     /// An object read member by member; a value of another type is kept as the plan's
-    /// `otherwise` says.
+    /// `otherwise` says, except that one to be passed is parsed instead (its text is gone once
+    /// its type is seen) and written back as the same JSON.
     Object(&'static Members),
-    /// An array whose items follow `items`; a value of another type follows `otherwise`.
+    /// An array whose items follow `items`; a value of another type follows `otherwise`, as
+    /// for [`Keep::Object`].
     Array {
         items: &'static Keep,
         otherwise: &'static Keep,
@@ -237,6 +243,17 @@ impl Position {
     fn pop(&self) {
         self.0.borrow_mut().pop();
     }
+
+    /// Runs `read` one member deeper, at `key`, and gives the key back (it is not copied: most
+    /// keys are read without an error to name them in).
+    fn within<T>(&self, key: String, read: impl FnOnce() -> T) -> (String, T) {
+        self.0.borrow_mut().push(Step::Key(key));
+        let result = read();
+        match self.0.borrow_mut().pop() {
+            Some(Step::Key(key)) => (key, result),
+            _ => (String::new(), result),
+        }
+    }
 }
 
 /// What one read shares: the budget, the passed texts and the position.
@@ -263,132 +280,175 @@ impl<'r, 'a> Reader<'r, 'a> {
         keep: Keep,
         path: &str,
     ) -> Result<Option<Value>, serde_json::Error> {
-        self.position.0.borrow_mut().clear();
-        for key in path.split('.') {
-            self.position.push(Step::Key(key.to_owned()));
-        }
-        self.read_at(raw, keep)
+        let mut de = serde_json::Deserializer::from_str(raw.get());
+        self.seed(keep, path).deserialize(&mut de)
+    }
+
+    /// Reads the value a deserializer is at (the value at `path`, dotted) as `keep` says, in the
+    /// same pass as the deserializer's own: nothing is scanned twice.
+    pub(crate) fn seed<'v>(&'v self, keep: Keep, path: &str) -> PlanSeed<'v, 'r, 'a> {
+        let mut steps = self.position.0.borrow_mut();
+        steps.clear();
+        steps.extend(path.split('.').map(|key| Step::Key(key.to_owned())));
+        PlanSeed { reader: self, keep }
     }
 
     /// Charges one value, refusing once the budget is spent.
     fn charge<E: de::Error>(&self, values: usize) -> Result<(), E> {
         self.budget.charge(values, &self.position)
     }
+}
 
-    fn read_at(&self, raw: &'a RawValue, keep: Keep) -> Result<Option<Value>, serde_json::Error> {
-        let first = raw.get().as_bytes().first().copied();
-        let value = match keep {
-            Keep::Drop => return Ok(None),
+/// Reads one value as its plan says, from the deserializer positioned at it. Objects and arrays
+/// the plan descends into are read member by member in the same pass; only passed members are
+/// taken as text (their one scan).
+pub(crate) struct PlanSeed<'v, 'r, 'a> {
+    reader: &'v Reader<'r, 'a>,
+    keep: Keep,
+}
+
+impl<'de: 'a, 'a> DeserializeSeed<'de> for PlanSeed<'_, '_, 'a> {
+    type Value = Option<Value>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<Value>, D::Error> {
+        let reader = self.reader;
+        match self.keep {
+            Keep::Drop => <IgnoredAny as serde::Deserialize>::deserialize(d).map(|_| None),
             Keep::Pass => {
-                self.charge(PLACEHOLDER_COST)?;
-                self.passed.placeholder(raw)
+                let raw = <&'de RawValue as serde::Deserialize>::deserialize(d)?;
+                reader.charge(PLACEHOLDER_COST)?;
+                Ok(Some(reader.passed.placeholder(raw)))
             }
-            Keep::Parse => {
-                let mut de = serde_json::Deserializer::from_str(raw.get());
-                ParseSeed { reader: self }.deserialize(&mut de)?
-            }
-            Keep::Object(members) if first == Some(b'{') => {
-                let mut de = serde_json::Deserializer::from_str(raw.get());
-                de::Deserializer::deserialize_map(
-                    &mut de,
-                    ObjectVisitor {
-                        reader: self,
-                        members,
-                    },
-                )?
-            }
-            Keep::Object(members) => return self.read_at(raw, members.otherwise),
-            Keep::Array { items, .. } if first == Some(b'[') => {
-                let mut de = serde_json::Deserializer::from_str(raw.get());
-                de::Deserializer::deserialize_seq(
-                    &mut de,
-                    ArrayVisitor {
-                        reader: self,
-                        items,
-                    },
-                )?
-            }
-            Keep::Array { otherwise, .. } => return self.read_at(raw, *otherwise),
-        };
-        Ok(Some(value))
+            Keep::Parse => ParseSeed { reader }.deserialize(d).map(Some),
+            Keep::Object(_) | Keep::Array { .. } => d.deserialize_any(PlanVisitor {
+                reader,
+                keep: self.keep,
+            }),
+        }
     }
 }
 
-struct ObjectVisitor<'v, 'r, 'a> {
+/// The value under an [`Keep::Object`] or [`Keep::Array`] plan, whatever its type.
+struct PlanVisitor<'v, 'r, 'a> {
     reader: &'v Reader<'r, 'a>,
-    members: &'static Members,
+    keep: Keep,
 }
 
-impl<'de, 'a> Visitor<'de> for ObjectVisitor<'_, '_, 'a>
-where
-    'de: 'a,
-{
-    type Value = Value;
+impl<'v, 'r, 'a> PlanVisitor<'v, 'r, 'a> {
+    /// The plan for a value that is not of the planned type. Passing it would need its text,
+    /// which is gone once its type is seen; such a value is parsed instead (and written back
+    /// as the same JSON). Reviews from the API server never hold one: its schema has the types.
+    fn otherwise(&self) -> Keep {
+        let otherwise = match self.keep {
+            Keep::Object(members) => members.otherwise,
+            Keep::Array { otherwise, .. } => *otherwise,
+            other => other,
+        };
+        match otherwise {
+            Keep::Drop => Keep::Drop,
+            _ => Keep::Parse,
+        }
+    }
+
+    fn parse(&self) -> Option<ParseSeed<'v, 'r, 'a>> {
+        matches!(self.otherwise(), Keep::Parse).then_some(ParseSeed {
+            reader: self.reader,
+        })
+    }
+}
+
+/// Scalars under an object or array plan follow the plan's `otherwise`.
+macro_rules! otherwise_scalar {
+    ($($method:ident($($ty:ty)?)),* $(,)?) => {$(
+        fn $method<E: de::Error>(self $(, v: $ty)?) -> Result<Option<Value>, E> {
+            match self.parse() {
+                Some(parse) => parse.$method($(v as $ty)?).map(Some),
+                None => Ok(None),
+            }
+        }
+    )*};
+}
+
+impl<'de: 'a, 'a> Visitor<'de> for PlanVisitor<'_, '_, 'a> {
+    type Value = Option<Value>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON object")
+        f.write_str("a JSON value")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
-        self.reader.charge(1)?;
+    otherwise_scalar!(
+        visit_bool(bool),
+        visit_i64(i64),
+        visit_u64(u64),
+        visit_f64(f64),
+        visit_str(&str),
+        visit_string(String),
+        visit_unit(),
+        visit_none(),
+    );
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Option<Value>, A::Error> {
+        let Keep::Object(members) = self.keep else {
+            return match self.parse() {
+                Some(parse) => parse.visit_map(access).map(Some),
+                None => IgnoredAny.visit_map(access).map(|_| None),
+            };
+        };
+        let reader = self.reader;
+        reader.charge(1)?;
         let mut out = Map::new();
         while let Some(key) = access.next_key::<String>()? {
-            let keep = self.members.plan(&key);
+            let keep = members.plan(&key);
             if matches!(keep, Keep::Drop) {
                 access.next_value::<IgnoredAny>()?;
                 continue;
             }
-            if out.contains_key(key.as_str()) {
-                return Err(de::Error::custom(ReadError::DuplicateKey {
-                    path: self.reader.position.render(),
-                    key,
-                }));
-            }
-            let raw: &'de RawValue = access.next_value()?;
-            self.reader.position.push(Step::Key(key.clone()));
-            self.reader.charge(1)?;
-            let value = self.reader.read_at(raw, keep).map_err(de::Error::custom)?;
-            self.reader.position.pop();
-            if let Some(value) = value {
-                out.insert(key, value);
+            reader.charge(1)?;
+            let (key, value) = reader
+                .position
+                .within(key, || access.next_value_seed(PlanSeed { reader, keep }));
+            let value = value?;
+            match out.entry(key) {
+                serde_json::map::Entry::Occupied(entry) => {
+                    return Err(de::Error::custom(ReadError::DuplicateKey {
+                        path: reader.position.render(),
+                        key: entry.key().clone(),
+                    }));
+                }
+                serde_json::map::Entry::Vacant(entry) => {
+                    if let Some(value) = value {
+                        entry.insert(value);
+                    }
+                }
             }
         }
-        Ok(Value::Object(out))
-    }
-}
-
-struct ArrayVisitor<'v, 'r, 'a> {
-    reader: &'v Reader<'r, 'a>,
-    items: &'static Keep,
-}
-
-impl<'de, 'a> Visitor<'de> for ArrayVisitor<'_, '_, 'a>
-where
-    'de: 'a,
-{
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON array")
+        Ok(Some(Value::Object(out)))
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
-        self.reader.charge(1)?;
+    fn visit_seq<A: SeqAccess<'de>>(self, mut access: A) -> Result<Option<Value>, A::Error> {
+        let Keep::Array { items, .. } = self.keep else {
+            return match self.parse() {
+                Some(parse) => parse.visit_seq(access).map(Some),
+                None => IgnoredAny.visit_seq(access).map(|_| None),
+            };
+        };
+        let reader = self.reader;
+        reader.charge(1)?;
         let mut out = Vec::new();
-        let mut index = 0usize;
-        while let Some(raw) = access.next_element::<&'de RawValue>()? {
-            self.reader.position.push(Step::Index(index));
-            index += 1;
-            let value = self
-                .reader
-                .read_at(raw, *self.items)
-                .map_err(de::Error::custom)?;
-            self.reader.position.pop();
-            if let Some(value) = value {
-                out.push(value);
+        for index in 0.. {
+            reader.position.push(Step::Index(index));
+            let item = access.next_element_seed(PlanSeed {
+                reader,
+                keep: *items,
+            })?;
+            reader.position.pop();
+            match item {
+                Some(Some(value)) => out.push(value),
+                Some(None) => {}
+                None => break,
             }
         }
-        Ok(Value::Array(out))
+        Ok(Some(Value::Array(out)))
     }
 }
 
@@ -479,10 +539,11 @@ impl<'de> Visitor<'de> for ParseSeed<'_, '_, '_> {
             }
             // The key costs about what a value does.
             self.reader.charge(1)?;
-            self.reader.position.push(Step::Key(key.clone()));
-            let value = access.next_value_seed(self)?;
-            self.reader.position.pop();
-            out.insert(key, value);
+            let (key, value) = self
+                .reader
+                .position
+                .within(key, || access.next_value_seed(self));
+            out.insert(key, value?);
         }
         Ok(Value::Object(out))
     }

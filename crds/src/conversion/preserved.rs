@@ -8,6 +8,7 @@
 //!
 //! [`CONVERSION_PRESERVED_ANNOTATION`]: crate::contract::CONVERSION_PRESERVED_ANNOTATION
 
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
 use super::Version;
@@ -160,18 +161,18 @@ impl Preserved {
     /// [`Self::render`] with `created`, when the value fits the bound as it is (the usual
     /// case): no copy of the data is needed then.
     pub(crate) fn render_fitting(&self, created: Option<Created>) -> Option<String> {
-        let text = self.value_with(created).to_string();
+        let text = self.text_with(created);
         (text.len() <= MAX_BYTES).then_some(text)
     }
 
     pub(crate) fn render(mut self) -> String {
-        let mut text = self.to_value().to_string();
+        let mut text = self.text_with(self.created);
         let shrinks: [fn(&mut Self, usize); 5] = [
             |p, _| p.drop_parts_over_the_bound(),
             |p, _| p.carried = None,
             |p, excess| {
                 let entries = std::mem::take(&mut p.conditions);
-                p.conditions = drop_largest(entries, |e| entry_value(e).to_string().len(), excess);
+                p.conditions = drop_largest(entries, entry_len, excess);
             },
             |p, excess| p.status = drop_largest_fields(std::mem::take(&mut p.status), excess),
             |p, excess| p.spec = drop_largest_fields(std::mem::take(&mut p.spec), excess),
@@ -182,10 +183,10 @@ impl Preserved {
             }
             if !self.truncated {
                 self.truncated = true;
-                text = self.to_value().to_string();
+                text = self.text_with(self.created);
             }
             shrink(&mut self, text.len().saturating_sub(MAX_BYTES));
-            text = self.to_value().to_string();
+            text = self.text_with(self.created);
         }
         text
     }
@@ -201,41 +202,79 @@ impl Preserved {
         {
             self.carried = None;
         }
-        self.conditions
-            .retain(|e| fits(entry_value(e).to_string().len()));
+        self.conditions.retain(|e| fits(entry_len(e)));
         for fields in [&mut self.spec, &mut self.status] {
             fields.retain(|key, value| fits(key.len() + value.to_string().len()));
         }
     }
 
-    fn to_value(&self) -> Value {
-        self.value_with(self.created)
+    /// The text with `created` in place of the data's own, written from the data as it is
+    /// (no tree is built for it).
+    fn text_with(&self, created: Option<Created>) -> String {
+        let rendered = Rendered {
+            data: self,
+            created,
+        };
+        // Writing JSON into a String fails only for keys that are not strings, and every key
+        // here is one.
+        serde_json::to_string(&rendered).unwrap_or_default()
     }
+}
 
-    /// The value with `created` in place of the data's own.
-    fn value_with(&self, created: Option<Created>) -> Value {
-        let mut map = Map::new();
-        map.insert("restores".into(), self.restores.name().into());
-        if !self.spec.is_empty() {
-            map.insert("spec".into(), Value::Object(self.spec.clone()));
+/// The annotation's JSON: the data in the documented key order, empty parts left out.
+struct Rendered<'p> {
+    data: &'p Preserved,
+    created: Option<Created>,
+}
+
+impl Serialize for Rendered<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let data = self.data;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("restores", data.restores.name())?;
+        if !data.spec.is_empty() {
+            map.serialize_entry("spec", &data.spec)?;
         }
-        if !self.status.is_empty() {
-            map.insert("status".into(), Value::Object(self.status.clone()));
+        if !data.status.is_empty() {
+            map.serialize_entry("status", &data.status)?;
         }
-        if !self.conditions.is_empty() {
-            let entries = self.conditions.iter().map(entry_value).collect();
-            map.insert("conditions".into(), Value::Array(entries));
+        if !data.conditions.is_empty() {
+            map.serialize_entry("conditions", &Entries(&data.conditions))?;
         }
-        if let Some(carried) = &self.carried {
-            map.insert("carried".into(), carried_value(carried));
+        if let Some(carried) = &data.carried {
+            map.serialize_entry("carried", &carried_value(carried))?;
         }
-        if let Some(created) = created {
-            map.insert("created".into(), created.name().into());
+        if let Some(created) = self.created {
+            map.serialize_entry("created", created.name())?;
         }
-        if self.truncated {
-            map.insert("truncated".into(), true.into());
+        if data.truncated {
+            map.serialize_entry("truncated", &true)?;
         }
-        Value::Object(map)
+        map.end()
+    }
+}
+
+struct Entries<'p>(&'p [Entry]);
+
+impl Serialize for Entries<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(EntryView))
+    }
+}
+
+/// One condition entry: `seen`, `nth` when not 0, `restore`.
+struct EntryView<'p>(&'p Entry);
+
+impl Serialize for EntryView<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let entry = self.0;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("seen", &entry.seen)?;
+        if entry.nth > 0 {
+            map.serialize_entry("nth", &entry.nth)?;
+        }
+        map.serialize_entry("restore", &entry.restore)?;
+        map.end()
     }
 }
 
@@ -246,14 +285,9 @@ fn object_or_empty(map: &Map<String, Value>, key: &str) -> Option<Map<String, Va
     }
 }
 
-fn entry_value(entry: &Entry) -> Value {
-    let mut map = Map::new();
-    map.insert("seen".into(), Value::Object(entry.seen.clone()));
-    if entry.nth > 0 {
-        map.insert("nth".into(), entry.nth.into());
-    }
-    map.insert("restore".into(), Value::Object(entry.restore.clone()));
-    Value::Object(map)
+/// The length of an entry's JSON.
+fn entry_len(entry: &Entry) -> usize {
+    serde_json::to_string(&EntryView(entry)).map_or(0, |text| text.len())
 }
 
 fn parse_entry(value: &Value) -> Option<Entry> {
