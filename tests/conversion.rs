@@ -27,6 +27,7 @@ use support::cluster::{
     wait_for_webhooks_served,
 };
 use support::operator::Operator;
+use support::wait;
 use support::{CLUSTER_WIDE, ControlPlane};
 use trustyai_crds::contract::{CONVERSION_PRESERVED_ANNOTATION, CRD_NAME};
 
@@ -124,21 +125,6 @@ async fn drop_v1alpha1(client: &Client) -> Result<(), kube::Error> {
     put_crd(client, &crd).await
 }
 
-async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("{what}: not within {timeout:?}");
-}
-
 // ---------------------------------------------------------------------------------------------
 // etcd, read directly: what the API server really stored.
 
@@ -211,17 +197,19 @@ const HOLD: &str = "conversion-test.trustyai.opendatahub.io/hold";
 async fn create_held(api: &Api<DynamicObject>, mut object: DynamicObject) -> DynamicObject {
     object.metadata.finalizers = Some(vec![HOLD.to_string()]);
     let name = object.metadata.name.clone().expect("name");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    let mut failure = String::new();
+    let created = wait::within(Duration::from_secs(30), async || {
         match api.create(&PostParams::default(), &object).await {
-            Ok(_) => break,
-            Err(e) if Instant::now() < deadline => {
+            Ok(_) => Some(()),
+            Err(e) => {
                 eprintln!("create {name}: {e}; retrying");
-                tokio::time::sleep(Duration::from_millis(200)).await;
+                failure = e.to_string();
+                None
             }
-            Err(e) => panic!("create {name}: {e}"),
         }
-    }
+    })
+    .await;
+    assert!(created.is_some(), "create {name}: {failure}");
     api.delete(&name, &DeleteParams::default())
         .await
         .expect("deleted (held by the finalizer)");
@@ -249,9 +237,11 @@ async fn release(api: &Api<DynamicObject>, name: &str) {
 async fn wait_storing(client: &Client, etcd: &str, ns: &str, version: &str) {
     let api = tas_api(client, ns, version);
     let want = format!("trustyai.opendatahub.io/{version}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for attempt in 0.. {
+    let mut attempt = 0;
+    let mut last_create = None;
+    let stored = wait::within(Duration::from_secs(30), async || {
         let name = format!("probe-{version}-{attempt}");
+        attempt += 1;
         let created = api
             .create(&PostParams::default(), &tas(version, &name, minimal_spec()))
             .await;
@@ -261,15 +251,14 @@ async fn wait_storing(client: &Client, etcd: &str, ns: &str, version: &str) {
             // that landed in the other version while conversion is not served yet.
             let _ = api.delete(&name, &DeleteParams::default()).await;
         }
-        if landed {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "new objects are not stored as {version} within 30s (last create: {created:?})"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        last_create = Some(created);
+        landed.then_some(())
+    })
+    .await;
+    assert!(
+        stored.is_some(),
+        "new objects are not stored as {version} within 30s (last create: {last_create:?})"
+    );
 }
 
 /// Makes v1alpha1 the storage version, with no webhook involved at all (registrations removed,
@@ -279,13 +268,14 @@ async fn store_as_v1alpha1(client: &Client, etcd: &str, ns: &str) {
     put_crd(client, &crd_storing("v1alpha1"))
         .await
         .expect("the CRD with v1alpha1 stored");
-    wait_until(
+    wait::until(
         "v1alpha1 in status.storedVersions",
         Duration::from_secs(30),
         || async {
             stored_versions(client)
                 .await
                 .contains(&"v1alpha1".to_string())
+                .then_some(())
         },
     )
     .await;
@@ -400,10 +390,10 @@ async fn assert_migrated(client: &Client, etcd: &str, ns: &str, before: &[(Strin
     // The API server rebuilds its handlers for the CRD when its informer delivers the change:
     // until then it still serves v1alpha1.
     let alpha = tas_api(client, ns, "v1alpha1");
-    wait_until(
+    wait::until(
         "v1alpha1 is no longer served once dropped",
         Duration::from_secs(30),
-        || async { matches!(alpha.get("old-0").await, Err(e) if is_code(&e, 404)) },
+        || async { matches!(alpha.get("old-0").await, Err(e) if is_code(&e, 404)).then_some(()) },
     )
     .await;
     // With v1alpha1 gone from spec.versions the API server could no longer decode an object
@@ -723,12 +713,13 @@ async fn the_operator_migrates_storage_at_start() {
     let mut operator = start_operator(cp, &client, &ns, &[]).await;
     // The migration's last step is its event, after pruning storedVersions and logging:
     // waiting for storedVersions alone races the log line.
-    wait_until(
+    wait::until(
         "status.storedVersions == [v1] and a StorageMigrated event after the start-up migration",
         Duration::from_secs(90),
         || async {
-            stored_versions(&client).await == ["v1"]
-                && !migration_events(&client).await.is_subset(&events_before)
+            (stored_versions(&client).await == ["v1"]
+                && !migration_events(&client).await.is_subset(&events_before))
+            .then_some(())
         },
     )
     .await;

@@ -8,13 +8,14 @@
 mod support;
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use support::ControlPlane;
 use support::cluster::tas_api;
 use support::operator::Operator;
+use support::wait;
 
 const RELEASE: &str = "rbac";
 const FULLNAME: &str = "rbac-trustyai-operator";
@@ -72,25 +73,13 @@ fn condition(object: &DynamicObject, type_: &str) -> Option<Value> {
         .cloned()
 }
 
-/// Polls `check` until it yields a value; `None` after `timeout`.
-async fn wait_for<T>(timeout: Duration, mut check: impl AsyncFnMut() -> Option<T>) -> Option<T> {
-    let started = Instant::now();
-    while started.elapsed() < timeout {
-        if let Some(found) = check().await {
-            return Some(found);
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-    None
-}
-
 /// Waits until the API server's authorizer answers `allowed` for every `(verb, resource)` the
 /// chart's ServiceAccount asks in `ns`: it applies RBAC changes from a watch, a moment after
 /// they are written.
 async fn wait_for_access(cp: &ControlPlane, ns: &str, checks: &[(&str, &str)], allowed: bool) {
     let account = format!("system:serviceaccount:{ns}:{FULLNAME}");
     let mut answers = Vec::new();
-    let settled = wait_for(Duration::from_secs(30), async || {
+    let settled = wait::within(Duration::from_secs(30), async || {
         answers.clear();
         let mut settled = true;
         for (verb, resource) in checks {
@@ -163,7 +152,7 @@ async fn the_chart_rbac_is_sufficient_and_a_missing_verb_is_caught() {
     let apps = cp.namespace(&client, "chart-rbac-apps").await;
     create_db_service(&client, &apps, "allowed").await;
     let tas = tas_api(&client, &apps, "v1");
-    wait_for(Duration::from_secs(90), async || {
+    wait::within(Duration::from_secs(90), async || {
         let object = tas.get_opt("allowed").await.ok()??;
         (condition(&object, "Ready")?["status"] == "True").then_some(())
     })
@@ -218,7 +207,7 @@ async fn the_chart_rbac_is_sufficient_and_a_missing_verb_is_caught() {
     .await;
 
     create_db_service(&client, &apps, "denied").await;
-    let reported = wait_for(Duration::from_secs(90), async || {
+    let reported = wait::within(Duration::from_secs(90), async || {
         let object = tas.get_opt("denied").await.ok()??;
         let provisioning = condition(&object, "ProvisioningSucceeded")?;
         (provisioning["status"] == "False"

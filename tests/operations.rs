@@ -25,6 +25,7 @@ use rustls::pki_types::pem::PemObject;
 use serde_json::{Value, json};
 use support::operator::{Operator, free_port, http_get, http_get_accepting};
 use support::proxy::Proxy;
+use support::wait;
 use support::{CLUSTER_WIDE, ControlPlane};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -75,39 +76,13 @@ fn tas(version: &str, name: &str) -> DynamicObject {
     .expect("object")
 }
 
-/// Polls `check` every 200 ms until it returns `Some`, or panics after `timeout` with `context`.
-async fn wait_for<T, F, Fut>(
-    what: &str,
-    timeout: Duration,
-    context: impl Fn() -> String,
-    mut check: F,
-) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        if Instant::now() > deadline {
-            panic!(
-                "timed out after {timeout:?} waiting for {what}\n{}",
-                context()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 /// Waits until `ns/name` is reconciled: its Deployment exists and it has status conditions.
 async fn wait_reconciled(client: &Client, ns: &str, name: &str, context: impl Fn() -> String) {
     let (services, deployments) = (
         tas_api(client, ns, "v1"),
         Api::<Deployment>::namespaced(client.clone(), ns),
     );
-    wait_for(&format!("{ns}/{name} reconciled"), TIMEOUT, context, || {
+    wait::until_showing(&format!("{ns}/{name} reconciled"), TIMEOUT, context, || {
         let (services, deployments) = (services.clone(), deployments.clone());
         async move {
             deployments.get_opt(name).await.ok()??;
@@ -722,7 +697,7 @@ async fn two_replicas_one_leader_both_serve_handover_and_rolling_restarts_withou
         }
     };
 
-    wait_for(
+    wait::until_showing(
         "exactly one leader",
         TIMEOUT,
         || logs(&replicas),
@@ -745,7 +720,7 @@ async fn two_replicas_one_leader_both_serve_handover_and_rolling_restarts_withou
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // Exactly one leads: the leader gauge and the Lease agree.
-    let leader = wait_for(
+    let leader = wait::until_showing(
         "exactly one leader",
         TIMEOUT,
         || logs(&replicas),
@@ -808,7 +783,7 @@ async fn two_replicas_one_leader_both_serve_handover_and_rolling_restarts_withou
     .await;
     let signalled = Instant::now();
     let stopping = tokio::spawn(stop(replicas[leader].take().expect("the leader")));
-    let leading_at = wait_for(
+    let leading_at = wait::until_showing(
         "the follower takes over",
         TIMEOUT,
         || logs(&replicas),
@@ -897,7 +872,7 @@ async fn two_replicas_one_leader_both_serve_handover_and_rolling_restarts_withou
     );
 
     // After the rolling restart: still exactly one leader, and it reconciles.
-    let leader = wait_for(
+    let leader = wait::until_showing(
         "exactly one leader after the restarts",
         TIMEOUT,
         || logs(&replicas),
@@ -1094,7 +1069,7 @@ async fn sigterm_during_a_burst_of_admission_requests_answers_every_accepted_req
     operator.signal_term();
 
     // Draining: new connections are refused, and only then do the held requests go on.
-    let closed = wait_for(
+    let closed = wait::until_showing(
         "the webhook listener to refuse connections after SIGTERM",
         Duration::from_secs(10),
         || operator.logs(),
@@ -1177,7 +1152,7 @@ async fn metrics_parse_as_prometheus_text_and_counters_move() {
     flags.extend(ELECTION_FLAGS);
     let operator = ready(start(cp, &ns, free_port(), free_port(), &flags)).await;
     let ops = operator.ops_port;
-    wait_for(
+    wait::until_showing(
         "leader=1",
         TIMEOUT,
         || operator.logs(),
@@ -1283,7 +1258,7 @@ async fn metrics_parse_as_prometheus_text_and_counters_move() {
         .await
         .expect("created");
     wait_reconciled(&client, &apps, "counted", || operator.logs()).await;
-    let success1 = wait_for(
+    let success1 = wait::until_showing(
         "reconciles_total{result=success} to grow",
         TIMEOUT,
         || operator.logs(),
@@ -1303,7 +1278,7 @@ async fn metrics_parse_as_prometheus_text_and_counters_move() {
         "every reconcile is timed"
     );
     // The gauge is set after a reconcile's result is emitted, so it may trail the counters.
-    wait_for(
+    wait::until_showing(
         "trustyaiservices >= 1",
         TIMEOUT,
         || operator.logs(),
@@ -1343,7 +1318,7 @@ async fn metrics_parse_as_prometheus_text_and_counters_move() {
         )
         .await
         .expect("annotating");
-    let skipped1 = wait_for(
+    let skipped1 = wait::until_showing(
         "child_applies_total{kind=Service,outcome=skipped} to grow by both Services",
         TIMEOUT,
         || operator.logs(),
@@ -1414,7 +1389,7 @@ async fn readyz_is_false_before_the_certificate_is_loaded_and_while_draining() {
     let mut operator = Operator::start_at(cp, &ns, free_port(), free_port(), &kubeconfig, &flags);
     let ops = operator.ops_port;
 
-    let first = wait_for(
+    let first = wait::until_showing(
         "the ops port",
         Duration::from_secs(30),
         || operator.logs(),

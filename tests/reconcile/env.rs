@@ -20,6 +20,7 @@ use trustyai_crds::TrustyAIService;
 
 use crate::support::ControlPlane;
 use crate::support::operator::Operator;
+use crate::support::wait;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 pub const DEFAULT_IMAGE: &str = "quay.io/trustyai/trustyai-service:latest";
@@ -161,25 +162,15 @@ impl Env {
         self.cp.namespace(&self.client, prefix).await
     }
 
-    /// Polls `check` every 250 ms until it returns `Some`, or fails with the operator's log.
-    pub async fn wait<T, F, Fut>(&self, what: &str, mut check: F) -> T
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Option<T>>,
-    {
-        let deadline = Instant::now() + TIMEOUT;
-        loop {
-            if let Some(value) = check().await {
-                return value;
-            }
-            if Instant::now() > deadline {
-                panic!(
-                    "timed out after {TIMEOUT:?} waiting for {what}\n--- operator log ---\n{}",
-                    self.operator_logs()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+    /// Polls `check` until it returns `Some`, or fails with the operator's log.
+    pub async fn wait<T>(&self, what: &str, check: impl AsyncFnMut() -> Option<T>) -> T {
+        wait::until_showing(
+            what,
+            TIMEOUT,
+            || format!("--- operator log ---\n{}", self.operator_logs()),
+            check,
+        )
+        .await
     }
 
     /// Polls `read` every 500 ms until its answer has not changed for 5 s, and returns it; fails
