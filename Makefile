@@ -1,13 +1,13 @@
 # The two commands the README names: `make run` and `make test`.
 SHELL := /bin/bash
-CONTROL_PLANE_BIN := $(shell tests/control-plane/build.sh --print)
+CONTROL_PLANE_BIN := $(shell dev/control-plane/build.sh --print)
 export TRUSTYAI_CONTROL_PLANE_BIN := $(CONTROL_PLANE_BIN)
 
 .PHONY: test lint control-plane run crd bench prerequisites
 
 ## What the targets below need (cargo, kubectl; Go when the control plane is not cached yet).
 prerequisites:
-	@tests/local-cluster/scripts/prerequisites.sh
+	@dev/local-cluster/scripts/prerequisites.sh
 
 ## Every test: builds the control plane if it is not cached, then the whole workspace's tests.
 test: prerequisites control-plane
@@ -23,7 +23,7 @@ lint:
 
 ## Builds kube-apiserver, etcd, controller-manager, scheduler, kwok and helm into the cache.
 control-plane:
-	tests/control-plane/build.sh
+	dev/control-plane/build.sh
 
 ## Regenerates the committed CRD and the chart's copy of it.
 crd:

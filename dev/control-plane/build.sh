@@ -4,8 +4,8 @@
 # rule checker, see prometheus/main.go) from their Go modules into a versioned cache
 # folder outside the repository, skipping what is already there.
 #
-#   tests/control-plane/build.sh          build what is missing, print the bin folder
-#   tests/control-plane/build.sh --print  only print the bin folder
+#   dev/control-plane/build.sh          build what is missing, print the bin folder
+#   dev/control-plane/build.sh --print  only print the bin folder
 #
 # The folder is named after the pinned versions, so changing a pin builds anew.
 set -euo pipefail

@@ -1,6 +1,6 @@
 //! A real Kubernetes control plane on loopback, for the integration tests and for the README's
 //! run command: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok with one
-//! simulated node, built by `tests/control-plane/build.sh`.
+//! simulated node, built by `dev/control-plane/build.sh`.
 
 pub mod control_plane;
 pub mod pki;

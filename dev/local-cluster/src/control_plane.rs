@@ -76,7 +76,7 @@ static NAMESPACES: AtomicUsize = AtomicUsize::new(0);
 static STARTED: AtomicUsize = AtomicUsize::new(0);
 
 /// The folder holding the control-plane binaries: `TRUSTYAI_CONTROL_PLANE_BIN`, or what
-/// `tests/control-plane/build.sh --print` names.
+/// `dev/control-plane/build.sh --print` names.
 pub fn bin_dir() -> Result<PathBuf, String> {
     if let Ok(dir) = std::env::var("TRUSTYAI_CONTROL_PLANE_BIN")
         && !dir.is_empty()
@@ -101,7 +101,7 @@ pub fn binary(name: &str) -> Result<PathBuf, String> {
     } else {
         Err(format!(
             "the control-plane binary {} is missing: build it with `make control-plane` \
-             (tests/control-plane/build.sh); these tests never skip",
+             (dev/control-plane/build.sh); these tests never skip",
             path.display()
         ))
     }
