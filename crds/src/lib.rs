@@ -5,6 +5,7 @@ pub mod contract;
 pub mod conversion;
 pub mod crd;
 pub mod defaults;
+pub mod limits;
 pub mod manifests;
 pub mod patterns;
 pub mod quantity;

@@ -11,6 +11,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::limits;
+
 use crate::contract::{retention, storage_format};
 
 /// Desired state of a TrustyAI service: how it stores the inference data it monitors and how
@@ -32,7 +34,7 @@ pub struct TrustyAIServiceSpec {
     /// Number of TrustyAI service replicas. Defaults to 1. With PVC storage the volume is
     /// ReadWriteOnce, so more than one replica only works when all of them land on one node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = limits::REPLICAS_MIN))]
     pub replicas: Option<i32>,
 
     /// Where the service keeps the inference data it receives.
@@ -50,7 +52,7 @@ pub struct TrustyAIServiceSpec {
     /// the operator's configuration allows. When unset, the operator's configured image is used
     /// (and follows operator upgrades).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 1024))]
+    #[schemars(length(max = limits::IMAGE_MAX))]
     pub image: Option<String>,
 }
 
@@ -67,27 +69,27 @@ pub struct StorageSpec {
     /// Absolute path at which the PVC is mounted in the service container, for example
     /// `/inputs`. Defaults to `/inputs` with PVC storage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 4096))]
+    #[schemars(length(max = limits::FOLDER_MAX))]
     pub folder: Option<String>,
 
     /// Requested size of the PVC, a Kubernetes quantity such as `1Gi`. Defaults to `1Gi` with PVC
     /// storage. It may grow (the PVC is expanded where the StorageClass allows) but never shrink.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 64))]
+    #[schemars(length(max = limits::SIZE_MAX))]
     pub size: Option<String>,
 
     /// Name of the Secret, in the same namespace, holding the database credentials (keys
     /// `databaseKind`, `databaseUsername`, `databasePassword`, `databaseService`, `databasePort`,
     /// `databaseName`). Defaults to `<name>-db-credentials` with DATABASE storage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 253))]
+    #[schemars(length(max = limits::OBJECT_NAME_MAX))]
     pub database_configurations: Option<String>,
 
     /// Name of an existing PersistentVolume to bind the PVC to (the PVC then gets
     /// `volumeName` and an empty `storageClassName`). Only with PVC storage or in migration mode.
     /// Cannot be changed once set; removed only with the end of a migration (the PVC is kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 253))]
+    #[schemars(length(max = limits::OBJECT_NAME_MAX))]
     pub pv: Option<String>,
 
     /// What happens to the PVC when the TrustyAIService is deleted: `Retain` (the default: the
@@ -105,13 +107,13 @@ pub struct DataSpec {
     /// Name of the data file inside `storage.folder`, for example `data.csv`. Defaults to
     /// `data.csv` with PVC storage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 255))]
+    #[schemars(length(max = limits::FILENAME_MAX))]
     pub filename: Option<String>,
 
     /// Format of the data file. `CSV` is the only format the service reads from a volume.
     /// Defaults to `CSV` with PVC storage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 64))]
+    #[schemars(length(max = limits::DATA_FORMAT_MAX))]
     pub format: Option<String>,
 }
 
@@ -121,12 +123,12 @@ pub struct DataSpec {
 pub struct MetricsSpec {
     /// Interval between metric computations: one or more `<integer><unit>` groups with unit
     /// `ms`, `s`, `m` or `h`, for example `5s` or `1m30s`; at least one second in total.
-    #[schemars(length(max = 64))]
+    #[schemars(length(max = limits::SCHEDULE_MAX))]
     pub schedule: String,
 
     /// Number of most recent observations each metric is computed over. Defaults to 5000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = limits::BATCH_SIZE_MIN))]
     pub batch_size: Option<i64>,
 }
 

@@ -9,6 +9,10 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::limits;
+/// The data file and metrics settings are the same in both versions.
+pub use crate::v1::{DataSpec, MetricsSpec};
+
 /// Desired state of a TrustyAI service (deprecated version; use `trustyai.opendatahub.io/v1`).
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
@@ -27,7 +31,7 @@ use serde::{Deserialize, Serialize};
 pub struct TrustyAIServiceSpec {
     /// Number of TrustyAI service replicas. Defaults to 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = limits::REPLICAS_MIN))]
     pub replicas: Option<i32>,
 
     /// Where the service keeps the inference data it receives.
@@ -53,54 +57,25 @@ pub struct StorageSpec {
     /// Absolute path at which the PVC is mounted in the service container. Defaults to `/inputs`
     /// with PVC storage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 4096))]
+    #[schemars(length(max = limits::FOLDER_MAX))]
     pub folder: Option<String>,
 
     /// Requested size of the PVC, a Kubernetes quantity such as `1Gi`. Defaults to `1Gi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 64))]
+    #[schemars(length(max = limits::SIZE_MAX))]
     pub size: Option<String>,
 
     /// Name of the Secret holding the database credentials. Defaults to `<name>-db-credentials`
     /// with DATABASE storage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 253))]
+    #[schemars(length(max = limits::OBJECT_NAME_MAX))]
     pub database_configurations: Option<String>,
 
     /// Name of an existing PersistentVolume to bind the PVC to. Cannot be changed once set;
     /// removed only with the end of a migration (the PVC is kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 253))]
+    #[schemars(length(max = limits::OBJECT_NAME_MAX))]
     pub pv: Option<String>,
-}
-
-/// The data file on the PVC.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DataSpec {
-    /// Name of the data file inside `storage.folder`. Defaults to `data.csv` with PVC storage.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 255))]
-    pub filename: Option<String>,
-
-    /// Format of the data file (`CSV`). Defaults to `CSV` with PVC storage.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 64))]
-    pub format: Option<String>,
-}
-
-/// Metrics computation.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct MetricsSpec {
-    /// Interval between metric computations, for example `5s` or `1m30s`.
-    #[schemars(length(max = 64))]
-    pub schedule: String,
-
-    /// Number of most recent observations each metric is computed over. Defaults to 5000.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
-    pub batch_size: Option<i64>,
 }
 
 /// Observed state of a TrustyAI service.

@@ -41,14 +41,10 @@ static GENERATE_NAME_PREFIX: LazyLock<Regex> = LazyLock::new(|| pattern(r"^[a-z]
 /// Characters the API server appends to a `metadata.generateName` prefix.
 const GENERATED_SUFFIX_LEN: usize = 5;
 
-// Limits of the v1 schema (`maxLength` in crate::v1), so the webhook reports them too when it
-// sees an object the schema never checked (the offline CLI).
-const FOLDER_MAX: usize = 4096;
-const SIZE_MAX: usize = 64;
-const FILENAME_MAX: usize = 255;
-const DATA_FORMAT_MAX: usize = 64;
-const SCHEDULE_MAX: usize = 64;
-const IMAGE_MAX: usize = 1024;
+use crate::limits::{
+    BATCH_SIZE_MIN, DATA_FORMAT_MAX, FILENAME_MAX, FOLDER_MAX, IMAGE_MAX, REPLICAS_MIN,
+    SCHEDULE_MAX, SIZE_MAX,
+};
 
 const SUBDOMAIN_DETAIL: &str = "must be a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit";
 const SCHEDULE_DETAIL: &str =
@@ -839,12 +835,12 @@ impl<'a> Validator<'a> {
         if self.changed(BATCH_SIZE)
             && let Some(batch) = integer_at(self.new, BATCH_SIZE)
         {
-            if batch < 1 {
+            if batch < i128::from(BATCH_SIZE_MIN) {
                 self.error(integer_error(
                     Rule::MetricsBatchSize,
                     BATCH_SIZE,
                     batch,
-                    "must be at least 1",
+                    format!("must be at least {BATCH_SIZE_MIN}"),
                 ));
             } else if batch > i128::from(i64::MAX) {
                 self.error(integer_error(
@@ -887,12 +883,12 @@ impl<'a> Validator<'a> {
         let Some(replicas) = integer_at(self.new, REPLICAS) else {
             return;
         };
-        if replicas < 0 {
+        if replicas < i128::from(REPLICAS_MIN) {
             self.error(integer_error(
                 Rule::Replicas,
                 REPLICAS,
                 replicas,
-                "must be greater than or equal to 0",
+                format!("must be greater than or equal to {REPLICAS_MIN}"),
             ));
         } else if replicas > i128::from(i32::MAX) {
             self.error(integer_error(
