@@ -27,6 +27,7 @@ use support::cluster::{
     wait_for_published_bundle, wait_for_webhooks_served, webhook_only_violations,
 };
 use support::operator::Operator;
+use support::wait;
 use support::{CLUSTER_WIDE, ControlPlane};
 
 /// A finalizer only these tests manage, so no controller ever removes it for them.
@@ -115,19 +116,22 @@ async fn dry_run_until(
     done: impl Fn(&str) -> bool,
 ) -> String {
     let started = Instant::now();
-    loop {
+    let mut last = String::new();
+    let answer = wait::within(Duration::from_secs(30), async || {
         let (ok, _, stderr) = kubectl_with(cp, ns, &["create", "--dry-run=server"], object);
         assert!(ok, "{what}: the dry run failed: {stderr}");
         if done(&stderr) {
-            eprintln!("{what}: after {:?}", started.elapsed());
-            return stderr;
+            return Some(stderr);
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "{what}: not within 30s; last stderr: {stderr}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+        last = stderr;
+        None
+    })
+    .await;
+    let Some(stderr) = answer else {
+        panic!("{what}: not within 30s; last stderr: {last}");
+    };
+    eprintln!("{what}: after {:?}", started.elapsed());
+    stderr
 }
 
 // --- tests --------------------------------------------------------------------------------
@@ -591,22 +595,28 @@ async fn legacy_objects_ratchet() {
         "metrics": {"schedule": "500ms"}
     });
     let api = tas_api(&client, &ns, "v1");
-    let deadline = Instant::now() + Duration::from_secs(30);
     // The API server drops removed registrations after a moment; until then it still calls the
     // webhook it knew, whose operator is gone.
-    while let Err(e) = api
-        .create(
-            &PostParams::default(),
-            &tas("v1", "legacy", legacy_spec.clone()),
-        )
-        .await
-    {
-        assert!(
-            e.to_string().contains("failed calling webhook") && Instant::now() < deadline,
-            "storing the legacy object while no webhook is registered: {e}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let mut last = String::new();
+    let created = wait::within(Duration::from_secs(30), async || {
+        let legacy = tas("v1", "legacy", legacy_spec.clone());
+        match api.create(&PostParams::default(), &legacy).await {
+            Ok(_) => Some(()),
+            Err(e) => {
+                last = e.to_string();
+                assert!(
+                    last.contains("failed calling webhook"),
+                    "storing the legacy object while no webhook is registered: {e}"
+                );
+                None
+            }
+        }
+    })
+    .await;
+    assert!(
+        created.is_some(),
+        "storing the legacy object while no webhook is registered: {last}"
+    );
     let stored = api.get("legacy").await.expect("stored");
     assert!(
         stored.data["spec"].get("replicas").is_none(),
@@ -738,11 +748,15 @@ async fn legacy_objects_ratchet() {
     )
     .await
     .expect("removing the finalizer of a terminating invalid object");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while api.get_opt("legacy").await.expect("get").is_some() {
-        assert!(Instant::now() < deadline, "the object was not deleted");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let deleted = wait::within(Duration::from_secs(30), async || {
+        api.get_opt("legacy")
+            .await
+            .expect("get")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(deleted.is_some(), "the object was not deleted");
 
     assert!(
         operator.stop().success(),

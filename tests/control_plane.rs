@@ -16,6 +16,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use support::ControlPlane;
+use support::wait;
 
 /// Applies the generated CRD. Until the conversion webhook is served, this test binary uses
 /// `None` conversion (the two versions' specs are the same shape); this is the only place that
@@ -37,23 +38,21 @@ async fn install_crd_without_webhook(client: &Client) {
     .await
     .expect("CRD applies");
     // Wait until Established.
-    for _ in 0..100 {
+    let established = wait::within(Duration::from_secs(10), async || {
         let current = crds
             .get(trustyai_crds::contract::CRD_NAME)
             .await
             .expect("CRD reads");
-        let established = current
+        current
             .status
             .and_then(|s| s.conditions)
             .unwrap_or_default()
             .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        if established {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the CRD never became Established");
+            .any(|c| c.type_ == "Established" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+    assert!(established.is_some(), "the CRD never became Established");
 }
 
 fn tas_api(client: &Client, ns: &str, version: &str) -> Api<DynamicObject> {
@@ -373,22 +372,18 @@ async fn deployments_become_available_and_are_garbage_collected() {
         .await
         .expect("create");
 
-    let mut available = false;
-    for _ in 0..240 {
+    let available = wait::within(Duration::from_secs(60), async || {
         let d = deployments.get("web").await.expect("get");
         let status = d.status.unwrap_or_default();
-        if status.available_replicas == Some(2)
+        (status.available_replicas == Some(2)
             && status.conditions.unwrap_or_default().iter().any(|c| {
                 c.type_.as_deref() == Some("Available") && c.status.as_deref() == Some("True")
-            })
-        {
-            available = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+            }))
+        .then_some(())
+    })
+    .await;
     assert!(
-        available,
+        available.is_some(),
         "the Deployment never became Available\n{}",
         cp.logs()
     );
@@ -397,16 +392,17 @@ async fn deployments_become_available_and_are_garbage_collected() {
         .delete("owner", &DeleteParams::background())
         .await
         .expect("delete owner");
-    let mut collected = false;
-    for _ in 0..240 {
-        if deployments.get_opt("web").await.expect("get").is_none() {
-            collected = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let collected = wait::within(Duration::from_secs(60), async || {
+        deployments
+            .get_opt("web")
+            .await
+            .expect("get")
+            .is_none()
+            .then_some(())
+    })
+    .await;
     assert!(
-        collected,
+        collected.is_some(),
         "the garbage collector never removed the Deployment\n{}",
         cp.logs()
     );

@@ -12,6 +12,8 @@ use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
+use super::wait;
+
 /// The operator's certificate Secret (default `--cert-secret`).
 pub const CERT_SECRET: &str = "trustyai-operator-webhook-tls";
 /// Default `--validating-webhook-configuration`.
@@ -113,19 +115,17 @@ pub async fn wait_for_published_bundle(
     ns: &str,
     operator: &super::operator::Operator,
 ) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        if let Some(ca) = secret_field(client, ns, "ca.crt").await
-            && published_bundles(client)
-                .await
-                .iter()
-                .all(|b| b.as_deref() == Some(ca.as_slice()))
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!(
+    let published = wait::within(Duration::from_secs(60), async || {
+        let ca = secret_field(client, ns, "ca.crt").await?;
+        published_bundles(client)
+            .await
+            .iter()
+            .all(|b| b.as_deref() == Some(ca.as_slice()))
+            .then_some(())
+    })
+    .await;
+    assert!(
+        published.is_some(),
         "the CA bundle was not published within 60s:\n{}",
         operator.logs()
     );
@@ -145,21 +145,26 @@ pub async fn wait_for_webhooks_served(
     operator: &super::operator::Operator,
 ) {
     let started = Instant::now();
-    loop {
-        let Err(not_yet) = webhooks_answer(client, ns).await else {
-            eprintln!(
-                "the API server calls the webhooks after {:?}",
-                started.elapsed()
-            );
-            return;
-        };
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the API server did not call the webhooks within 60s ({not_yet}):\n{}",
-            operator.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let mut not_yet = String::new();
+    let served = wait::within(Duration::from_secs(60), async || {
+        match webhooks_answer(client, ns).await {
+            Ok(()) => Some(()),
+            Err(e) => {
+                not_yet = e;
+                None
+            }
+        }
+    })
+    .await;
+    assert!(
+        served.is_some(),
+        "the API server did not call the webhooks within 60s ({not_yet}):\n{}",
+        operator.logs()
+    );
+    eprintln!(
+        "the API server calls the webhooks after {:?}",
+        started.elapsed()
+    );
 }
 
 /// One round of [`wait_for_webhooks_served`]: the first answer that is not the webhooks'.
