@@ -174,6 +174,8 @@ fn values_table_documents_every_value() {
 
 #[tokio::test]
 async fn every_certificate_mode_renders_objects_the_api_server_accepts() {
+    // The dry run applies the chart's CRD over the live one, which other tests change.
+    let _crd = CRD.lock().await;
     let cp = ControlPlane::shared();
     // cert-manager's kinds, as minimal CRDs, so its Issuer and Certificate can be dry-run.
     let (ok, applied, err) = cp.kubectl(
@@ -1020,4 +1022,6 @@ async fn helm_uninstall_then_the_uninstall_command_leaves_no_namespace_terminati
         crds.get_opt(CRD_NAME).await.expect("read").is_some(),
         "the CRD stays"
     );
+    // The operator pointed the CRD's conversion at itself: the next test starts without it.
+    delete_crd(cp);
 }

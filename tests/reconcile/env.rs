@@ -22,7 +22,7 @@ use crate::support::ControlPlane;
 use crate::support::operator::Operator;
 use crate::support::wait;
 
-const TIMEOUT: Duration = Duration::from_secs(90);
+pub const TIMEOUT: Duration = Duration::from_secs(90);
 pub const DEFAULT_IMAGE: &str = "quay.io/trustyai/trustyai-service:latest";
 pub const OPERATOR_CONFIG: &str = "trustyai-service-operator-config";
 

@@ -230,3 +230,482 @@ async fn objects_stored_without_validation_keep_working_and_say_what_to_fix() {
     // And it can be deleted: the cleanup does not depend on a valid spec.
     env.delete_service(&ns, "legacy").await;
 }
+
+/// The Go operator's labels (§4.4 of the Go operator's reference: on the Deployment, its
+/// selector and its pods): its version sits in the immutable selector.
+fn go_labels(cr: &str) -> serde_json::Value {
+    json!({
+        "app": cr, "app.kubernetes.io/instance": cr, "app.kubernetes.io/name": cr,
+        "app.kubernetes.io/part-of": "trustyai", "app.kubernetes.io/version": "1.39.0"
+    })
+}
+
+/// The storage modes the Go operator renders differently.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum GoMode {
+    Pvc,
+    Database,
+    Migration,
+}
+
+/// The Deployment the Go operator writes for `cr` (its `deployment.tmpl.yaml`, with the images
+/// this operator resolves by default: the Go operator read them from the same ConfigMap keys).
+fn go_deployment(cr: &str, mode: GoMode, owner: Option<&TrustyAIService>) -> Deployment {
+    let labels = go_labels(cr);
+    let plain = |name: &str, value: &str| json!({"name": name, "value": value});
+    let secret = |name: &str, key: &str| json!({"name": name, "valueFrom": {"secretKeyRef": {"name": "db-creds", "key": key}}});
+    let mut env = vec![
+        plain(
+            "SERVICE_STORAGE_FORMAT",
+            if mode == GoMode::Pvc {
+                "PVC"
+            } else {
+                "DATABASE"
+            },
+        ),
+        plain("SERVICE_METRICS_SCHEDULE", "5s"),
+        plain("SERVICE_BATCH_SIZE", "5000"),
+    ];
+    if mode != GoMode::Database {
+        env.extend([
+            plain("STORAGE_DATA_FILENAME", "data.csv"),
+            plain("STORAGE_DATA_FOLDER", "/inputs"),
+            plain("SERVICE_DATA_FORMAT", "CSV"),
+        ]);
+    }
+    if mode == GoMode::Pvc {
+        env.push(plain("QUARKUS_HIBERNATE_ORM_ACTIVE", "false"));
+    }
+    if mode == GoMode::Migration {
+        env.extend([
+            plain("STORAGE_MIGRATION_CONFIG_FROM_FOLDER", "/inputs"),
+            plain("STORAGE_MIGRATION_CONFIG_FROM_FILENAME", "data.csv"),
+        ]);
+    }
+    if mode != GoMode::Pvc {
+        env.extend([
+            plain("QUARKUS_HIBERNATE_ORM_ACTIVE", "true"),
+            plain("QUARKUS_DATASOURCE_JDBC_MAX_SIZE", "16"),
+            secret("QUARKUS_DATASOURCE_DB_KIND", "databaseKind"),
+            secret("QUARKUS_DATASOURCE_USERNAME", "databaseUsername"),
+            secret("QUARKUS_DATASOURCE_PASSWORD", "databasePassword"),
+            secret("DATABASE_SERVICE", "databaseService"),
+            secret("DATABASE_PORT", "databasePort"),
+            secret("DATABASE_NAME", "databaseName"),
+            secret("QUARKUS_DATASOURCE_GENERATION", "databaseGeneration"),
+            plain(
+                "QUARKUS_DATASOURCE_JDBC_URL",
+                "jdbc:${QUARKUS_DATASOURCE_DB_KIND}://${DATABASE_SERVICE}:${DATABASE_PORT}/${DATABASE_NAME}",
+            ),
+            // The duplicate of migration mode: Kubernetes uses the last one.
+            plain("SERVICE_DATA_FORMAT", "HIBERNATE"),
+        ]);
+    }
+    let mut mounts =
+        vec![json!({"name": format!("{cr}-internal"), "mountPath": "/etc/tls/internal"})];
+    let mut volumes = vec![
+        json!({"name": format!("{cr}-tls"), "secret": {"secretName": format!("{cr}-tls")}}),
+        json!({"name": format!("{cr}-internal"), "secret": {"secretName": format!("{cr}-internal")}}),
+        json!({"name": "kube-rbac-proxy-config", "configMap": {"name": format!("{cr}-kube-rbac-proxy-config")}}),
+    ];
+    if mode != GoMode::Database {
+        mounts.push(json!({"name": "volume", "mountPath": "/inputs"}));
+        volumes.push(
+            json!({"name": "volume", "persistentVolumeClaim": {"claimName": format!("{cr}-pvc")}}),
+        );
+    }
+    let probe = |path: &str| json!({"httpGet": {"path": path, "port": 8080}, "initialDelaySeconds": 10, "periodSeconds": 5, "timeoutSeconds": 2});
+    let mut metadata = json!({
+        "name": cr, "labels": labels,
+        "annotations": {"deployment.kubernetes.io/revision": "1"}
+    });
+    if let Some(owner) = owner {
+        metadata["ownerReferences"] = json!([{
+            "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService",
+            "name": owner.name_any(), "uid": owner.uid().expect("uid"),
+            "controller": true, "blockOwnerDeletion": true
+        }]);
+    }
+    serde_json::from_value(json!({
+        "metadata": metadata,
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
+            "template": {
+                "metadata": {
+                    "labels": labels,
+                    "annotations": {"prometheus.io/path": "/q/metrics", "prometheus.io/scheme": "http",
+                                    "prometheus.io/scrape": "true"}
+                },
+                "spec": {
+                    "serviceAccountName": format!("{cr}-proxy"),
+                    "serviceAccount": format!("{cr}-proxy"),
+                    "containers": [
+                        {"name": "trustyai-service", "image": DEFAULT_IMAGE, "env": env,
+                         "readinessProbe": probe("/q/health/ready"), "livenessProbe": probe("/q/health/live"),
+                         "volumeMounts": mounts},
+                        {"name": "kube-rbac-proxy", "image": GO_PROXY_IMAGE,
+                         "args": ["--secure-listen-address=0.0.0.0:8443", "--upstream=http://127.0.0.1:8081/",
+                                  "--config-file=/etc/kube-rbac-proxy/config.yaml",
+                                  "--tls-cert-file=/etc/tls/private/tls.crt",
+                                  "--tls-private-key-file=/etc/tls/private/tls.key",
+                                  "--proxy-endpoints-port=9443", "--v=0"],
+                         "ports": [{"name": "https", "containerPort": 8443, "protocol": "TCP"},
+                                   {"name": "proxy-healthz", "containerPort": 9443, "protocol": "TCP"}],
+                         "resources": {"requests": {"cpu": "50m", "memory": "32Mi"},
+                                       "limits": {"cpu": "100m", "memory": "64Mi"}},
+                         "volumeMounts": [
+                             {"name": format!("{cr}-tls"), "mountPath": "/etc/tls/private", "readOnly": true},
+                             {"name": "kube-rbac-proxy-config", "mountPath": "/etc/kube-rbac-proxy", "readOnly": true}
+                         ]}
+                    ],
+                    "volumes": volumes
+                }
+            }
+        }
+    }))
+    .expect("the Go operator's Deployment")
+}
+
+/// The ServiceAccount the Go operator's pods run as (`<cr>-proxy`), owned like its Deployment.
+async fn go_service_account(env: &Env, ns: &str, owner: Option<&TrustyAIService>) {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let mut account: ServiceAccount = serde_json::from_value(
+        json!({"metadata": {"name": "tas-proxy", "labels": go_labels("tas")}}),
+    )
+    .expect("a ServiceAccount");
+    account.metadata.owner_references = owner.and_then(|owner| {
+        go_deployment("tas", GoMode::Pvc, Some(owner))
+            .metadata
+            .owner_references
+    });
+    env.api::<ServiceAccount>(ns)
+        .create(&PostParams::default(), &account)
+        .await
+        .expect("the Go operator's ServiceAccount");
+}
+
+/// The kube-rbac-proxy image this operator resolves when nothing names one.
+const GO_PROXY_IMAGE: &str = "quay.io/opendatahub/odh-kube-rbac-proxy:odh-stable";
+
+/// What must not change while our operator takes a Go operator's instance over.
+#[derive(Debug, PartialEq)]
+struct Running {
+    deployment: String,
+    replica_sets: Vec<String>,
+    pods: Vec<String>,
+    claim: Option<String>,
+}
+
+async fn running(env: &Env, ns: &str) -> Running {
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+    use kube::api::ListParams;
+    let uids = |items: Vec<Option<String>>| {
+        let mut uids: Vec<String> = items.into_iter().flatten().collect();
+        uids.sort();
+        uids
+    };
+    let list = ListParams::default();
+    Running {
+        deployment: env
+            .api::<Deployment>(ns)
+            .get("tas")
+            .await
+            .expect("Deployment")
+            .uid()
+            .expect("uid"),
+        replica_sets: uids(
+            env.api::<ReplicaSet>(ns)
+                .list(&list)
+                .await
+                .expect("ReplicaSets")
+                .items
+                .iter()
+                .map(|r| r.uid())
+                .collect(),
+        ),
+        pods: uids(
+            env.api::<Pod>(ns)
+                .list(&list)
+                .await
+                .expect("pods")
+                .items
+                .iter()
+                .map(|p| p.uid())
+                .collect(),
+        ),
+        claim: env
+            .api::<PersistentVolumeClaim>(ns)
+            .get_opt("tas-pvc")
+            .await
+            .expect("read")
+            .and_then(|c| c.uid()),
+    }
+}
+
+/// Until the Deployment `tas` in `ns` has one available replica and one pod.
+async fn go_pods_running(env: &Env, ns: &str) {
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::api::events::v1::Event;
+    let deployments = env.api::<Deployment>(ns);
+    let pods = env.api::<Pod>(ns);
+    let check = async || {
+        let deployment = deployments.get("tas").await.ok()?;
+        let available = deployment.status?.available_replicas? == 1;
+        let listed = pods.list(&Default::default()).await.ok()?.items.len() == 1;
+        (available && listed).then_some(())
+    };
+    if crate::support::wait::within(crate::env::TIMEOUT, check)
+        .await
+        .is_none()
+    {
+        // What kept them: the events of the namespace say it.
+        let events = env
+            .api::<Event>(ns)
+            .list(&Default::default())
+            .await
+            .expect("events");
+        let notes: Vec<String> = events
+            .items
+            .iter()
+            .map(|e| {
+                format!(
+                    "{:?} {:?}: {:?}",
+                    e.regarding.as_ref().and_then(|r| r.name.clone()),
+                    e.reason,
+                    e.note
+                )
+            })
+            .collect();
+        let account = env
+            .api::<k8s_openapi::api::core::v1::ServiceAccount>(ns)
+            .get_opt("tas-proxy")
+            .await
+            .expect("read");
+        panic!(
+            "{ns}: the Go operator's pod is not running:\n{}\nServiceAccount: {account:?}",
+            notes.join("\n")
+        );
+    }
+}
+
+#[tokio::test]
+async fn switching_from_the_go_operator_replaces_no_pod_in_any_storage_mode() {
+    use k8s_openapi::api::admissionregistration::v1::{
+        MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    };
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+    use kube::api::DeleteParams;
+    use trustyai_crds::contract::FINALIZER;
+
+    let env = Env::exclusive().await;
+    let credentials = json!({
+        "metadata": {"name": "db-creds"},
+        "stringData": {"databaseKind": "mariadb", "databaseUsername": "user", "databasePassword": "secret",
+                       "databaseService": "db", "databasePort": "3306", "databaseName": "trustyai",
+                       "databaseGeneration": "update"}
+    });
+    let specs = [
+        (
+            GoMode::Pvc,
+            json!({"storage": {"format": "PVC", "folder": "/inputs", "size": "1Gi"},
+                              "data": {"filename": "data.csv", "format": "CSV"}, "metrics": {"schedule": "5s"}}),
+        ),
+        (
+            GoMode::Database,
+            json!({"storage": {"format": "DATABASE", "databaseConfigurations": "db-creds"},
+                                   "metrics": {"schedule": "5s"}}),
+        ),
+        (
+            GoMode::Migration,
+            json!({"storage": {"format": "DATABASE", "folder": "/inputs", "size": "1Gi",
+                                                "databaseConfigurations": "db-creds"},
+                                    "data": {"filename": "data.csv", "format": "CSV"}, "metrics": {"schedule": "5s"}}),
+        ),
+    ];
+
+    // A v1alpha1 instance, created through v1alpha1 while the operator runs (it converts), over
+    // a Go operator's Deployment that was running before it.
+    let alpha = env.namespace("go-alpha").await;
+    env.volume_for(&alpha, "tas-pvc").await;
+    go_service_account(&env, &alpha, None).await;
+    env.api::<Deployment>(&alpha)
+        .create(
+            &PostParams::default(),
+            &go_deployment("tas", GoMode::Pvc, None),
+        )
+        .await
+        .expect("the Go operator's Deployment");
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "tas-pvc"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .expect("a PVC");
+    env.api::<PersistentVolumeClaim>(&alpha)
+        .create(&PostParams::default(), &claim)
+        .await
+        .expect("the Go operator's PVC");
+    go_pods_running(&env, &alpha).await;
+    let alpha_before = running(&env, &alpha).await;
+
+    // The Go operator's instances in the three storage modes, written while no operator of ours
+    // runs (its webhook registrations go with it; the restarted operator registers them again).
+    env.stop_operator();
+    let _ = Api::<ValidatingWebhookConfiguration>::all(env.client.clone())
+        .delete("trustyai-operator-validating", &DeleteParams::default())
+        .await;
+    let _ = Api::<MutatingWebhookConfiguration>::all(env.client.clone())
+        .delete("trustyai-operator-mutating", &DeleteParams::default())
+        .await;
+    let mut namespaces = Vec::new();
+    for (mode, spec) in &specs {
+        let ns = env.namespace(&format!("go-{mode:?}").to_lowercase()).await;
+        let secret: Secret = serde_json::from_value(credentials.clone()).expect("a Secret");
+        env.api::<Secret>(&ns)
+            .create(&PostParams::default(), &secret)
+            .await
+            .expect("the credentials");
+        let mut object = json!({
+            "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService",
+            "metadata": {"name": "tas", "finalizers": [FINALIZER]}, "spec": spec
+        });
+        if *mode == GoMode::Database {
+            object["spec"]["storage"]
+                .as_object_mut()
+                .expect("storage")
+                .remove("folder");
+        }
+        let tas: TrustyAIService = serde_json::from_value(object).expect("a TrustyAIService");
+        let tas = env
+            .services(&ns)
+            .create(&PostParams::default(), &tas)
+            .await
+            .expect("the Go operator's TrustyAIService");
+        if *mode != GoMode::Database {
+            env.volume_for(&ns, "tas-pvc").await;
+            let mut claim = claim.clone();
+            claim.metadata.owner_references = go_deployment("tas", *mode, Some(&tas))
+                .metadata
+                .owner_references;
+            env.api::<PersistentVolumeClaim>(&ns)
+                .create(&PostParams::default(), &claim)
+                .await
+                .expect("the Go operator's PVC");
+        }
+        go_service_account(&env, &ns, Some(&tas)).await;
+        env.api::<Deployment>(&ns)
+            .create(
+                &PostParams::default(),
+                &go_deployment("tas", *mode, Some(&tas)),
+            )
+            .await
+            .expect("the Go operator's Deployment");
+        namespaces.push((ns, *mode));
+    }
+    let mut before = Vec::new();
+    for (ns, _) in &namespaces {
+        go_pods_running(&env, ns).await;
+        before.push(running(&env, ns).await);
+    }
+
+    // Our operator takes over.
+    env.restart_operator();
+    let mut all: Vec<(String, Running)> = vec![(alpha.clone(), alpha_before)];
+    all.extend(namespaces.iter().map(|(ns, _)| ns.clone()).zip(before));
+    let alpha_tas: TrustyAIService = serde_json::from_value(json!({
+        "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService", "metadata": {"name": "tas"},
+        "spec": specs[0].1
+    }))
+    .expect("object");
+    let alpha_api = crate::env::dynamic_api(
+        &env.client,
+        &alpha,
+        "trustyai.opendatahub.io",
+        "v1alpha1",
+        "TrustyAIService",
+        "trustyaiservices",
+    );
+    let mut alpha_object = serde_json::to_value(&alpha_tas).expect("json");
+    alpha_object["apiVersion"] = json!("trustyai.opendatahub.io/v1alpha1");
+    alpha_api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(alpha_object).expect("object"),
+        )
+        .await
+        .expect("creating through v1alpha1");
+    for (ns, was) in &all {
+        let ready = env.wait_ready(ns, "tas").await;
+        assert_eq!(
+            condition(&ready, "Available").map(|c| c.status).as_deref(),
+            Some("True"),
+            "{ns}"
+        );
+        // Settled: a rollout the operator started would show in a later snapshot.
+        let now = env
+            .settled(&format!("{ns}: what runs"), || running(&env, ns))
+            .await;
+        assert_eq!(
+            &now, was,
+            "{ns}: the Deployment, its ReplicaSets, its pods and the claim stay"
+        );
+        let deployment = env
+            .api::<Deployment>(ns)
+            .get("tas")
+            .await
+            .expect("Deployment");
+        let decision = deployment
+            .annotations()
+            .get("trustyai.opendatahub.io/pod-template")
+            .cloned();
+        assert!(
+            decision.as_deref().is_some_and(|d| d.starts_with("kept:")),
+            "{ns}: {decision:?}"
+        );
+        // Said as it is: the Deployment existed, so no event calls it created; the one that
+        // belonged to no TrustyAIService (the v1alpha1 case) is reported adopted.
+        let events = env.api::<k8s_openapi::api::events::v1::Event>(ns);
+        let sentence = env
+            .wait(&format!("{ns}: an event naming the Deployment"), || async {
+                let list = events.list(&Default::default()).await.ok()?;
+                list.items.iter().find_map(|e| {
+                    let note = e.note.as_deref()?;
+                    note.split(". ")
+                        .find(|s| s.contains("Deployment tas"))
+                        .map(str::to_owned)
+                })
+            })
+            .await;
+        assert!(!sentence.starts_with("Created"), "{ns}: {sentence}");
+        if *ns == alpha {
+            assert!(
+                sentence.starts_with("Adopted (it existed)"),
+                "{ns}: {sentence}"
+            );
+        }
+    }
+
+    // A real change afterwards rolls the pods once, to this operator's template.
+    let (ns, _) = &namespaces[0];
+    env.services(ns)
+        .patch(
+            "tas",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"metrics": {"schedule": "10s"}}})),
+        )
+        .await
+        .expect("a change");
+    let deployments = env.api::<Deployment>(ns);
+    env.wait("the change rolled out", || async {
+        let deployment = deployments.get("tas").await.ok()?;
+        let rendered = deployment
+            .annotations()
+            .get("trustyai.opendatahub.io/pod-template")?
+            == "rendered";
+        let schedule = crate::env::env_value(&deployment, "SERVICE_METRICS_SCHEDULE")?;
+        (rendered && schedule == "10s").then_some(())
+    })
+    .await;
+}

@@ -95,19 +95,61 @@ fn trim_conditions(value: &mut Value) {
 
 /// Sets `value` at `pointer` in `target`, creating the objects on the way.
 fn insert_at(target: &mut Value, pointer: &str, value: Value) {
-    let mut keys = pointer.split('/').skip(1).peekable();
+    // Given away at the last step (the loop cannot tell the compiler it is the last).
+    let mut value = Some(value);
+    let mut keys = pointer
+        .split('/')
+        .skip(1)
+        .map(|key| key.replace("~1", "/").replace("~0", "~"))
+        .peekable();
     let mut current = target;
     while let Some(key) = keys.next() {
-        let Value::Object(map) = current else {
-            return;
+        let next = keys.peek();
+        let last = next.is_none();
+        let next_is_index = next.is_some_and(|next| next.parse::<usize>().is_ok());
+        // What a missing step holds: an array when the next step is an index.
+        let empty = || {
+            if next_is_index {
+                Value::Array(Vec::new())
+            } else {
+                Value::Object(serde_json::Map::new())
+            }
         };
-        if keys.peek().is_none() {
-            map.insert(key.to_owned(), value);
-            return;
-        }
-        current = map
-            .entry(key.to_owned())
-            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        current = match current {
+            Value::Object(map) if last => {
+                map.insert(key, value.take().unwrap_or_default());
+                return;
+            }
+            Value::Object(map) => map.entry(key).or_insert_with(empty),
+            // Indices are projected in order (`…/0/…` before `…/1/…`), so an item is either
+            // there or the next one.
+            Value::Array(items) => match key.parse::<usize>() {
+                Ok(index) if index < items.len() => match items.get_mut(index) {
+                    Some(item) if last => {
+                        *item = value.take().unwrap_or_default();
+                        return;
+                    }
+                    Some(item) => item,
+                    None => return,
+                },
+                Ok(index) if index == items.len() => {
+                    items.push(if last {
+                        value.take().unwrap_or_default()
+                    } else {
+                        empty()
+                    });
+                    if last {
+                        return;
+                    }
+                    match items.last_mut() {
+                        Some(item) => item,
+                        None => return,
+                    }
+                }
+                _ => return,
+            },
+            _ => return,
+        };
     }
 }
 
@@ -307,6 +349,33 @@ mod tests {
         let value = serde_json::to_value(&object).expect("value");
         let entry = cache.entry_for(&object.metadata, Some(&value), owner);
         cache.listed_object(Some("ns"), name, entry);
+    }
+
+    #[test]
+    fn projection_unescapes_keys_and_keeps_array_items_in_place() {
+        let projection = Projection(&[
+            "/metadata/annotations/example.com~1a",
+            "/spec/containers/0/name",
+            "/spec/containers/0/image",
+            "/spec/containers/1/name",
+            "/spec/containers/2/name",
+        ]);
+        let object = json!({
+            "metadata": {"annotations": {"example.com/a": "x", "b": "y"}},
+            "spec": {"containers": [{"name": "one", "image": "i", "env": []}, {"name": "two"}]}
+        });
+        let projected = projection.project(&object).expect("projected");
+        assert_eq!(
+            *projected,
+            json!({
+                "metadata": {"annotations": {"example.com/a": "x"}},
+                "spec": {"containers": [{"name": "one", "image": "i"}, {"name": "two"}]}
+            })
+        );
+        assert_eq!(
+            projected.pointer("/metadata/annotations/example.com~1a"),
+            Some(&json!("x"))
+        );
     }
 
     #[test]
