@@ -231,8 +231,8 @@ async fn objects_stored_without_validation_keep_working_and_say_what_to_fix() {
     env.delete_service(&ns, "legacy").await;
 }
 
-/// The Go operator's labels (§4.4 of the Go operator's reference: on the Deployment, its
-/// selector and its pods): its version sits in the immutable selector.
+/// The Go operator's labels, on its Deployment, the Deployment's selector and its pods: its
+/// version sits in the immutable selector.
 fn go_labels(cr: &str) -> serde_json::Value {
     json!({
         "app": cr, "app.kubernetes.io/instance": cr, "app.kubernetes.io/name": cr,
@@ -248,7 +248,7 @@ enum GoMode {
     Migration,
 }
 
-/// The Deployment the Go operator writes for `cr` (its `deployment.tmpl.yaml`, with the images
+/// The Deployment the Go operator writes for `cr` (its Deployment template, with the images
 /// this operator resolves by default: the Go operator read them from the same ConfigMap keys).
 fn go_deployment(cr: &str, mode: GoMode, owner: Option<&TrustyAIService>) -> Deployment {
     let labels = go_labels(cr);
