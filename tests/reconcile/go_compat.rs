@@ -386,6 +386,73 @@ async fn go_service_account(env: &Env, ns: &str, owner: Option<&TrustyAIService>
         .expect("the Go operator's ServiceAccount");
 }
 
+/// The Go operator's Services (`<cr>` and `<cr>-tls`), its kube-rbac-proxy ConfigMap and the
+/// status it wrote, for `tas` in `ns`; returns the uids of the objects.
+async fn go_other_objects(env: &Env, ns: &str, tas: &TrustyAIService) -> Vec<String> {
+    use k8s_openapi::api::core::v1::{ConfigMap, Service};
+    let owner = go_deployment("tas", GoMode::Pvc, Some(tas))
+        .metadata
+        .owner_references;
+    let mut with_component = go_labels("tas");
+    with_component["app.kubernetes.io/component"] = json!("kube-rbac-proxy");
+    let mut tls_labels = go_labels("tas");
+    tls_labels["trustyai-service-name"] = json!("tas");
+    let mut uids = Vec::new();
+    for service in [
+        json!({"metadata": {"name": "tas", "labels": go_labels("tas"),
+                            "annotations": {"prometheus.io/path": "/q/metrics", "prometheus.io/scheme": "http",
+                                            "prometheus.io/scrape": "true",
+                                            "service.beta.openshift.io/serving-cert-secret-name": "tas-internal"}},
+               "spec": {"type": "ClusterIP", "selector": go_labels("tas"),
+                        "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"},
+                                  {"name": "https", "port": 443, "targetPort": 4443, "protocol": "TCP"}]}}),
+        json!({"metadata": {"name": "tas-tls", "labels": tls_labels,
+                            "annotations": {"service.beta.openshift.io/serving-cert-secret-name": "tas-tls"}},
+               "spec": {"selector": {"app": "tas"},
+                        "ports": [{"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"}]}}),
+    ] {
+        let mut service: Service = serde_json::from_value(service).expect("a Service");
+        service.metadata.owner_references = owner.clone();
+        let created = env
+            .api::<Service>(ns)
+            .create(&PostParams::default(), &service)
+            .await
+            .expect("the Go operator's Service");
+        uids.extend(created.uid());
+    }
+    let config = "authorization:\n  resourceAttributes:\n    namespace: NS\n    apiGroup: \"\"\n    resource: services\n    resourceName: tas\n    verb: get\n"
+        .replace("NS", ns);
+    let mut map: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "tas-kube-rbac-proxy-config", "labels": with_component},
+        "data": {"config.yaml": config}
+    }))
+    .expect("a ConfigMap");
+    map.metadata.owner_references = owner;
+    let created = env
+        .api::<ConfigMap>(ns)
+        .create(&PostParams::default(), &map)
+        .await
+        .expect("the Go operator's ConfigMap");
+    uids.extend(created.uid());
+    // The status the Go operator wrote: Available since long ago.
+    env.services(ns)
+        .patch_status(
+            "tas",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "phase": "Ready", "ready": "True",
+                "conditions": [{"type": "Available", "status": "True", "reason": "AllComponentsReady",
+                                "message": "AllComponentsReady", "lastTransitionTime": GO_AVAILABLE_SINCE}]
+            }})),
+        )
+        .await
+        .expect("the Go operator's status");
+    uids
+}
+
+/// When the Go operator's instances became available.
+const GO_AVAILABLE_SINCE: &str = "2025-01-01T00:00:00Z";
+
 /// The kube-rbac-proxy image this operator resolves when nothing names one.
 const GO_PROXY_IMAGE: &str = "quay.io/opendatahub/odh-kube-rbac-proxy:odh-stable";
 
@@ -602,10 +669,11 @@ async fn switching_from_the_go_operator_replaces_no_pod_in_any_storage_mode() {
             )
             .await
             .expect("the Go operator's Deployment");
-        namespaces.push((ns, *mode));
+        let others = go_other_objects(&env, &ns, &tas).await;
+        namespaces.push((ns, *mode, others));
     }
     let mut before = Vec::new();
-    for (ns, _) in &namespaces {
+    for (ns, _, _) in &namespaces {
         go_pods_running(&env, ns).await;
         before.push(running(&env, ns).await);
     }
@@ -613,7 +681,7 @@ async fn switching_from_the_go_operator_replaces_no_pod_in_any_storage_mode() {
     // Our operator takes over.
     env.restart_operator();
     let mut all: Vec<(String, Running)> = vec![(alpha.clone(), alpha_before)];
-    all.extend(namespaces.iter().map(|(ns, _)| ns.clone()).zip(before));
+    all.extend(namespaces.iter().map(|(ns, _, _)| ns.clone()).zip(before));
     let alpha_tas: TrustyAIService = serde_json::from_value(json!({
         "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService", "metadata": {"name": "tas"},
         "spec": specs[0].1
@@ -688,7 +756,50 @@ async fn switching_from_the_go_operator_replaces_no_pod_in_any_storage_mode() {
     }
 
     // A real change afterwards rolls the pods once, to this operator's template.
-    let (ns, _) = &namespaces[0];
+    // The other objects the Go operator made stay (adopted, not made again), nothing is left
+    // beside them, and the status carries on from the Go operator's.
+    for (ns, _, others) in &namespaces {
+        use k8s_openapi::api::core::v1::{ConfigMap, Service};
+        let services = env
+            .api::<Service>(ns)
+            .list(&Default::default())
+            .await
+            .expect("Services");
+        let mut names: Vec<String> = services.items.iter().map(|s| s.name_any()).collect();
+        names.sort();
+        assert_eq!(names, ["tas", "tas-tls"], "{ns}: no other Service");
+        let mut uids: Vec<String> = services.items.iter().filter_map(|s| s.uid()).collect();
+        uids.extend(
+            env.api::<ConfigMap>(ns)
+                .get("tas-kube-rbac-proxy-config")
+                .await
+                .expect("the proxy ConfigMap")
+                .uid(),
+        );
+        let mut expected = others.clone();
+        expected.sort();
+        uids.sort();
+        assert_eq!(
+            uids, expected,
+            "{ns}: the Go operator's Services and ConfigMap are kept"
+        );
+        let status = env.services(ns).get("tas").await.expect("TrustyAIService");
+        let available = status
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Available"))
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(|t| t.0.to_string());
+        assert!(
+            available
+                .as_deref()
+                .is_some_and(|t| t.starts_with("2025-01-01")),
+            "{ns}: Available since the Go operator said so: {available:?}"
+        );
+    }
+
+    let (ns, _, _) = &namespaces[0];
     env.services(ns)
         .patch(
             "tas",

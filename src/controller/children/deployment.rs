@@ -42,6 +42,17 @@ pub const PROJECTION: Projection = Projection(&[
 /// `rendered` once this operator's template replaced it.
 pub const POD_TEMPLATE_ANNOTATION: &str = "trustyai.opendatahub.io/pod-template";
 const KEPT: &str = "kept:";
+
+/// Whether `deployment`'s pod template is the Go operator's, left as it ran: nothing this
+/// operator applied since rolled its pods.
+pub fn template_kept(deployment: &Deployment) -> bool {
+    deployment
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(POD_TEMPLATE_ANNOTATION))
+        .is_some_and(|decision| decision.starts_with(KEPT))
+}
 const RENDERED: &str = "rendered";
 
 /// The declaration.

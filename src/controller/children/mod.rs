@@ -59,6 +59,7 @@ use declaration::{Applying, Declaration, Kind, Mapping, Wanted, WatchSpec, ours}
 use inputs::Input;
 use memory::{AppliedMemory, Owner, Tracking};
 
+pub use deployment::template_kept;
 pub use pvc::ClaimApplied;
 
 /// Every child kind, in the order they are applied: identity and configuration first, then the

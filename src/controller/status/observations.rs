@@ -69,7 +69,10 @@ impl DeploymentObservation {
             (Some(generation), Some(observed)) => observed >= generation,
             (None, _) => true,
             (Some(_), None) => false,
-        };
+            // A pod template left as it ran (a Go operator's Deployment adopted in place) rolls
+            // nothing: the status describes the very pods the current spec keeps, so the first
+            // apply's new generation does not make it stale (and `Available` does not flap).
+        } || crate::controller::children::template_kept(deployment);
         Self {
             desired_replicas: deployment.spec.replicas.unwrap_or(1),
             ready_replicas: status.and_then(|s| s.ready_replicas).unwrap_or(0),
@@ -202,6 +205,24 @@ mod tests {
     #[allow(clippy::expect_used)]
     fn pod(statuses: serde_json::Value) -> Pod {
         serde_json::from_value(json!({"status": {"containerStatuses": statuses}})).expect("pod")
+    }
+
+    #[test]
+    fn a_kept_go_template_is_current_although_its_generation_moved() {
+        let with = |decision: &str| {
+            deployment(json!({
+                "metadata": {"name": "tas", "generation": 3,
+                             "annotations": {"trustyai.opendatahub.io/pod-template": decision}},
+                "spec": {"replicas": 1, "selector": {}, "template": {}},
+                "status": {"observedGeneration": 2, "readyReplicas": 1,
+                           "conditions": [{"type": "Available", "status": "True"}]}
+            }))
+        };
+        let kept = DeploymentObservation::from_deployment(&with("kept:2df0ce0d5c8daab9"), &[]);
+        assert!(kept.up_to_date && kept.is_ready());
+        // This operator's template applied: the new generation may roll the pods.
+        let rendered = DeploymentObservation::from_deployment(&with("rendered"), &[]);
+        assert!(!rendered.up_to_date);
     }
 
     #[test]
