@@ -177,8 +177,10 @@ pub type Render = fn(&Instance<'_>, &Inputs<'_>) -> Result<Vec<Wanted>, Reconcil
 pub type MustReplace = fn(&Value, &DynamicObject) -> bool;
 
 /// Adapts `desired` to fields of the live object (its projection) that must stay as they
-/// are: what lets an object made by someone else be adopted in place.
-pub type KeepLive = fn(&Value, &mut DynamicObject);
+/// are: what lets an object made by someone else be adopted in place. Returns whether this
+/// apply takes the object over from another operator (it is then reported `Adopted`, although
+/// its owner reference may already name this TrustyAIService).
+pub type KeepLive = fn(&Value, &mut DynamicObject) -> bool;
 
 /// How the kind is applied.
 #[derive(Debug, Clone, Copy)]

@@ -90,18 +90,18 @@ pub const DECLARATION: Declaration = Declaration {
 };
 
 /// Adapts the rendered Deployment to a Go operator's one (see the module documentation);
-/// changes nothing for any other.
-fn adopt_in_place(live: &Value, desired: &mut DynamicObject) {
+/// changes nothing for any other. Whether this is the first apply to it (the take-over).
+fn adopt_in_place(live: &Value, desired: &mut DynamicObject) -> bool {
     if !keep_selector(live, desired) {
-        return;
+        return false;
     }
     let template = template_fingerprint(desired);
     let kept = format!("{KEPT}{template}");
-    let decision = match live
+    let recorded = live
         .pointer("/metadata/annotations")
         .and_then(|a| a.get(POD_TEMPLATE_ANNOTATION))
-        .and_then(Value::as_str)
-    {
+        .and_then(Value::as_str);
+    let decision = match recorded {
         // First met: the pods stay when they run the images this operator would give them.
         // What else the template holds comes from the same TrustyAIService, which the Go
         // operator reconciled until it stopped.
@@ -123,6 +123,7 @@ fn adopt_in_place(live: &Value, desired: &mut DynamicObject) {
         .annotations
         .get_or_insert_with(Default::default)
         .insert(POD_TEMPLATE_ANNOTATION.to_owned(), decision);
+    recorded.is_none()
 }
 
 /// Whether the live containers run the images `desired` gives the containers of the same names.
@@ -242,7 +243,10 @@ mod tests {
     #[test]
     fn a_go_operators_pods_running_our_images_are_left_as_they_run() {
         let mut first = desired();
-        adopt_in_place(&go_live("svc:1", None), &mut first);
+        assert!(
+            adopt_in_place(&go_live("svc:1", None), &mut first),
+            "taken over"
+        );
         let kept = decision(&first).expect("recorded").to_owned();
         assert!(kept.starts_with(KEPT), "{kept}");
         assert_eq!(
@@ -259,7 +263,7 @@ mod tests {
 
         // Later reconciles with nothing changed keep them.
         let mut again = desired();
-        adopt_in_place(&go_live("svc:1", Some(&kept)), &mut again);
+        assert!(!adopt_in_place(&go_live("svc:1", Some(&kept)), &mut again));
         assert_eq!(decision(&again), Some(kept.as_str()));
         assert_eq!(again.data.pointer("/spec/template"), None);
     }
@@ -295,7 +299,7 @@ mod tests {
     fn our_own_deployment_gets_no_decision() {
         let ours = json!({"spec": {"selector": {"matchLabels": {"app": "tas", "app.kubernetes.io/part-of": "trustyai"}}}});
         let mut object = desired();
-        adopt_in_place(&ours, &mut object);
+        assert!(!adopt_in_place(&ours, &mut object));
         assert_eq!(object.data, desired().data);
         assert_eq!(decision(&object), None);
     }

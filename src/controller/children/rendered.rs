@@ -122,9 +122,10 @@ impl Child<'_> {
         let live = self.live(&api, &cached).await?;
         let mut live_rv = live.as_ref().and_then(|l| l.resource_version.clone());
         let mut object = wanted.object.clone();
-        if let (Some(keep_live), Some(live)) = (keep_live, &live) {
-            keep_live(&live.fields, &mut object);
-        }
+        let taken_over = match (keep_live, &live) {
+            (Some(keep_live), Some(live)) => keep_live(&live.fields, &mut object),
+            _ => false,
+        };
         if let (Some(must_replace), Some(live)) = (must_replace, &live)
             && must_replace(&live.fields, &object)
         {
@@ -134,9 +135,10 @@ impl Child<'_> {
         }
         let mut applied = apply::apply_after(&api, label, &object, live_rv).await?;
         // It existed, but not as this TrustyAIService's: the apply took it over.
-        let adopted = live
-            .as_ref()
-            .is_some_and(|l| !wanted.shared && l.owner.as_ref() != Some(&self.owner));
+        let adopted = taken_over
+            || live
+                .as_ref()
+                .is_some_and(|l| !wanted.shared && l.owner.as_ref() != Some(&self.owner));
         if adopted && applied.outcome == apply::Outcome::Changed {
             applied.outcome = apply::Outcome::Adopted;
         }
