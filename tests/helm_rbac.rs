@@ -146,7 +146,9 @@ async fn the_chart_rbac_is_sufficient_and_a_missing_verb_is_caught() {
         "--proxy-cluster-role",
         "rbac-trustyai-operator-proxy",
     ];
-    let mut operator = Operator::start_as(cp, &kubeconfig, &ns, &flags);
+    let mut operator = Operator::launch(cp, &ns, &flags)
+        .kubeconfig(&kubeconfig)
+        .start();
     operator.wait_ready(Duration::from_secs(90));
 
     let apps = cp.namespace(&client, "chart-rbac-apps").await;

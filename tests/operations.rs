@@ -173,7 +173,10 @@ async fn stop(mut operator: Operator) {
 }
 
 fn start(cp: &ControlPlane, ns: &str, webhook: u16, ops: u16, extra: &[&str]) -> Operator {
-    Operator::start_at(cp, ns, webhook, ops, &cp.kubeconfig, extra)
+    Operator::launch(cp, ns, extra)
+        .webhook_port(webhook)
+        .ops_port(ops)
+        .start()
 }
 
 // --- TLS and raw HTTP/1.1 -----------------------------------------------------------------
@@ -1386,7 +1389,9 @@ async fn readyz_is_false_before_the_certificate_is_loaded_and_while_draining() {
     // The registrations must exist for the caBundle (the other readiness check) to publish.
     let mut flags = vec!["--drain-timeout", "10s", "--create-webhook-configurations"];
     flags.extend(ELECTION_FLAGS);
-    let mut operator = Operator::start_at(cp, &ns, free_port(), free_port(), &kubeconfig, &flags);
+    let mut operator = Operator::launch(cp, &ns, &flags)
+        .kubeconfig(&kubeconfig)
+        .start();
     let ops = operator.ops_port;
 
     let first = wait::until_showing(

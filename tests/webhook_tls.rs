@@ -254,8 +254,16 @@ async fn two_replicas_starting_together_share_one_ca() {
         "--create-webhook-configurations",
     ];
     let (mut a, mut b) = std::thread::scope(|s| {
-        let a = s.spawn(|| Operator::start_on(cp, &ns, port_a, &flags));
-        let b = s.spawn(|| Operator::start_on(cp, &ns, port_b, &flags));
+        let a = s.spawn(|| {
+            Operator::launch(cp, &ns, &flags)
+                .webhook_port(port_a)
+                .start()
+        });
+        let b = s.spawn(|| {
+            Operator::launch(cp, &ns, &flags)
+                .webhook_port(port_b)
+                .start()
+        });
         (a.join().expect("start a"), b.join().expect("start b"))
     });
     a.wait_ready(Duration::from_secs(60));

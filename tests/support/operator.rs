@@ -61,46 +61,73 @@ pub fn http_get_accepting(
     Some((code, content_type, body.to_string()))
 }
 
+/// An operator about to start: its namespace and flags, and what may be chosen beyond them
+/// (ports a restarted replica keeps, a kubeconfig that impersonates a ServiceAccount or points at
+/// a front for the API server). [`Operator::start`] is the usual case.
+pub struct Launch<'a> {
+    cp: &'a ControlPlane,
+    namespace: &'a str,
+    extra: &'a [&'a str],
+    webhook_port: Option<u16>,
+    ops_port: Option<u16>,
+    kubeconfig: Option<&'a std::path::Path>,
+}
+
+impl<'a> Launch<'a> {
+    /// The webhook port (default: a free one).
+    pub fn webhook_port(mut self, port: u16) -> Self {
+        self.webhook_port = Some(port);
+        self
+    }
+
+    /// The ops port (default: a free one).
+    pub fn ops_port(mut self, port: u16) -> Self {
+        self.ops_port = Some(port);
+        self
+    }
+
+    /// The kubeconfig (default: the control plane's admin one).
+    pub fn kubeconfig(mut self, kubeconfig: &'a std::path::Path) -> Self {
+        self.kubeconfig = Some(kubeconfig);
+        self
+    }
+
+    /// Starts the binary.
+    pub fn start(self) -> Operator {
+        Operator::spawn(
+            self.cp,
+            self.namespace,
+            self.webhook_port.unwrap_or_else(free_port),
+            self.ops_port.unwrap_or_else(free_port),
+            self.kubeconfig.unwrap_or(&self.cp.kubeconfig),
+            self.extra,
+        )
+    }
+}
+
 impl Operator {
     /// Starts the operator with its namespace `namespace` and the given extra flags.
     pub fn start(cp: &ControlPlane, namespace: &str, extra: &[&str]) -> Operator {
-        Self::start_on(cp, namespace, free_port(), extra)
+        Self::launch(cp, namespace, extra).start()
     }
 
-    /// As [`Operator::start`], with a chosen webhook port.
-    pub fn start_on(
-        cp: &ControlPlane,
-        namespace: &str,
-        webhook_port: u16,
-        extra: &[&str],
-    ) -> Operator {
-        Self::start_with(cp, &cp.kubeconfig, namespace, webhook_port, extra)
+    /// As [`Operator::start`], with ports or a kubeconfig to choose before [`Launch::start`].
+    pub fn launch<'a>(
+        cp: &'a ControlPlane,
+        namespace: &'a str,
+        extra: &'a [&'a str],
+    ) -> Launch<'a> {
+        Launch {
+            cp,
+            namespace,
+            extra,
+            webhook_port: None,
+            ops_port: None,
+            kubeconfig: None,
+        }
     }
 
-    /// As [`Operator::start`], with another kubeconfig (for example one that impersonates a
-    /// ServiceAccount).
-    pub fn start_as(
-        cp: &ControlPlane,
-        kubeconfig: &std::path::Path,
-        namespace: &str,
-        extra: &[&str],
-    ) -> Operator {
-        Self::start_with(cp, kubeconfig, namespace, free_port(), extra)
-    }
-
-    fn start_with(
-        cp: &ControlPlane,
-        kubeconfig: &std::path::Path,
-        namespace: &str,
-        webhook_port: u16,
-        extra: &[&str],
-    ) -> Operator {
-        Self::start_at(cp, namespace, webhook_port, free_port(), kubeconfig, extra)
-    }
-
-    /// With a chosen webhook port, ops port and kubeconfig (a restarted replica keeps both
-    /// ports; a kubeconfig may point at a front for the API server).
-    pub fn start_at(
+    fn spawn(
         cp: &ControlPlane,
         namespace: &str,
         webhook_port: u16,
