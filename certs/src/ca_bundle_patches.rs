@@ -310,21 +310,32 @@ pub type LiveEntry = (String, ClientConfig);
 
 /// The entries of a ValidatingWebhookConfiguration.
 pub fn validating_entries(config: &admission::ValidatingWebhookConfiguration) -> Vec<LiveEntry> {
-    config
-        .webhooks
-        .iter()
-        .flatten()
-        .map(|w| (w.name.clone(), ClientConfig::from(&w.client_config)))
-        .collect()
+    entries(
+        config
+            .webhooks
+            .iter()
+            .flatten()
+            .map(|w| (&w.name, &w.client_config)),
+    )
 }
 
 /// The entries of a MutatingWebhookConfiguration.
 pub fn mutating_entries(config: &admission::MutatingWebhookConfiguration) -> Vec<LiveEntry> {
-    config
-        .webhooks
-        .iter()
-        .flatten()
-        .map(|w| (w.name.clone(), ClientConfig::from(&w.client_config)))
+    entries(
+        config
+            .webhooks
+            .iter()
+            .flatten()
+            .map(|w| (&w.name, &w.client_config)),
+    )
+}
+
+/// The two kinds' webhooks have the same name and client config fields, in different types.
+fn entries<'a>(
+    webhooks: impl Iterator<Item = (&'a String, &'a admission::WebhookClientConfig)>,
+) -> Vec<LiveEntry> {
+    webhooks
+        .map(|(name, client_config)| (name.clone(), ClientConfig::from(client_config)))
         .collect()
 }
 
