@@ -35,9 +35,7 @@ const TEST_FINALIZER: &str = "tests.trustyai.opendatahub.io/hold";
 
 // --- helpers ------------------------------------------------------------------------------
 
-fn pvc_spec() -> Value {
-    json!({"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}})
-}
+use support::samples::minimal as pvc_spec;
 
 fn db_spec() -> Value {
     json!({"storage": {"format": "DATABASE"}, "metrics": {"schedule": "5s"}})

@@ -339,7 +339,7 @@ async fn install_upgrade_and_uninstall_keep_the_crd_and_every_trustyaiservice() 
     let tas = tas_api(&client, &ns, "v1");
     let keep_me: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService", "metadata": {"name": "keep-me"},
-        "spec": {"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}}
+        "spec": support::samples::minimal()
     }))
     .expect("tas");
     // The API server reloads webhook registrations from a watch: until it has seen the upgrade,
@@ -889,8 +889,7 @@ async fn helm_uninstall_then_the_uninstall_command_leaves_no_namespace_terminati
     let tas: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService",
         "metadata": {"name": "tas"},
-        "spec": {"storage": {"format": "DATABASE", "databaseConfigurations": "db-creds"},
-                 "metrics": {"schedule": "5s"}},
+        "spec": support::samples::database("db-creds"),
     }))
     .expect("object");
     services

@@ -71,7 +71,7 @@ fn tas(version: &str, name: &str) -> DynamicObject {
     serde_json::from_value(json!({
         "apiVersion": format!("trustyai.opendatahub.io/{version}"), "kind": "TrustyAIService",
         "metadata": {"name": name},
-        "spec": {"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}}
+        "spec": support::samples::minimal()
     }))
     .expect("object")
 }

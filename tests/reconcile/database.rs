@@ -15,13 +15,8 @@ use crate::env::{Env, condition, env_value, service_container};
 async fn database_mode_reports_bad_credentials_and_recovers() {
     let env = Env::shared().await;
     let ns = env.namespace("db").await;
-    env.create(
-        &ns,
-        "tas",
-        json!({"storage": {"format": "DATABASE", "databaseConfigurations": "db-creds"},
-               "metrics": {"schedule": "5s"}}),
-    )
-    .await;
+    env.create(&ns, "tas", crate::support::samples::database("db-creds"))
+        .await;
 
     let missing = env
         .wait_condition(

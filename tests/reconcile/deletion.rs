@@ -236,13 +236,8 @@ async fn a_cleanup_that_keeps_failing_holds_the_deletion_until_its_deadline() {
 async fn uninstall_without_the_operator_releases_deletions_and_leaves_nothing_of_ours() {
     let env = Env::exclusive().await;
     let ns = env.namespace("uninstall").await;
-    env.create(
-        &ns,
-        "tas",
-        json!({"storage": {"format": "DATABASE", "databaseConfigurations": "db-creds"},
-               "metrics": {"schedule": "5s"}}),
-    )
-    .await;
+    env.create(&ns, "tas", crate::support::samples::database("db-creds"))
+        .await;
     let bindings = Api::<ClusterRoleBinding>::all(env.client.clone());
     let binding = format!("tas-{ns}-proxy-rolebinding");
     env.wait("the proxy's ClusterRoleBinding", || async {

@@ -359,9 +359,7 @@ pub fn condition(object: &TrustyAIService, type_: &str) -> Option<Cond> {
         })
 }
 
-pub fn pvc_spec() -> Value {
-    json!({"storage": {"format": "PVC", "size": "1Gi"}, "metrics": {"schedule": "5s"}})
-}
+pub use crate::support::samples::pvc as pvc_spec;
 
 pub fn env_value(deployment: &Deployment, name: &str) -> Option<String> {
     service_container(deployment)

@@ -51,9 +51,7 @@ pub fn tas(version: &str, name: &str, spec: Value) -> DynamicObject {
 }
 
 /// The smallest valid spec.
-pub fn minimal_spec() -> Value {
-    json!({"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}})
-}
+pub use super::samples::minimal as minimal_spec;
 
 /// Violations of three rules that only the validating webhook checks: the schema and CEL accept
 /// them.
