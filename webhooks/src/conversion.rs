@@ -21,10 +21,8 @@ use kube::core::Status;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
-use trustyai_crds::contract::{
-    CONVERSION_PRESERVED_ANNOTATION, DEPRECATED_VERSION, GROUP, STORAGE_VERSION,
-};
-use trustyai_crds::conversion::{ConversionError, convert_object_owned, describe};
+use trustyai_crds::contract::CONVERSION_PRESERVED_ANNOTATION;
+use trustyai_crds::conversion::{ConversionError, convert_object_owned, describe, is_served};
 
 use crate::limits::MALFORMED;
 use crate::observe::{Endpoint, Outcome, WebhookState};
@@ -228,12 +226,6 @@ fn answer(body: &[u8]) -> Result<(String, usize, Vec<u8>), Failure> {
     }
     answer.out.extend_from_slice(b"]}}");
     Ok((desired.to_owned(), answer.count, answer.out))
-}
-
-fn is_served(api_version: &str) -> bool {
-    api_version.split_once('/').is_some_and(|(group, version)| {
-        group == GROUP && (version == STORAGE_VERSION || version == DEPRECATED_VERSION)
-    })
 }
 
 /// The answer, written while the review is read.

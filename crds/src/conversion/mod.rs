@@ -168,6 +168,11 @@ impl Version {
     }
 }
 
+/// Whether `api_version` is one of the two versions this converter serves.
+pub fn is_served(api_version: &str) -> bool {
+    Version::from_api_version(api_version).is_some()
+}
+
 /// Whether the JSON pointer `pointer` is at or below a `spec` field only v1 has (e.g.
 /// `/spec/storage/retention`): a v1alpha1 object must not be given it.
 pub fn is_v1_only_spec_pointer(pointer: &str) -> bool {

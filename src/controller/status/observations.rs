@@ -62,17 +62,18 @@ impl DeploymentObservation {
             .any(|c| {
                 c.type_.as_deref() == Some("Available") && c.status.as_deref() == Some("True")
             });
-        let up_to_date = match (
-            deployment.metadata.generation,
-            status.and_then(|s| s.observed_generation),
-        ) {
-            (Some(generation), Some(observed)) => observed >= generation,
-            (None, _) => true,
-            (Some(_), None) => false,
-            // A pod template left as it ran (a Go operator's Deployment adopted in place) rolls
-            // nothing: the status describes the very pods the current spec keeps, so the first
-            // apply's new generation does not make it stale (and `Available` does not flap).
-        } || crate::controller::children::template_kept(deployment);
+        // A pod template left as it ran (a Go operator's Deployment adopted in place) rolls
+        // nothing: the status describes the very pods the current spec keeps, so the first
+        // apply's new generation does not make it stale (and `Available` does not flap).
+        let up_to_date = crate::controller::children::template_kept(deployment)
+            || match (
+                deployment.metadata.generation,
+                status.and_then(|s| s.observed_generation),
+            ) {
+                (Some(generation), Some(observed)) => observed >= generation,
+                (None, _) => true,
+                (Some(_), None) => false,
+            };
         Self {
             desired_replicas: deployment.spec.replicas.unwrap_or(1),
             ready_replicas: status.and_then(|s| s.ready_replicas).unwrap_or(0),
