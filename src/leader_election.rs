@@ -118,6 +118,8 @@ async fn elect(
 ) {
     let mut last_seen: Option<(Observed, Instant)> = None;
     let mut last_renewed: Option<Instant> = None;
+    // The lease as this replica last wrote it, while it leads: renewing it needs no read.
+    let mut held: Option<Lease> = None;
     loop {
         let was_leading = *leading.borrow();
         if was_leading && last_renewed.is_some_and(|t| t.elapsed() >= config.renew_deadline) {
@@ -129,7 +131,14 @@ async fn elect(
         // A renewal counts from when it was sent, not answered: the write may have happened
         // anywhere in between, and others time the lease from when they see it change.
         let sent = Instant::now();
-        let outcome = tokio::time::timeout(budget, attempt(&api, &config, &mut last_seen)).await;
+        if !was_leading {
+            held = None;
+        }
+        let outcome = tokio::time::timeout(
+            budget,
+            attempt(&api, &config, &mut last_seen, &mut held),
+        )
+        .await;
         match outcome
             .unwrap_or_else(|_| Err(kube::Error::Service("lease request timed out".into())))
         {
@@ -180,11 +189,33 @@ fn attempt_budget(leading: bool, last_renewed: Option<Instant>, config: &LeaderC
 }
 
 /// One look at the lease: acquire or renew it if allowed. `Ok(true)` while we hold it.
+///
+/// `held` is the lease as this replica last wrote it (taken, and set again on each
+/// successful write). It is renewed without reading it first; if someone else wrote the
+/// lease since, the write is a conflict and the lease is read and judged as usual.
 async fn attempt(
     api: &Api<Lease>,
     config: &LeaderConfig,
     last_seen: &mut Option<(Observed, Instant)>,
+    held: &mut Option<Lease>,
 ) -> Result<bool, kube::Error> {
+    if let Some(mut lease) = held.take() {
+        let previous = lease.spec.take();
+        lease.spec = Some(held_spec(config, previous.as_ref()));
+        match api
+            .replace(&config.lease_name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(written) => {
+                *held = Some(written);
+                return Ok(true);
+            }
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                tracing::debug!("the lease changed since this replica wrote it; reading it");
+            }
+            Err(e) => return Err(e),
+        }
+    }
     let Some(mut lease) = api.get_opt(&config.lease_name).await? else {
         let lease = Lease {
             metadata: ObjectMeta {
@@ -194,7 +225,10 @@ async fn attempt(
             spec: Some(held_spec(config, None)),
         };
         return match api.create(&PostParams::default(), &lease).await {
-            Ok(_) => Ok(true),
+            Ok(written) => {
+                *held = Some(written);
+                Ok(true)
+            }
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
             Err(e) => Err(e),
         };
@@ -234,7 +268,10 @@ async fn attempt(
                 .replace(&config.lease_name, &PostParams::default(), &lease)
                 .await
             {
-                Ok(_) => Ok(true),
+                Ok(written) => {
+                    *held = Some(written);
+                    Ok(true)
+                }
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
                 Err(e) => Err(e),
             }
@@ -364,6 +401,69 @@ mod tests {
             decide(&observed(Some("other")), "me", LEASE, LEASE),
             Step::Acquire
         );
+    }
+
+    const LEASE_PATH: &str = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/lease";
+
+    fn held_by(holder: &str, version: &str) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "lease", "namespace": "ns", "resourceVersion": version},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15},
+        })
+    }
+
+    #[tokio::test]
+    async fn the_holder_renews_without_reading_the_lease_first() {
+        use crate::controller::mock_api::{MockApi, Step};
+        use http::Method;
+        let (mock, client) = MockApi::new([
+            Step::get_absent(LEASE_PATH),
+            Step::write(
+                Method::POST,
+                "/apis/coordination.k8s.io/v1/namespaces/ns/leases",
+            ),
+            Step::write(Method::PUT, LEASE_PATH),
+            Step::write(Method::PUT, LEASE_PATH),
+        ]);
+        let api: Api<Lease> = Api::namespaced(client, "ns");
+        let config = timing();
+        let (mut seen, mut held) = (None, None);
+        for _ in 0..3 {
+            assert!(matches!(
+                attempt(&api, &config, &mut seen, &mut held).await,
+                Ok(true)
+            ));
+        }
+        let renewals: Vec<_> = mock.requests().into_iter().skip(2).collect();
+        assert!(renewals.iter().all(|r| r.method == Method::PUT), "{renewals:?}");
+        let version = |r: &crate::controller::mock_api::Recorded| {
+            r.body.as_ref().map(|b| b["metadata"]["resourceVersion"].clone())
+        };
+        // Each renewal carries the version the previous write returned.
+        assert_ne!(version(&renewals[0]), version(&renewals[1]));
+        assert_eq!(
+            renewals[1].body.as_ref().map(|b| b["spec"]["holderIdentity"].clone()),
+            Some(serde_json::json!("me"))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_renewal_that_conflicts_reads_the_lease_and_judges_it_again() {
+        use crate::controller::mock_api::{MockApi, Step, failure};
+        use http::Method;
+        let (_mock, client) = MockApi::new([
+            Step::answer(Method::PUT, LEASE_PATH, 409, failure(409, "Conflict", "changed")),
+            Step::get(LEASE_PATH, held_by("someone-else", "9")),
+        ]);
+        let api: Api<Lease> = Api::namespaced(client, "ns");
+        let config = timing();
+        let mut held = serde_json::from_value::<Lease>(held_by("me", "3")).ok();
+        let mut seen = None;
+        let outcome = attempt(&api, &config, &mut seen, &mut held).await;
+        assert!(matches!(outcome, Ok(false)), "{outcome:?}");
+        assert!(held.is_none(), "the next attempt reads again");
     }
 
     #[test]

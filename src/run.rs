@@ -478,18 +478,19 @@ async fn start_certificates(
                 let regarding = ensured.secret.object_ref(&());
                 trustyai_certs::publish_warnings(&recorder, &regarding, &ensured.warnings).await;
             }
+            let judged = ensured.judged();
             let (tx, rx) = watch::channel(ensured.material);
-            let (client, ns, name, names, stop) = (
-                client.clone(),
-                args.names.namespace.clone(),
-                args.names.cert_secret.clone(),
-                names.clone(),
-                stop.clone(),
-            );
+            let secret = trustyai_certs::CertificateSecret {
+                namespace: args.names.namespace.clone(),
+                name: args.names.cert_secret.clone(),
+                names: names.clone(),
+                lifetimes,
+            };
+            let (client, stop) = (client.clone(), stop.clone());
             tasks.spawn(async move {
                 tokio::select! {
                     _ = stop.cancelled() => (Task::CertificateMaintenance, Ok(())),
-                    result = trustyai_certs::maintain_secret(client, ns, name, names, lifetimes, tx, Some(recorder)) => {
+                    result = trustyai_certs::maintain_secret(client, secret, tx, Some(recorder), Some(judged)) => {
                         (Task::CertificateMaintenance, Err(result.err().map_or(TaskError::EndedUnexpectedly, TaskError::Certificates)))
                     }
                 }

@@ -108,6 +108,10 @@ struct ProxyState {
 async fn forward(State(state): State<ProxyState>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let key = classify(&parts.method, parts.uri.path(), parts.uri.query());
+    if std::env::var_os("TRUSTYAI_BENCH_TRACE_REQUESTS").is_some() {
+        // One line per request on stderr, for finding out where a count comes from.
+        eprintln!("request {key}: {} {}", parts.method, parts.uri);
+    }
     if let Ok(mut counts) = state.counts.0.lock() {
         *counts.entry(key).or_default() += 1;
     }

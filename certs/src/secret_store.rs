@@ -118,6 +118,39 @@ pub struct Ensured {
     pub recheck_at: Option<OffsetDateTime>,
 }
 
+impl Ensured {
+    /// What [`maintain_secret`] needs to know about this result so as not to judge the same
+    /// Secret again at once.
+    pub fn judged(&self) -> Judged {
+        Judged {
+            resource_version: self.secret.metadata.resource_version.clone(),
+            recheck_at: self.recheck_at,
+        }
+    }
+}
+
+/// The certificate Secret to keep good: where it is, and what it must hold.
+#[derive(Debug, Clone)]
+pub struct CertificateSecret {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// The names the serving certificate must cover.
+    pub names: ServiceNames,
+    /// How long the CA and the serving certificate live, and their overlap.
+    pub lifetimes: Lifetimes,
+}
+
+/// A version of the certificate Secret already judged good, and when it next needs attention.
+#[derive(Debug, Clone, Default)]
+pub struct Judged {
+    /// The Secret's resourceVersion when it was judged.
+    pub resource_version: Option<String>,
+    /// When the material next needs attention (renewal or a rotation step).
+    pub recheck_at: Option<OffsetDateTime>,
+}
+
 struct Target<'a> {
     api: Api<Secret>,
     namespace: &'a str,
@@ -361,19 +394,30 @@ fn push_if_valid(secret: &Secret, tx: &watch::Sender<TlsMaterial>) {
 /// Runs on every replica; writes are serialised by resourceVersion (see [`ensure_secret`]).
 pub async fn maintain_secret(
     client: Client,
-    namespace: String,
-    name: String,
-    names: ServiceNames,
-    lifetimes: Lifetimes,
+    secret: CertificateSecret,
     tx: watch::Sender<TlsMaterial>,
     recorder: Option<Recorder>,
+    judged: Option<Judged>,
 ) -> Result<(), StoreError> {
+    let CertificateSecret {
+        namespace,
+        name,
+        names,
+        lifetimes,
+    } = secret;
     let span = info_span!("maintain_secret", kind = "Secret", %namespace, %name);
     async move {
         let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
         let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
         let mut events = watcher::watcher(api, config).default_backoff().boxed();
-        let mut next = tokio::time::Instant::now();
+        // What the caller already judged is not judged again until it changes or is due.
+        let (mut judged_version, mut next) = match judged {
+            Some(judged) => (
+                judged.resource_version,
+                tokio::time::Instant::now() + until(judged.recheck_at),
+            ),
+            None => (None, tokio::time::Instant::now()),
+        };
         let mut retry = RETRY;
         loop {
             tokio::select! {
@@ -383,9 +427,12 @@ pub async fn maintain_secret(
                     Some(Err(error)) => warn!(error = &error as &dyn std::error::Error, "watching the certificate Secret failed; retrying"),
                     Some(Ok(Event::Apply(secret) | Event::InitApply(secret))) => {
                         push_if_valid(&secret, &tx);
-                        next = next.min(tokio::time::Instant::now() + DEBOUNCE);
+                        if judged_version.is_none() || secret.metadata.resource_version != judged_version {
+                            next = next.min(tokio::time::Instant::now() + DEBOUNCE);
+                        }
                     }
                     Some(Ok(Event::Delete(_))) => {
+                        judged_version = None;
                         warn!("the certificate Secret was deleted; recreating it");
                         next = next.min(tokio::time::Instant::now() + DEBOUNCE);
                     }
@@ -403,6 +450,7 @@ pub async fn maintain_secret(
                                 publish_warnings(recorder, &regarding, &ensured.warnings).await;
                             }
                             next = tokio::time::Instant::now() + until(ensured.recheck_at);
+                            judged_version = ensured.secret.metadata.resource_version;
                         }
                         Err(error) => {
                             warn!(error = &error as &dyn std::error::Error, retry_in = ?retry, "maintaining the certificate Secret failed");

@@ -25,7 +25,7 @@ use tokio::sync::watch;
 use trustyai_certs::ca_bundle_patches::{LiveConversion, mutating_entries, validating_entries};
 use trustyai_certs::{
     CABUNDLE_FIELD_MANAGER, Lifetimes, PublishTargets, ServiceNames, WebhookEndpoint, chains_to,
-    ensure_secret, maintain_secret, publish_once, run_publisher,
+    CertificateSecret, ensure_secret, maintain_secret, publish_once, run_publisher,
 };
 
 const SECRET: &str = "webhook-tls";
@@ -152,10 +152,12 @@ async fn the_maintainer_serves_only_valid_material_and_recreates_a_deleted_secre
     let (tx, mut rx) = watch::channel(first.material.clone());
     let task = tokio::spawn(maintain_secret(
         client.clone(),
-        ns.clone(),
-        SECRET.into(),
-        names(&ns),
-        Lifetimes::default(),
+        CertificateSecret {
+            namespace: ns.clone(),
+            name: SECRET.into(),
+            names: names(&ns),
+            lifetimes: Lifetimes::default(),
+        },
         tx,
         Some(Recorder::new(
             client.clone(),
@@ -164,6 +166,7 @@ async fn the_maintainer_serves_only_valid_material_and_recreates_a_deleted_secre
                 instance: None,
             },
         )),
+        Some(first.judged()),
     ));
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(!rx.has_changed().expect("open"), "nothing changed yet");
@@ -484,11 +487,14 @@ async fn the_maintainer_walks_a_ca_rotation_with_overlap() {
     let (tx, mut rx) = watch::channel(first.material.clone());
     let task = tokio::spawn(maintain_secret(
         client.clone(),
-        ns.clone(),
-        SECRET.into(),
-        names(&ns),
-        lifetimes,
+        CertificateSecret {
+            namespace: ns.clone(),
+            name: SECRET.into(),
+            names: names(&ns),
+            lifetimes,
+        },
         tx,
+        None,
         None,
     ));
     let count = |pem: &str| pem.matches("BEGIN CERTIFICATE").count();

@@ -90,6 +90,16 @@ impl Step {
         )
     }
 
+    /// `method` on `path` (a create or a replace), answered with the object written at a new
+    /// resourceVersion.
+    pub fn write(method: Method, path: &str) -> Self {
+        Self {
+            method,
+            path: path.to_owned(),
+            answer: Answer::Echo,
+        }
+    }
+
     /// A GET of `path` answered with `object`.
     pub fn get(path: &str, object: Value) -> Self {
         Self::answer(Method::GET, path, 200, object)

@@ -54,6 +54,6 @@ pub use context::ControllerConfig;
 pub use runner::{ControllerError, run_controller};
 
 #[cfg(test)]
-mod mock_api;
+pub(crate) mod mock_api;
 #[cfg(test)]
 mod test_support;
