@@ -20,6 +20,7 @@ use trustyai_webhooks::{
 };
 
 use crate::cli::RunArgs;
+use crate::controller::children::process_watches::ProcessWatches;
 use crate::{crd_maintenance, shutdown};
 
 /// How often mounted files (certificates, the client CA) are read again for changes.
@@ -74,7 +75,7 @@ pub enum Task {
     ProbeServer,
     OpsServer,
     CertificateLoader,
-    SecretCache,
+    ProcessWatches,
     WebhookServer,
     CaBundlePublisher,
     LeaderElection,
@@ -93,7 +94,7 @@ impl Task {
             Task::ProbeServer => "probe server",
             Task::OpsServer => "ops server",
             Task::CertificateLoader => "certificate loader",
-            Task::SecretCache => "secret cache",
+            Task::ProcessWatches => "process watches",
             Task::WebhookServer => "webhook server",
             Task::CaBundlePublisher => "caBundle publisher",
             Task::LeaderElection => "leader election",
@@ -117,8 +118,6 @@ impl std::fmt::Display for Task {
 pub enum TaskError {
     #[error("the server failed")]
     Server(#[source] trustyai_webhooks::ServerError),
-    #[error("the Secret watch failed")]
-    SecretCache(#[source] crate::secret_cache::SecretCacheError),
     #[error("the election loop failed")]
     Leader(#[source] crate::leader_election::LeaderError),
     #[error("the leader's duties failed")]
@@ -218,21 +217,23 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let settings = Arc::new(ArcSwap::from_pointee(AdmissionSettings {
         allowed_image_prefixes: args.allowed_image_prefixes.clone(),
     }));
-    // Secret names for the missing-credentials warning; until its first list completes the
-    // webhook simply does not warn, so nothing waits for it.
-    let (secret_cache, secret_reflector) = crate::secret_cache::SecretCache::start(client.clone());
+    // The watches both the webhooks and the controller read. Secret names serve the
+    // missing-credentials warning; until the first list completes the webhook simply does not
+    // warn, so nothing waits for it.
+    let process_watches = ProcessWatches::default();
     {
-        let stop = stop.clone();
+        let (watches, client, stop) = (process_watches.clone(), client.clone(), stop.clone());
         tasks.spawn(async move {
             tokio::select! {
-                _ = stop.cancelled() => (Task::SecretCache, Ok(())),
-                result = secret_reflector => (Task::SecretCache, result.map_err(TaskError::SecretCache)),
+                _ = stop.cancelled() => (Task::ProcessWatches, Ok(())),
+                () = watches.run(client, stop.clone()) => (Task::ProcessWatches, Err(TaskError::EndedUnexpectedly)),
             }
         });
     }
     let state = WebhookState {
         settings,
-        secrets: Some(Arc::new(secret_cache)),
+        secrets: crate::secret_cache::SecretCache::of(&process_watches)
+            .map(|cache| Arc::new(cache) as Arc<dyn trustyai_webhooks::SecretLookup>),
         observer: metrics.clone(),
     };
     let router = trustyai_webhooks::webhook_router(state);
@@ -318,6 +319,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         config.cleanup_timeout = args.cleanup_timeout;
         config.pvc_pending_grace = args.pvc_pending_grace;
         config.metrics = Some(metrics.clone());
+        config.process_watches = Some(process_watches);
         let duties = crate::leader_duties::Duties {
             controller: config,
             migrate_storage: !args.no_crd_maintenance,

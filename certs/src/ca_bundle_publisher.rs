@@ -35,6 +35,9 @@ const RETRY: Duration = Duration::from_secs(2);
 const MAX_RETRY: Duration = Duration::from_secs(60);
 /// Coalesces a burst of events (our own apply triggers one per object).
 const DEBOUNCE: Duration = Duration::from_millis(300);
+/// How long the first publication waits for the targets' watches to list them; past it, it
+/// reads them.
+const FIRST_LIST_WAIT: Duration = Duration::from_secs(5);
 
 /// Failures publishing the bundle.
 #[derive(Debug, thiserror::Error)]
@@ -105,20 +108,86 @@ pub async fn publish_once(
 /// The targets as their watches last saw them (`None`: not watched; read instead).
 #[derive(Default)]
 struct Watched {
-    crd: Option<Store<CustomResourceDefinition>>,
-    validating: Option<Store<ValidatingWebhookConfiguration>>,
-    mutating: Option<Store<MutatingWebhookConfiguration>>,
+    crd: Target<CustomResourceDefinition>,
+    validating: Target<ValidatingWebhookConfiguration>,
+    mutating: Target<MutatingWebhookConfiguration>,
 }
 
-/// `name` from `store`, once it has listed (`Err`: it cannot tell, read the object).
-fn watched<K>(store: Option<&Store<K>>, name: &str) -> Result<Option<K>, ()>
+/// One target's watch, and what this publisher last wrote to it.
+struct Target<K: Resource<DynamicType = ()> + 'static> {
+    store: Option<Store<K>>,
+    /// The resourceVersion the last write was decided on, and the object it wrote: until
+    /// the watch shows a newer version, the written object is the truth (the watch's copy
+    /// is older, and judging it would write the same bundle again).
+    written: std::sync::Mutex<Option<(Option<String>, K)>>,
+}
+
+impl<K: Resource<DynamicType = ()> + 'static> Default for Target<K> {
+    fn default() -> Self {
+        Self {
+            store: None,
+            written: std::sync::Mutex::new(None),
+        }
+    }
+}
+
+impl<K> Target<K>
 where
-    K: Resource<DynamicType = ()> + Clone,
+    K: Resource<DynamicType = ()> + Clone + 'static,
 {
-    let store = store.ok_or(())?;
-    match store.wait_until_ready().now_or_never() {
-        Some(Ok(())) => Ok(store.get(&ObjectRef::new(name)).map(|k| (*k).clone())),
-        _ => Err(()),
+    /// Watched by `store`.
+    fn watched_by(store: Store<K>) -> Self {
+        Self {
+            store: Some(store),
+            ..Self::default()
+        }
+    }
+
+    /// `name` as last seen, once its watch has listed (`Err`: it cannot tell, read the
+    /// object).
+    fn live(&self, name: &str) -> Result<Option<K>, ()> {
+        let store = self.store.as_ref().ok_or(())?;
+        let seen = match store.wait_until_ready().now_or_never() {
+            Some(Ok(())) => store.get(&ObjectRef::new(name)).map(|k| (*k).clone()),
+            _ => return Err(()),
+        };
+        let written = self
+            .written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match (seen, written.as_ref()) {
+            (Some(seen), Some((decided_on, wrote)))
+                if seen.meta().resource_version == *decided_on =>
+            {
+                Ok(Some(wrote.clone()))
+            }
+            (seen, _) => Ok(seen),
+        }
+    }
+
+    /// This publisher wrote `wrote`, deciding on the object at `decided_on`.
+    fn remember(&self, decided_on: Option<String>, wrote: K) {
+        *self
+            .written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((decided_on, wrote));
+    }
+
+    /// Resolves once the watch has listed (at once when there is none, or it ended).
+    async fn listed(&self) {
+        if let Some(store) = &self.store {
+            let _ = store.wait_until_ready().await;
+        }
+    }
+}
+
+impl Watched {
+    /// Resolves once every watched target has been listed (watches that ended count as
+    /// listed: the publication then reads the target).
+    async fn listed(&self) {
+        self.crd.listed().await;
+        self.validating.listed().await;
+        self.mutating.listed().await;
     }
 }
 
@@ -147,8 +216,7 @@ async fn publish_with(
         }
     };
     if let Some(name) = &targets.crd_name {
-        let live = watched(watched_targets.crd.as_ref(), name);
-        let written = publish_crd(client, name, live, targets, bundle).await?;
+        let written = publish_crd(client, name, &watched_targets.crd, targets, bundle).await?;
         record(format!("CustomResourceDefinition/{name}"), written);
     }
     if let Some(name) = &targets.validating_webhook_configuration {
@@ -156,7 +224,7 @@ async fn publish_with(
             client,
             "ValidatingWebhookConfiguration",
             name,
-            watched(watched_targets.validating.as_ref(), name),
+            &watched_targets.validating,
             validating_entries,
             targets,
             bundle,
@@ -169,7 +237,7 @@ async fn publish_with(
             client,
             "MutatingWebhookConfiguration",
             name,
-            watched(watched_targets.mutating.as_ref(), name),
+            &watched_targets.mutating,
             mutating_entries,
             targets,
             bundle,
@@ -195,13 +263,13 @@ fn patch_params() -> PatchParams {
 async fn publish_crd(
     client: &Client,
     name: &str,
-    watched: Result<Option<CustomResourceDefinition>, ()>,
+    target: &Target<CustomResourceDefinition>,
     targets: &PublishTargets,
     bundle: &[u8],
 ) -> Result<bool, PublishError> {
     const KIND: &str = "CustomResourceDefinition";
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let live = match watched {
+    let live = match target.live(name) {
         Ok(live) => live,
         Err(()) => api
             .get_opt(name)
@@ -212,6 +280,7 @@ async fn publish_crd(
         kind: KIND,
         name: name.to_owned(),
     })?;
+    let decided_on = live.metadata.resource_version.clone();
     let live = LiveConversion::of(&live);
     let desired = desired_conversion(&targets.endpoint, &targets.conversion_path, bundle);
     if live.is_up_to_date(&desired) {
@@ -226,13 +295,15 @@ async fn publish_crd(
         .await
         .map_err(kube_err("switching the client config of", KIND, name))?;
     }
-    api.patch(
-        name,
-        &apply_params(),
-        &Patch::Apply(crd_apply_body(name, &desired)),
-    )
-    .await
-    .map_err(kube_err("applying the CA bundle to", KIND, name))?;
+    let wrote = api
+        .patch(
+            name,
+            &apply_params(),
+            &Patch::Apply(crd_apply_body(name, &desired)),
+        )
+        .await
+        .map_err(kube_err("applying the CA bundle to", KIND, name))?;
+    target.remember(decided_on, wrote);
     Ok(true)
 }
 
@@ -240,7 +311,7 @@ async fn publish_webhooks<K>(
     client: &Client,
     kind: &'static str,
     name: &str,
-    watched: Result<Option<K>, ()>,
+    target: &Target<K>,
     entries: fn(&K) -> Vec<LiveEntry>,
     targets: &PublishTargets,
     bundle: &[u8],
@@ -252,7 +323,7 @@ where
         + Debug,
 {
     let api: Api<K> = Api::all(client.clone());
-    let live = match watched {
+    let live = match target.live(name) {
         Ok(live) => live,
         Err(()) => api
             .get_opt(name)
@@ -263,6 +334,7 @@ where
         kind,
         name: name.to_owned(),
     })?;
+    let decided_on = live.meta().resource_version.clone();
     let live = entries(&live);
     let desired = desired_entries(&live, &targets.endpoint, bundle);
     if live == desired {
@@ -283,13 +355,15 @@ where
         .await
         .map_err(kube_err("switching the client config of", kind, name))?;
     }
-    api.patch(
-        name,
-        &apply_params(),
-        &Patch::Apply(webhooks_apply_body(kind, name, &desired)),
-    )
-    .await
-    .map_err(kube_err("applying the CA bundle to", kind, name))?;
+    let wrote = api
+        .patch(
+            name,
+            &apply_params(),
+            &Patch::Apply(webhooks_apply_body(kind, name, &desired)),
+        )
+        .await
+        .map_err(kube_err("applying the CA bundle to", kind, name))?;
+    target.remember(decided_on, wrote);
     Ok(true)
 }
 
@@ -348,19 +422,19 @@ pub async fn run_publisher(
         let mut watched_targets = Watched::default();
         if let Some(name) = &targets.crd_name {
             let (store, writer) = reflector::store();
-            watched_targets.crd = Some(store);
+            watched_targets.crd = Target::watched_by(store);
             sources.push(changes::<CustomResourceDefinition>(&client, name, writer));
         }
         if let Some(name) = &targets.validating_webhook_configuration {
             let (store, writer) = reflector::store();
-            watched_targets.validating = Some(store);
+            watched_targets.validating = Target::watched_by(store);
             sources.push(changes::<ValidatingWebhookConfiguration>(
                 &client, name, writer,
             ));
         }
         if let Some(name) = &targets.mutating_webhook_configuration {
             let (store, writer) = reflector::store();
-            watched_targets.mutating = Some(store);
+            watched_targets.mutating = Target::watched_by(store);
             sources.push(changes::<MutatingWebhookConfiguration>(
                 &client, name, writer,
             ));
@@ -368,6 +442,13 @@ pub async fn run_publisher(
         // `pending` keeps the select branch alive even with no targets.
         sources.push(stream::pending().boxed());
         let mut triggers = stream::select_all(sources);
+        // The first publication reads the targets from their watches' first lists (which
+        // the watches make anyway) rather than reading each target once more.
+        tokio::select! {
+            () = watched_targets.listed() => {}
+            () = async { while triggers.next().await.is_some() {} } => {}
+            () = tokio::time::sleep(FIRST_LIST_WAIT) => {}
+        }
         let mut retry = RETRY;
         loop {
             let current = material.borrow_and_update().clone();

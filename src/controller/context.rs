@@ -12,6 +12,7 @@ use trustyai_crds::contract::{config_map, image_env};
 
 use super::backoff::Backoffs;
 use super::children::Children;
+use super::children::process_watches::ProcessWatches;
 use super::discovery::OptionalApis;
 use super::events::Events;
 use super::resources::cluster_role_binding::DEFAULT_PROXY_CLUSTER_ROLE;
@@ -66,6 +67,9 @@ pub struct ControllerConfig {
     pub pvc_pending_grace: Duration,
     /// Where reconcile durations and error categories are counted, if anywhere.
     pub metrics: Option<Arc<Metrics>>,
+    /// The watches the process runs whatever replica leads, whose caches the controller
+    /// shares instead of watching those kinds again; `None`: the controller watches them.
+    pub process_watches: Option<ProcessWatches>,
 }
 
 impl std::fmt::Debug for ControllerConfig {
@@ -85,6 +89,7 @@ impl std::fmt::Debug for ControllerConfig {
             .field("cleanup_timeout", &self.cleanup_timeout)
             .field("pvc_pending_grace", &self.pvc_pending_grace)
             .field("metrics", &self.metrics.is_some())
+            .field("process_watches", &self.process_watches.is_some())
             .finish()
     }
 }
@@ -107,6 +112,7 @@ impl ControllerConfig {
             cleanup_timeout: DEFAULT_CLEANUP_TIMEOUT,
             pvc_pending_grace: DEFAULT_PVC_PENDING_GRACE,
             metrics: None,
+            process_watches: None,
         }
     }
 

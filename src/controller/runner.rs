@@ -80,13 +80,8 @@ pub async fn run_controller(
     else {
         return Ok(());
     };
-    let context = Context::new(
-        client.clone(),
-        config,
-        apis.clone(),
-        config_store,
-        Children::default(),
-    );
+    let children = Children::sharing(config.process_watches.clone());
+    let context = Context::new(client.clone(), config, apis.clone(), config_store, children);
     let controller = trustyai_services(&client);
     let store = controller.store();
     let (children_tx, children_rx) = mpsc::unbounded_channel();
@@ -217,11 +212,17 @@ fn start_watches(
     tx: mpsc::UnboundedSender<reflector::ObjectRef<TrustyAIService>>,
     stop: &CancellationToken,
 ) {
+    let queue = watches::Queue {
+        services: services.clone(),
+        tx,
+    };
+    if let Some(process) = context.children.process() {
+        process.connect(queue.clone());
+    }
     let shared = watches::Shared {
         client: client.clone(),
         apis: apis.clone(),
-        services: services.clone(),
-        tx,
+        targets: watches::Targets::Controller(queue),
         stop: stop.clone(),
     };
     for watched in context.children.watches() {

@@ -21,6 +21,7 @@ pub mod changes;
 pub mod declaration;
 pub mod inputs;
 pub mod memory;
+pub mod process_watches;
 pub mod watches;
 
 mod cluster_role_binding;
@@ -58,6 +59,7 @@ use changes::Changes;
 use declaration::{Applying, Declaration, Kind, Mapping, Wanted, WatchSpec, ours};
 use inputs::Input;
 use memory::{AppliedMemory, Owner, Tracking};
+use process_watches::ProcessWatches;
 
 pub use deployment::template_kept;
 pub use pvc::ClaimApplied;
@@ -137,6 +139,8 @@ fn render_one<K: Serialize>(object: &K) -> Result<Vec<Wanted>, ReconcileError> {
 /// The caches of every declared kind and input, and the memory of the applies.
 pub struct Children {
     kinds: Vec<Arc<KindCache>>,
+    /// The watches of the whole process whose caches these share, if any.
+    process: Option<ProcessWatches>,
     inputs: Vec<Arc<KindCache>>,
     /// The last applies.
     pub applied: AppliedMemory,
@@ -148,18 +152,32 @@ pub struct Children {
 
 impl Default for Children {
     fn default() -> Self {
+        Self::sharing(None)
+    }
+}
+
+impl Children {
+    /// Caches of their own for every kind, except those whose watch `process` runs (their
+    /// cache is the process's).
+    pub fn sharing(process: Option<ProcessWatches>) -> Self {
         let cache = |spec: WatchSpec| Arc::new(KindCache::new(spec.tracking, spec.projection));
+        let kind_cache = |d: &Declaration| {
+            process
+                .as_ref()
+                .and_then(|p| p.cache(d.kind))
+                .cloned()
+                .unwrap_or_else(|| cache(d.watch))
+        };
         Self {
-            kinds: DECLARATIONS.iter().map(|d| cache(d.watch)).collect(),
+            kinds: DECLARATIONS.iter().map(kind_cache).collect(),
+            process,
             inputs: Input::ALL.iter().map(|i| cache(i.watch())).collect(),
             applied: AppliedMemory::default(),
             certificates: AppliedMemory::default(),
             db_credentials: AppliedMemory::default(),
         }
     }
-}
 
-impl Children {
     /// The cache of `kind`.
     pub fn cache(&self, kind: Kind) -> &KindCache {
         &self.kinds[kind as usize]
@@ -170,9 +188,20 @@ impl Children {
         &self.inputs[input as usize]
     }
 
-    /// Every watch to run: one per declared kind and input.
+    /// The watches of the whole process these caches share, if any.
+    pub fn process(&self) -> Option<&ProcessWatches> {
+        self.process.as_ref()
+    }
+
+    /// Every watch the controller runs: one per declared kind and input, except the kinds
+    /// the process watches.
     pub fn watches(&self) -> Vec<watches::Watched> {
-        let kinds = DECLARATIONS.iter().map(|d| watches::Watched {
+        let own = |d: &&Declaration| {
+            self.process
+                .as_ref()
+                .is_none_or(|p| p.cache(d.kind).is_none())
+        };
+        let kinds = DECLARATIONS.iter().filter(own).map(|d| watches::Watched {
             spec: d.watch,
             cache: self.kinds[d.kind as usize].clone(),
             label: d.label,

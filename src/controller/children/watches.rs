@@ -3,7 +3,7 @@
 //! while the API is served; when the API goes, its cache forgets everything (it can no longer
 //! tell) and the watch waits for the API to come back.
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
@@ -41,12 +41,71 @@ pub struct Shared {
     pub client: Client,
     /// The optional APIs served.
     pub apis: watch::Receiver<OptionalApis>,
-    /// The TrustyAIServices, for the mappings by name and namespace.
+    /// Where the TrustyAIServices an event concerns go.
+    pub targets: Targets,
+    /// Stops the watches.
+    pub stop: CancellationToken,
+}
+
+/// A controller's queue, and its TrustyAIServices for the mappings by name and namespace.
+#[derive(Clone)]
+pub struct Queue {
+    /// The TrustyAIServices.
     pub services: Store<TrustyAIService>,
     /// Where the TrustyAIServices to reconcile go.
     pub tx: mpsc::UnboundedSender<ObjectRef<TrustyAIService>>,
-    /// Stops the watches.
-    pub stop: CancellationToken,
+}
+
+/// Where a watch sends the TrustyAIServices its events concern.
+#[derive(Clone)]
+pub enum Targets {
+    /// The queue of the controller the watch belongs to: the watch ends with it.
+    Controller(Queue),
+    /// The queue of whichever controller is connected, if any: the watch runs for the whole
+    /// process (its cache serves more than the controller, which runs only on the leader).
+    Process(Arc<RwLock<Option<Queue>>>),
+}
+
+impl Targets {
+    /// Targets a process-wide watch, with no controller connected yet.
+    pub fn process() -> Self {
+        Self::Process(Arc::default())
+    }
+
+    /// Sends this watch's events to `queue` from now on (a process-wide watch; the
+    /// controller of a replica that just became the leader). A controller starts by
+    /// reconciling everything, so nothing seen before is replayed.
+    pub fn connect(&self, queue: Queue) {
+        if let Self::Process(slot) = self {
+            *slot.write().unwrap_or_else(PoisonError::into_inner) = Some(queue);
+        }
+    }
+
+    /// Sends the TrustyAIServices the object of `meta` concerns; `false` when the watch
+    /// should end (its controller is gone).
+    fn send(&self, mapping: Mapping, meta: &ObjectMeta) -> bool {
+        match self {
+            Self::Controller(queue) => targets(mapping, meta, &queue.services)
+                .into_iter()
+                .all(|target| queue.tx.send(target).is_ok()),
+            Self::Process(slot) => {
+                let queue = slot.read().unwrap_or_else(PoisonError::into_inner).clone();
+                if let Some(queue) = queue {
+                    let open = targets(mapping, meta, &queue.services)
+                        .into_iter()
+                        .all(|target| queue.tx.send(target).is_ok());
+                    if !open {
+                        // That controller stopped; the watch goes on for the process.
+                        let mut slot = slot.write().unwrap_or_else(PoisonError::into_inner);
+                        if slot.as_ref().is_some_and(|q| q.tx.same_channel(&queue.tx)) {
+                            *slot = None;
+                        }
+                    }
+                }
+                true
+            }
+        }
+    }
 }
 
 /// An object seen by a watch: its metadata, and the whole object when the cache keeps some
@@ -61,8 +120,7 @@ pub async fn run(watched: Watched, shared: Shared) {
     let Shared {
         client,
         mut apis,
-        services,
-        tx,
+        targets,
         stop,
     } = shared;
     let spec = watched.spec;
@@ -91,12 +149,10 @@ pub async fn run(watched: Watched, shared: Shared) {
                 }
                 event = events.next() => match event {
                     Some(Ok(event)) => {
-                        if let Some(seen) = ingest(&watched, event) {
-                            for target in targets(spec.mapping, &seen.meta, &services) {
-                                if tx.send(target).is_err() {
-                                    return;
-                                }
-                            }
+                        if let Some(seen) = ingest(&watched, event)
+                            && !targets.send(spec.mapping, &seen.meta)
+                        {
+                            return;
                         }
                     }
                     Some(Err(error)) => tracing::debug!(error = %crate::error_chain::Chain(&error), watch = watched.label, "watch error"),
