@@ -231,7 +231,10 @@ pub async fn ensure_secret(
             .map_err(target.kube_err("reading"))?;
         let Some(existing) = existing else {
             if let Some(created) = create(&target, names, lifetimes).await? {
-                return finish(&target, created, warnings, None);
+                // Judged like any Secret read, so the caller knows when it is next due.
+                let state = StoredState::from_data(&secret_data(&created));
+                let plan = decide(&state, names, lifetimes, OffsetDateTime::now_utc());
+                return finish(&target, created, warnings, plan.recheck_at);
             }
             continue;
         };
