@@ -400,7 +400,7 @@ fn cached_named<K: DeserializeOwned>(
     let Some(fields) = entry.fields else {
         return CachedObject::Unknown;
     };
-    let mut value = (*fields).clone();
+    let mut value = fields.value();
     if let Some(object) = value.as_object_mut() {
         let meta = object
             .entry("metadata")

@@ -196,7 +196,7 @@ impl Child<'_> {
                     return Ok(Some(Live {
                         owner: entry.owner,
                         resource_version: entry.resource_version,
-                        fields: entry.fields.as_deref().cloned().unwrap_or_default(),
+                        fields: entry.fields.map(|f| f.value()).unwrap_or_default(),
                     }));
                 }
             }
@@ -224,8 +224,6 @@ impl Child<'_> {
                     .watch
                     .projection
                     .project(&value)
-                    .as_deref()
-                    .cloned()
                     .unwrap_or_default(),
             }
         }))
