@@ -10,10 +10,11 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource};
 use trustyai_crds::TrustyAIService;
 use trustyai_crds::contract::EVENT_REPORTER;
+
+use super::event_series::{EventWriter, Occurrence};
 
 /// The Events API caps a note at 1 kB.
 pub const NOTE_LIMIT: usize = 1000;
@@ -53,7 +54,7 @@ impl Transitions {
 
 /// Publishes events on TrustyAIServices.
 pub struct Events {
-    recorder: Recorder,
+    writer: EventWriter,
     transitions: Transitions,
 }
 
@@ -61,7 +62,7 @@ impl Events {
     /// A publisher using `client`.
     pub fn new(client: Client) -> Self {
         Self {
-            recorder: Recorder::new(client, Reporter::from(EVENT_REPORTER)),
+            writer: EventWriter::new(client, EVENT_REPORTER),
             transitions: Transitions::default(),
         }
     }
@@ -74,14 +75,8 @@ impl Events {
         action: &str,
         note: impl Into<String>,
     ) {
-        self.publish(
-            &reference(service),
-            EventType::Normal,
-            reason,
-            action,
-            note.into(),
-        )
-        .await;
+        self.publish(&reference(service), "Normal", reason, action, note.into())
+            .await;
     }
 
     /// A `Warning` about `topic` (one of a fixed set, e.g. `database`, `provisioning`),
@@ -99,7 +94,7 @@ impl Events {
             .transitions
             .is_new(&key, topic, &format!("{reason}\n{note}"))
         {
-            self.publish(&reference(service), EventType::Warning, reason, topic, note)
+            self.publish(&reference(service), "Warning", reason, topic, note)
                 .await;
         }
     }
@@ -112,25 +107,28 @@ impl Events {
     /// The TrustyAIService is gone.
     pub fn forget(&self, service: &TrustyAIService) {
         self.transitions.forget(&key(service));
+        if let Some(uid) = &service.metadata.uid {
+            self.writer.forget(uid);
+        }
     }
 
     async fn publish(
         &self,
         regarding: &ObjectReference,
-        type_: EventType,
+        type_: &str,
         reason: &str,
         action: &str,
         note: String,
     ) {
-        let event = Event {
+        let note: String = note.chars().take(NOTE_LIMIT).collect();
+        let occurrence = Occurrence {
             type_,
-            reason: reason.to_owned(),
-            note: Some(note.chars().take(NOTE_LIMIT).collect()),
-            action: action.to_owned(),
-            secondary: None,
+            reason,
+            action,
+            note: &note,
         };
         // Events are advisory: a failure to publish one never fails the reconcile.
-        if let Err(error) = self.recorder.publish(&event, regarding).await {
+        if let Err(error) = self.writer.write(regarding, occurrence).await {
             tracing::warn!(error = %crate::error_chain::Chain(&error), reason, "could not publish an event");
         }
     }

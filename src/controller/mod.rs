@@ -20,7 +20,7 @@
 //! - [`reconciler`]: one reconcile (finalizer, children, wiring, status) or cleanup.
 //! - [`children`]: the list of child kinds, each declared once (rendering, apply, watch and
 //!   cache, orphans, optional API), and the one path that applies them ([`apply`]), with
-//!   events ([`events`]).
+//!   events ([`events`], written by [`event_series`], which folds repeats).
 //! - [`model_servers`]: wiring InferenceServices and ModelMesh Deployments (the I/O around
 //!   [`wiring`]), and undoing it.
 //! - [`operand_tls`]: the operands' serving certificates, where no service-ca issues them,
@@ -37,6 +37,7 @@ pub mod context;
 pub mod db_secret;
 pub mod discovery;
 pub mod error;
+pub mod event_series;
 pub mod events;
 pub mod finalizer;
 pub mod migration_trigger;
