@@ -37,6 +37,10 @@ pub struct Duties {
     pub controller: ControllerConfig,
     /// Run the storage-version migration when leadership starts.
     pub migrate_storage: bool,
+    /// Set once the API server has the CA bundle of the webhooks, where this process
+    /// publishes it: the controller's writes go through the webhooks, and its first watches
+    /// would be cut short by the CRD write that publishes the bundle.
+    pub webhooks_trusted: Option<watch::Receiver<bool>>,
 }
 
 /// Runs `duties` during every term in which `leading` is true, until `stop`. Cancels `release`
@@ -55,6 +59,14 @@ pub async fn lead(
             changed = leading.wait_for(|l| *l) => if changed.is_err() {
                 break Err(LeadingError::ElectionStopped);
             },
+        }
+        if let Some(trusted) = &duties.webhooks_trusted {
+            let mut trusted = trusted.clone();
+            tokio::select! {
+                _ = stop.cancelled() => break Ok(()),
+                // A publisher that stopped is the supervisor's business; start anyway.
+                _ = trusted.wait_for(|t| *t) => {}
+            }
         }
         tracing::info!("leading: starting the reconcile loop");
         metrics.set_leader(true);

@@ -134,11 +134,8 @@ async fn elect(
         if !was_leading {
             held = None;
         }
-        let outcome = tokio::time::timeout(
-            budget,
-            attempt(&api, &config, &mut last_seen, &mut held),
-        )
-        .await;
+        let outcome =
+            tokio::time::timeout(budget, attempt(&api, &config, &mut last_seen, &mut held)).await;
         match outcome
             .unwrap_or_else(|_| Err(kube::Error::Service("lease request timed out".into())))
         {
@@ -437,14 +434,22 @@ mod tests {
             ));
         }
         let renewals: Vec<_> = mock.requests().into_iter().skip(2).collect();
-        assert!(renewals.iter().all(|r| r.method == Method::PUT), "{renewals:?}");
+        assert!(
+            renewals.iter().all(|r| r.method == Method::PUT),
+            "{renewals:?}"
+        );
         let version = |r: &crate::controller::mock_api::Recorded| {
-            r.body.as_ref().map(|b| b["metadata"]["resourceVersion"].clone())
+            r.body
+                .as_ref()
+                .map(|b| b["metadata"]["resourceVersion"].clone())
         };
         // Each renewal carries the version the previous write returned.
         assert_ne!(version(&renewals[0]), version(&renewals[1]));
         assert_eq!(
-            renewals[1].body.as_ref().map(|b| b["spec"]["holderIdentity"].clone()),
+            renewals[1]
+                .body
+                .as_ref()
+                .map(|b| b["spec"]["holderIdentity"].clone()),
             Some(serde_json::json!("me"))
         );
     }
@@ -454,7 +459,12 @@ mod tests {
         use crate::controller::mock_api::{MockApi, Step, failure};
         use http::Method;
         let (_mock, client) = MockApi::new([
-            Step::answer(Method::PUT, LEASE_PATH, 409, failure(409, "Conflict", "changed")),
+            Step::answer(
+                Method::PUT,
+                LEASE_PATH,
+                409,
+                failure(409, "Conflict", "changed"),
+            ),
             Step::get(LEASE_PATH, held_by("someone-else", "9")),
         ]);
         let api: Api<Lease> = Api::namespaced(client, "ns");

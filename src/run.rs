@@ -276,9 +276,11 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         .await
         .map_err(RunError::WebhookRegistration)?;
     }
+    let mut webhooks_trusted = None;
     if publishes_ca_bundle {
         let targets = publish_targets(&args, endpoint);
         let (published_tx, mut published_rx) = watch::channel(false);
+        webhooks_trusted = Some(published_rx.clone());
         let (client, rx, stop, ready) = (
             client.clone(),
             material_rx.clone(),
@@ -303,10 +305,10 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     }
 
     // The reconcile loop and the storage migration run on the leader only; every replica serves
-    // the webhooks. They start after CRD maintenance and the webhook registrations (their writes
-    // go through the webhooks). The storage migration needs /convert reachable, so it retries
-    // until the caBundle is published; only with CRD maintenance (who manages the CRD runs
-    // `migrate-storage`).
+    // the webhooks. They start after CRD maintenance and the webhook registrations, and where
+    // this process publishes the caBundle, after its first publication (their writes go through
+    // the webhooks). The storage migration runs only with CRD maintenance (who manages the CRD
+    // runs `migrate-storage`).
     {
         let mut config =
             crate::controller::ControllerConfig::new(&args.names.namespace).with_image_env();
@@ -323,6 +325,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         let duties = crate::leader_duties::Duties {
             controller: config,
             migrate_storage: !args.no_crd_maintenance,
+            webhooks_trusted,
         };
         let (leading_tx, leading_rx) = watch::channel(false);
         let release = CancellationToken::new();

@@ -88,7 +88,11 @@ mod tests {
         secrets.begin_list();
         let entry = secrets.entry_for(&meta("ns", "creds"), None, None);
         secrets.listed_object(Some("ns"), "creds", entry);
-        assert_eq!(cache.exists("ns", "creds"), None, "not until the list is complete");
+        assert_eq!(
+            cache.exists("ns", "creds"),
+            None,
+            "not until the list is complete"
+        );
         secrets.end_list();
         assert_eq!(cache.exists("ns", "creds"), Some(true));
         assert_eq!(cache.exists("other", "creds"), Some(false));

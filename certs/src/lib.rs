@@ -51,7 +51,9 @@ pub use names::ServiceNames;
 pub use renewal::{CaStep, Plan, Reason, decide};
 pub use secret_layout::{SecretData, StoredState};
 pub use secret_store::{
-    CertificateSecret, Ensured, Judged, SECRET_FIELD_MANAGER, StoreError, ensure_secret, maintain_secret};
+    CertificateSecret, Ensured, Judged, SECRET_FIELD_MANAGER, StoreError, ensure_secret,
+    maintain_secret,
+};
 /// The `time` crate, whose `OffsetDateTime` this API uses.
 pub use time;
 pub use verify::chains_to;

@@ -24,8 +24,8 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use trustyai_certs::ca_bundle_patches::{LiveConversion, mutating_entries, validating_entries};
 use trustyai_certs::{
-    CABUNDLE_FIELD_MANAGER, Lifetimes, PublishTargets, ServiceNames, WebhookEndpoint, chains_to,
-    CertificateSecret, ensure_secret, maintain_secret, publish_once, run_publisher,
+    CABUNDLE_FIELD_MANAGER, CertificateSecret, Lifetimes, PublishTargets, ServiceNames,
+    WebhookEndpoint, chains_to, ensure_secret, maintain_secret, publish_once, run_publisher,
 };
 
 const SECRET: &str = "webhook-tls";

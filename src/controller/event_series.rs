@@ -211,7 +211,11 @@ mod tests {
     async fn a_repeat_counts_in_the_series_and_another_note_is_a_new_event() {
         let (mock, client) = MockApi::new([]);
         let writer = EventWriter::new(client, "reporter");
-        for note in ["Service tas updated", "Service tas updated", "Deployment tas updated"] {
+        for note in [
+            "Service tas updated",
+            "Service tas updated",
+            "Deployment tas updated",
+        ] {
             writer
                 .write(&regarding(), occurrence(note))
                 .await
@@ -226,7 +230,10 @@ mod tests {
                 "count": 2, "lastObservedTime": events[1]["series"]["lastObservedTime"]}}),
             "a repeat patches the series only"
         );
-        assert_eq!(events[2]["note"], "Deployment tas updated", "another note is a new event");
+        assert_eq!(
+            events[2]["note"], "Deployment tas updated",
+            "another note is a new event"
+        );
         assert_eq!(events[2]["reportingController"], "reporter");
         assert_eq!(writer.remembered(), 2);
         writer.forget("uid-1");

@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::super::discovery::OptionalApis;
 use super::cache::KindCache;
-use super::declaration::Kind;
 use super::declaration;
+use super::declaration::Kind;
 use super::watches::{self, Queue, Shared, Targets, Watched};
 
 /// The process-wide watches and their caches.
