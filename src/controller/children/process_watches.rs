@@ -15,7 +15,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::super::discovery::OptionalApis;
 use super::cache::KindCache;
-use super::declaration;
 use super::declaration::Kind;
 use super::watches::{self, Queue, Shared, Targets, Watched};
 
@@ -37,9 +36,6 @@ impl Default for ProcessWatches {
 }
 
 impl ProcessWatches {
-    /// The kinds whose watch runs here rather than in the controller.
-    pub const KINDS: &'static [Kind] = &[Kind::Secret];
-
     /// The cache of `kind`, if its watch runs here.
     pub fn cache(&self, kind: Kind) -> Option<&Arc<KindCache>> {
         (kind == Kind::Secret).then_some(&self.secrets)
@@ -52,7 +48,7 @@ impl ProcessWatches {
 
     /// Runs the watches until `stop`.
     pub async fn run(&self, client: Client, stop: CancellationToken) {
-        let declaration: &declaration::Declaration = super::declaration(Kind::Secret);
+        let declaration = super::declaration(Kind::Secret);
         // None of these watches needs an optional API; the sender is kept so the receiver
         // never reads as closed.
         let (_apis_tx, apis) = watch::channel(OptionalApis::default());
