@@ -261,13 +261,29 @@ async fn admit_routes(client: Client, namespace: String) {
         }
         let status = json!({"status": {"ingress": [{"host": format!("{}.apps.example.com", route.name_any()),
             "conditions": [{"type": "Admitted", "status": "True"}]}]}});
-        let _ = routes
-            .patch_status(
-                &route.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&status),
-            )
-            .await;
+        // A router keeps trying; a Route left unadmitted would keep its TrustyAIService
+        // from Ready and read as the operator's fault.
+        let mut wait = std::time::Duration::from_millis(200);
+        for attempt in 1..=5 {
+            match routes
+                .patch_status(
+                    &route.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&status),
+                )
+                .await
+            {
+                Ok(_) => break,
+                Err(error) => {
+                    eprintln!(
+                        "stand-in router: admitting Route {} failed (attempt {attempt}): {error}",
+                        route.name_any()
+                    );
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                }
+            }
+        }
     }
 }
 
