@@ -56,6 +56,16 @@ pub struct Queue {
     pub tx: mpsc::UnboundedSender<ObjectRef<TrustyAIService>>,
 }
 
+impl Queue {
+    /// Queues the TrustyAIServices the object of `meta` concerns; `false` when the
+    /// controller is gone.
+    fn send(&self, mapping: Mapping, meta: &ObjectMeta) -> bool {
+        targets(mapping, meta, &self.services)
+            .into_iter()
+            .all(|target| self.tx.send(target).is_ok())
+    }
+}
+
 /// Where a watch sends the TrustyAIServices its events concern.
 #[derive(Clone)]
 pub enum Targets {
@@ -85,21 +95,16 @@ impl Targets {
     /// should end (its controller is gone).
     fn send(&self, mapping: Mapping, meta: &ObjectMeta) -> bool {
         match self {
-            Self::Controller(queue) => targets(mapping, meta, &queue.services)
-                .into_iter()
-                .all(|target| queue.tx.send(target).is_ok()),
+            Self::Controller(queue) => queue.send(mapping, meta),
             Self::Process(slot) => {
                 let queue = slot.read().unwrap_or_else(PoisonError::into_inner).clone();
-                if let Some(queue) = queue {
-                    let open = targets(mapping, meta, &queue.services)
-                        .into_iter()
-                        .all(|target| queue.tx.send(target).is_ok());
-                    if !open {
-                        // That controller stopped; the watch goes on for the process.
-                        let mut slot = slot.write().unwrap_or_else(PoisonError::into_inner);
-                        if slot.as_ref().is_some_and(|q| q.tx.same_channel(&queue.tx)) {
-                            *slot = None;
-                        }
+                if let Some(queue) = queue
+                    && !queue.send(mapping, meta)
+                {
+                    // That controller stopped; the watch goes on for the process.
+                    let mut slot = slot.write().unwrap_or_else(PoisonError::into_inner);
+                    if slot.as_ref().is_some_and(|q| q.tx.same_channel(&queue.tx)) {
+                        *slot = None;
                     }
                 }
                 true
