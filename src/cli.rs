@@ -40,6 +40,10 @@ pub enum Command {
     /// (bindings, the shared ServiceMonitor, its certificate Secrets and Lease). Run it after
     /// `helm uninstall`; the CRD and retained claims stay.
     Uninstall(UninstallArgs),
+    /// Check, through the API server, that the installed webhooks default, convert and validate
+    /// TrustyAIServices (server-side dry runs: nothing is stored). The chart's `helm test` runs
+    /// it (exit 0: all answered as they should, 1: a check failed, 2: no cluster to ask).
+    CheckInstall(CheckInstallArgs),
 }
 
 /// Options of `validate`.
@@ -139,6 +143,19 @@ pub struct UninstallArgs {
     /// --create-webhook-configurations; a Helm release removes its own).
     #[arg(long)]
     pub webhook_configurations: bool,
+}
+
+/// Options of `check-install`.
+#[derive(Debug, Args)]
+pub struct CheckInstallArgs {
+    /// Path of a kubeconfig file; without it `KUBECONFIG`, `~/.kube/config` or the in-cluster
+    /// config is used.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Namespace of the dry-run TrustyAIServices; the webhooks' namespaceSelector must match it.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub namespace: String,
 }
 
 /// Logging options, shared by every subcommand.

@@ -11,6 +11,7 @@ pub mod controller;
 pub mod crd_maintenance;
 pub mod error_chain;
 pub mod go_flags;
+pub mod install_check;
 pub mod kube_client;
 pub mod leader_duties;
 pub mod leader_election;

@@ -57,6 +57,16 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::CheckInstall(args) => match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt.block_on(trustyai_operator::install_check::run_cli(&args)),
+            Err(e) => {
+                eprintln!("error: cannot start the async runtime: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Version => {
             println!("trustyai-operator {VERSION}");
             ExitCode::SUCCESS

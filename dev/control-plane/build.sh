@@ -19,7 +19,7 @@ etcd=$(pin etcd go.etcd.io/etcd/server/v3)
 kwok=$(pin kwok sigs.k8s.io/kwok)
 helm=$(pin helm helm.sh/helm/v3)
 prom=$(pin prometheus github.com/prometheus/prometheus)
-recipe=1 # bump when the build flags below change
+recipe=2 # bump when the build flags below change
 cache_root=${TRUSTYAI_CONTROL_PLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/trustyai-operator/control-plane}
 bin="$cache_root/k8s-$k8s-etcd-$etcd-kwok-$kwok-helm-$helm-prom-$prom-r$recipe/bin"
 
@@ -60,6 +60,15 @@ if [ ! -s "$bin/kwok-stages.yaml" ]; then
   done > "$bin/kwok-stages.yaml.tmp"
   mv "$bin/kwok-stages.yaml.tmp" "$bin/kwok-stages.yaml"
 fi
-build helm "-s -w -X helm.sh/helm/v3/internal/version.version=$helm" helm -- helm.sh/helm/v3/cmd/helm
+# As helm's own Makefile does: the Kubernetes version helm assumes without a cluster
+# (`helm template`, `helm lint`) is the one of its client-go module; without these flags it is
+# 1.20 and charts that require a newer Kubernetes fail `helm template` without --kube-version.
+client_go=$(cd "$here/helm" && go list -m -f '{{.Version}}' k8s.io/client-go)
+kminor=${client_go#v0.}; kminor=${kminor%%.*} # client-go v0.N is Kubernetes 1.N
+hver="-s -w -X helm.sh/helm/v3/internal/version.version=$helm"
+for p in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+  hver="$hver -X $p.k8sVersionMajor=1 -X $p.k8sVersionMinor=$kminor"
+done
+build helm "$hver" helm -- helm.sh/helm/v3/cmd/helm
 build prometheus "-s -w" promcheck -- .
 echo "$bin"

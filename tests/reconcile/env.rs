@@ -23,7 +23,7 @@ use crate::support::operator::Operator;
 use crate::support::wait;
 
 pub const TIMEOUT: Duration = Duration::from_secs(90);
-pub const DEFAULT_IMAGE: &str = "quay.io/trustyai/trustyai-service:latest";
+pub const DEFAULT_IMAGE: &str = "quay.io/trustyai/trustyai-service:v0.28.0";
 pub const OPERATOR_CONFIG: &str = "trustyai-service-operator-config";
 
 // --- the shared operator -------------------------------------------------------------------

@@ -7,6 +7,7 @@ pub mod helm;
 pub mod operator;
 pub mod proxy;
 pub mod samples;
+pub mod test_pods;
 pub mod wait;
 
 #[allow(unused_imports)] // as for dead_code: not every test binary uses it

@@ -24,6 +24,20 @@ app.kubernetes.io/name: {{ include "trustyai-operator.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
+{{/* The operator's ServiceAccount: the chart's, or with serviceAccount.create=false an existing one. */}}
+{{- define "trustyai-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{ .Values.serviceAccount.name | default (include "trustyai-operator.fullname" .) }}
+{{- else -}}
+{{ required "serviceAccount.name is required with serviceAccount.create=false: the name of an existing ServiceAccount in the release namespace" .Values.serviceAccount.name }}
+{{- end -}}
+{{- end }}
+
+{{/* The operator image: the operator's pods and the `helm test` pod run it. */}}
+{{- define "trustyai-operator.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
 {{- define "trustyai-operator.proxyClusterRole" -}}
 {{ include "trustyai-operator.fullname" . }}-proxy
 {{- end }}

@@ -561,8 +561,8 @@ async fn ensure_node(client: &Client) -> Result<(), String> {
             "labels": {"kubernetes.io/hostname": NODE_NAME, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "type": "kwok"}
         },
         "status": {
-            "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "1000"},
-            "capacity": {"cpu": "64", "memory": "256Gi", "pods": "1000"}
+            "allocatable": {"cpu": "64", "memory": "256Gi", "ephemeral-storage": "1Ti", "pods": "1000"},
+            "capacity": {"cpu": "64", "memory": "256Gi", "ephemeral-storage": "1Ti", "pods": "1000"}
         }
     }))
     .map_err(|e| e.to_string())?;

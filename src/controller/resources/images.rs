@@ -24,8 +24,9 @@ use trustyai_crds::contract::config_map;
 
 use super::non_empty;
 
-/// The TrustyAI service image when nothing else names one.
-pub const DEFAULT_SERVICE_IMAGE: &str = "quay.io/trustyai/trustyai-service:latest";
+/// The TrustyAI service image when nothing else names one: the version the Go operator's
+/// component metadata names (a floating tag would roll every instance when it is re-pushed).
+pub const DEFAULT_SERVICE_IMAGE: &str = "quay.io/trustyai/trustyai-service:v0.28.0";
 /// The kube-rbac-proxy image when nothing else names one.
 pub const DEFAULT_KUBE_RBAC_PROXY_IMAGE: &str =
     "quay.io/opendatahub/odh-kube-rbac-proxy:odh-stable";
