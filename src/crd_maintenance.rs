@@ -5,10 +5,13 @@
 //! The conversion settings (`spec.conversion`) are left out: the caBundle publisher owns them
 //! under a field manager of its own, and two managers writing one field would fight.
 
+use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::wait::{Condition, await_condition, conditions};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::wait::{Condition, conditions};
+use kube::runtime::watcher;
 use std::time::Duration;
 
 use trustyai_crds::contract::CRD_NAME;
@@ -23,8 +26,8 @@ pub enum CrdMaintenanceError {
     Build(#[from] trustyai_crds::crd::CrdError),
     #[error("applying CRD {CRD_NAME}")]
     Apply(#[source] kube::Error),
-    #[error("watching CRD {CRD_NAME} for Established")]
-    Wait(#[source] kube::runtime::wait::Error),
+    #[error("the watch of CRD {CRD_NAME} ended before it was Established")]
+    WatchEnded,
     #[error("CRD {CRD_NAME} did not become Established within {0:?}")]
     NotEstablished(Duration),
 }
@@ -104,15 +107,31 @@ pub async fn apply_crd(client: &Client) -> Result<(), CrdMaintenanceError> {
         return Ok(());
     }
     let timeout = Duration::from_secs(30);
-    tokio::time::timeout(
-        timeout,
-        await_condition(api, CRD_NAME, conditions::is_crd_established()),
-    )
-    .await
-    .map_err(|_| CrdMaintenanceError::NotEstablished(timeout))?
-    .map_err(CrdMaintenanceError::Wait)?;
+    tokio::time::timeout(timeout, established(api))
+        .await
+        .map_err(|_| CrdMaintenanceError::NotEstablished(timeout))??;
     tracing::info!("CRD {CRD_NAME} applied and Established");
     Ok(())
+}
+
+/// Waits until the watch of our CRD shows it Established (its errors are retried with backoff).
+async fn established(api: Api<CustomResourceDefinition>) -> Result<(), CrdMaintenanceError> {
+    let config =
+        crate::list_strategy::watcher_config().fields(&format!("metadata.name={CRD_NAME}"));
+    let crds = watcher::watcher(api, config)
+        .default_backoff()
+        .applied_objects();
+    let mut crds = std::pin::pin!(crds);
+    while let Some(event) = crds.next().await {
+        match event {
+            Ok(crd) if conditions::is_crd_established().matches_object(Some(&crd)) => return Ok(()),
+            Ok(_) => {}
+            Err(error) => {
+                tracing::debug!(error = %crate::error_chain::Chain(&error), "CRD watch error")
+            }
+        }
+    }
+    Err(CrdMaintenanceError::WatchEnded)
 }
 
 #[cfg(test)]

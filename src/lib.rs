@@ -15,6 +15,7 @@ pub mod install_check;
 pub mod kube_client;
 pub mod leader_duties;
 pub mod leader_election;
+pub mod list_strategy;
 pub mod metrics;
 pub mod offline;
 pub mod run;

@@ -140,6 +140,8 @@ type TaskResult = (Task, Result<(), TaskError>);
 /// Runs the operator until a shutdown signal (exit 0) or a task failure (error).
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let client = crate::kube_client::client(args.kubeconfig.as_deref()).await?;
+    // Before the first watch: whether watches stream their first list.
+    crate::list_strategy::decide(&client).await;
     let stop = CancellationToken::new();
     shutdown::cancel_on_signal(stop.clone());
 
@@ -490,6 +492,7 @@ async fn start_certificates(
                 name: args.names.cert_secret.clone(),
                 names: names.clone(),
                 lifetimes,
+                streaming_lists: streaming_lists(),
             };
             let (client, stop) = (client.clone(), stop.clone());
             tasks.spawn(async move {
@@ -592,6 +595,11 @@ fn webhook_endpoint(args: &RunArgs) -> trustyai_certs::ca_bundle_patches::Webhoo
     }
 }
 
+/// Whether the watches of the certificate tasks stream their first list.
+fn streaming_lists() -> bool {
+    crate::list_strategy::current() == kube::runtime::watcher::InitialListStrategy::StreamingList
+}
+
 fn publish_targets(
     args: &RunArgs,
     endpoint: trustyai_certs::ca_bundle_patches::WebhookEndpoint,
@@ -602,6 +610,7 @@ fn publish_targets(
         validating_webhook_configuration: Some(args.names.validating_webhook_configuration.clone()),
         mutating_webhook_configuration: Some(args.names.mutating_webhook_configuration.clone()),
         endpoint,
+        streaming_lists: streaming_lists(),
     }
 }
 

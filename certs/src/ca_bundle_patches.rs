@@ -73,6 +73,9 @@ pub struct PublishTargets {
     pub mutating_webhook_configuration: Option<String>,
     /// How the apiserver reaches the webhook server.
     pub endpoint: WebhookEndpoint,
+    /// Whether the watches of the targets stream their first list (the caller knows whether
+    /// the API server serves streaming lists); else a list request comes first.
+    pub streaming_lists: bool,
 }
 
 /// A webhook client config, the shape shared by the apiextensions and admissionregistration

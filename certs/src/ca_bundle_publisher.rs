@@ -370,7 +370,12 @@ where
 /// A stream that yields whenever the named cluster-scoped object changes (or the watch
 /// re-lists), keeping it in `writer`'s store: the publication reads it there instead of
 /// asking the API server again.
-fn changes<K>(client: &Client, name: &str, writer: Writer<K>) -> BoxStream<'static, ()>
+fn changes<K>(
+    client: &Client,
+    name: &str,
+    streaming_lists: bool,
+    writer: Writer<K>,
+) -> BoxStream<'static, ()>
 where
     K: Resource<Scope = kube::core::ClusterResourceScope, DynamicType = ()>
         + Clone
@@ -381,7 +386,10 @@ where
         + 'static,
 {
     let api: Api<K> = Api::all(client.clone());
-    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    if streaming_lists {
+        config = config.streaming_lists();
+    }
     watcher::watcher(api, config)
         .default_backoff()
         .reflect(writer)
@@ -423,20 +431,31 @@ pub async fn run_publisher(
         if let Some(name) = &targets.crd_name {
             let (store, writer) = reflector::store();
             watched_targets.crd = Target::watched_by(store);
-            sources.push(changes::<CustomResourceDefinition>(&client, name, writer));
+            sources.push(changes::<CustomResourceDefinition>(
+                &client,
+                name,
+                targets.streaming_lists,
+                writer,
+            ));
         }
         if let Some(name) = &targets.validating_webhook_configuration {
             let (store, writer) = reflector::store();
             watched_targets.validating = Target::watched_by(store);
             sources.push(changes::<ValidatingWebhookConfiguration>(
-                &client, name, writer,
+                &client,
+                name,
+                targets.streaming_lists,
+                writer,
             ));
         }
         if let Some(name) = &targets.mutating_webhook_configuration {
             let (store, writer) = reflector::store();
             watched_targets.mutating = Target::watched_by(store);
             sources.push(changes::<MutatingWebhookConfiguration>(
-                &client, name, writer,
+                &client,
+                name,
+                targets.streaming_lists,
+                writer,
             ));
         }
         // `pending` keeps the select branch alive even with no targets.

@@ -140,6 +140,9 @@ pub struct CertificateSecret {
     pub names: ServiceNames,
     /// How long the CA and the serving certificate live, and their overlap.
     pub lifetimes: Lifetimes,
+    /// Whether its watch streams its first list (the caller knows whether the API server
+    /// serves streaming lists); else a list request comes first.
+    pub streaming_lists: bool,
 }
 
 /// A version of the certificate Secret already judged good, and when it next needs attention.
@@ -407,11 +410,15 @@ pub async fn maintain_secret(
         name,
         names,
         lifetimes,
+        streaming_lists,
     } = secret;
     let span = info_span!("maintain_secret", kind = "Secret", %namespace, %name);
     async move {
         let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
-        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let mut config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        if streaming_lists {
+            config = config.streaming_lists();
+        }
         let mut events = watcher::watcher(api, config).default_backoff().boxed();
         // What the caller already judged is not judged again until it changes or is due.
         let (mut judged_version, mut next) = match judged {

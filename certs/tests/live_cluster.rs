@@ -157,6 +157,7 @@ async fn the_maintainer_serves_only_valid_material_and_recreates_a_deleted_secre
             name: SECRET.into(),
             names: names(&ns),
             lifetimes: Lifetimes::default(),
+            streaming_lists: true,
         },
         tx,
         Some(Recorder::new(
@@ -303,6 +304,7 @@ fn targets(endpoint: WebhookEndpoint) -> PublishTargets {
         validating_webhook_configuration: Some(WEBHOOKS.into()),
         mutating_webhook_configuration: Some(WEBHOOKS.into()),
         endpoint,
+        streaming_lists: true,
     }
 }
 
@@ -492,6 +494,7 @@ async fn the_maintainer_walks_a_ca_rotation_with_overlap() {
             name: SECRET.into(),
             names: names(&ns),
             lifetimes,
+            streaming_lists: false,
         },
         tx,
         None,

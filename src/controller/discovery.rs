@@ -163,7 +163,7 @@ async fn discover_by_group(client: &Client, previous: OptionalApis) -> OptionalA
 pub async fn maintain(client: Client, tx: watch::Sender<OptionalApis>, stop: CancellationToken) {
     let crds = watcher(
         Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone()),
-        watcher::Config::default(),
+        crate::list_strategy::watcher_config(),
     )
     .default_backoff()
     .filter_map(|event| async move {

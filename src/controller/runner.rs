@@ -124,7 +124,8 @@ async fn operator_config(
     let (store, writer) = reflector::store::<ConfigMap>();
     let events = watcher(
         Api::<ConfigMap>::namespaced(client.clone(), namespace),
-        watcher::Config::default().fields(&format!("metadata.name={}", config_map::NAME)),
+        crate::list_strategy::watcher_config()
+            .fields(&format!("metadata.name={}", config_map::NAME)),
     )
     .default_backoff()
     .reflect(writer)
@@ -146,7 +147,8 @@ fn trustyai_services(client: &Client) -> Controller<TrustyAIService> {
     let (reader, writer) = reflector::store::<TrustyAIService>();
     let services = watcher(
         Api::<TrustyAIService>::all(client.clone()),
-        watcher::Config::default().any_semantic(),
+        // With a list request first, from the API server's cache (any resourceVersion).
+        crate::list_strategy::watcher_config().any_semantic(),
     )
     .default_backoff()
     // Nothing reads them, and they are much of what a stored object weighs.

@@ -175,7 +175,7 @@ fn events(
     spec: &WatchSpec,
 ) -> BoxStream<'static, Result<Event<Seen>, watcher::Error>> {
     let api = Api::<DynamicObject>::all_with(client.clone(), &(spec.resource)());
-    let mut config = watcher::Config::default();
+    let mut config = crate::list_strategy::watcher_config();
     if let Some(selector) = spec.selector {
         config = config.labels(&selector());
     }
