@@ -144,6 +144,14 @@ where
     })
 }
 
+/// Whether this operator's field manager has applied the object (server-side apply records it
+/// in `managedFields`; every build of this operator applies under [`FIELD_MANAGER`]).
+pub fn applied_by_us(meta: &ObjectMeta) -> bool {
+    meta.managed_fields.iter().flatten().any(|m| {
+        m.manager.as_deref() == Some(FIELD_MANAGER) && m.operation.as_deref() == Some("Apply")
+    })
+}
+
 /// Whether a field manager other than this operator's wrote to the object.
 fn written_by_others(meta: &ObjectMeta) -> bool {
     meta.managed_fields.iter().flatten().any(|m| {

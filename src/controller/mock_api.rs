@@ -185,6 +185,17 @@ impl State {
                     meta["uid"] = json!(format!("uid-{}", self.resource_version));
                 }
                 meta["generation"] = json!(1);
+                // As the API server records a server-side apply (the apply's query names its
+                // field manager and forces).
+                if request.method == Method::PATCH
+                    && request.query.contains("force=true")
+                    && let Some(manager) = request
+                        .query
+                        .split('&')
+                        .find_map(|p| p.strip_prefix("fieldManager="))
+                {
+                    meta["managedFields"] = json!([{"manager": manager, "operation": "Apply"}]);
+                }
                 (StatusCode::OK, object)
             }
         }

@@ -750,6 +750,60 @@ async fn switching_from_the_go_operator_replaces_no_pod_in_any_storage_mode() {
             sentence.starts_with("Adopted (it existed)"),
             "{ns}: {sentence}"
         );
+        // So are the other children the Go operator made, although its owner references
+        // already named this TrustyAIService: none is said to be created or merely updated.
+        let mut expected = vec!["Deployment tas", "ServiceAccount tas-proxy"];
+        if *ns != alpha {
+            expected.extend([
+                "Service tas",
+                "Service tas-tls",
+                "ConfigMap tas-kube-rbac-proxy-config",
+            ]);
+        }
+        let adopted = env
+            .wait(
+                &format!("{ns}: events naming every adopted child"),
+                || async {
+                    let list = events.list(&Default::default()).await.ok()?;
+                    let adopted: Vec<String> = list
+                        .items
+                        .iter()
+                        .filter_map(|e| e.note.as_deref())
+                        .flat_map(|note| note.split(". "))
+                        .filter_map(|s| s.strip_prefix("Adopted (it existed): "))
+                        .flat_map(|items| items.trim_end_matches('.').split(", "))
+                        .map(str::to_owned)
+                        .collect();
+                    expected
+                        .iter()
+                        .all(|item| adopted.iter().any(|a| a == item))
+                        .then_some(adopted)
+                },
+            )
+            .await;
+        for item in &expected {
+            let said_otherwise = events
+                .list(&Default::default())
+                .await
+                .expect("events")
+                .items
+                .iter()
+                .filter_map(|e| e.note.clone())
+                .flat_map(|note| {
+                    note.split(". ")
+                        .filter(|s| s.starts_with("Created: ") || s.starts_with("Updated: "))
+                        .flat_map(|s| {
+                            s.split_once(": ")
+                                .map(|(_, items)| items.trim_end_matches('.').to_owned())
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .any(|items| items.split(", ").any(|i| i == *item));
+            assert!(
+                !said_otherwise,
+                "{ns}: {item} also reported created or updated (adopted: {adopted:?})"
+            );
+        }
     }
 
     // A real change afterwards rolls the pods once, to this operator's template.

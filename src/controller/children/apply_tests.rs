@@ -421,3 +421,57 @@ async fn an_orphan_deleted_is_not_deleted_again_before_its_watch_event() {
         .collect();
     assert_eq!(reasons, vec!["DestinationRuleDeleted".to_owned()]);
 }
+
+#[tokio::test]
+async fn a_child_another_operator_made_for_the_trustyaiservice_is_reported_adopted() {
+    let harness = Harness::listed([Step::apply(SERVICE_ACCOUNT)]);
+    // As the Go operator leaves it: owned by the TrustyAIService, written by its manager only.
+    let made_by_go = json!({
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "tas-proxy", "namespace": NAMESPACE, "resourceVersion": "5",
+                     "managedFields": [{"manager": "manager", "operation": "Update"}]}
+    });
+    harness.cache_objects(Kind::ServiceAccount, [(made_by_go, Some(owner()))]);
+    harness
+        .apply_kind(&database_service(), Kind::ServiceAccount)
+        .await
+        .expect("adopted");
+    assert_eq!(
+        harness.api.event_notes(),
+        vec![(
+            "ServiceAccountAdopted".to_owned(),
+            "Adopted (it existed): ServiceAccount tas-proxy.".to_owned()
+        )]
+    );
+    // The apply's answer, written through, shows this operator's apply: a later change is an
+    // update.
+    let cached = harness
+        .ctx
+        .children
+        .cache(Kind::ServiceAccount)
+        .entry(Some(NAMESPACE), "tas-proxy")
+        .expect("written through");
+    assert!(cached.applied_by_us, "{cached:?}");
+}
+
+#[tokio::test]
+async fn a_child_this_operator_applied_before_is_reported_updated() {
+    let harness = Harness::listed([Step::apply(SERVICE_ACCOUNT)]);
+    let ours = json!({
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "tas-proxy", "namespace": NAMESPACE, "resourceVersion": "5",
+                     "managedFields": [{"manager": "trustyai-operator", "operation": "Apply"}]}
+    });
+    harness.cache_objects(Kind::ServiceAccount, [(ours, Some(owner()))]);
+    harness
+        .apply_kind(&database_service(), Kind::ServiceAccount)
+        .await
+        .expect("updated");
+    assert_eq!(
+        harness.api.event_notes(),
+        vec![(
+            "ServiceAccountUpdated".to_owned(),
+            "Updated: ServiceAccount tas-proxy.".to_owned()
+        )]
+    );
+}

@@ -184,6 +184,9 @@ pub struct Entry {
     pub owner: Option<Owner>,
     /// The projected fields.
     pub fields: Option<Projected>,
+    /// Whether this operator has applied it (its field manager is among the object's): one
+    /// that another operator made and this one never applied is taken over by the next apply.
+    pub applied_by_us: bool,
 }
 
 /// `(namespace, name)`; the namespace is empty for cluster-scoped kinds.
@@ -280,6 +283,7 @@ impl KindCache {
             fields: object
                 .and_then(|o| self.projection.project(o))
                 .map(|fields| Projected::keep(&fields)),
+            applied_by_us: crate::controller::apply::applied_by_us(meta),
         }
     }
 

@@ -134,11 +134,13 @@ impl Child<'_> {
             live_rv = None;
         }
         let mut applied = apply::apply_after(&api, label, &object, live_rv).await?;
-        // It existed, but not as this TrustyAIService's: the apply took it over.
+        // It existed, but not as this TrustyAIService's, or made by another operator (the Go
+        // operator's children name the TrustyAIService as their owner too): the apply took it
+        // over.
         let adopted = taken_over
-            || live
-                .as_ref()
-                .is_some_and(|l| !wanted.shared && l.owner.as_ref() != Some(&self.owner));
+            || live.as_ref().is_some_and(|l| {
+                !wanted.shared && (l.owner.as_ref() != Some(&self.owner) || !l.applied_by_us)
+            });
         if adopted && applied.outcome == apply::Outcome::Changed {
             applied.outcome = apply::Outcome::Adopted;
         }
@@ -195,6 +197,7 @@ impl Child<'_> {
                 {
                     return Ok(Some(Live {
                         owner: entry.owner,
+                        applied_by_us: entry.applied_by_us,
                         resource_version: entry.resource_version,
                         fields: entry.fields.map(|f| f.value()).unwrap_or_default(),
                     }));
@@ -218,6 +221,7 @@ impl Child<'_> {
             let value = serde_json::to_value(&object).unwrap_or_default();
             Live {
                 owner: self.declaration.watch.mapping.owner(&object.metadata),
+                applied_by_us: crate::controller::apply::applied_by_us(&object.metadata),
                 resource_version: object.metadata.resource_version.clone(),
                 fields: self
                     .declaration
@@ -234,6 +238,8 @@ impl Child<'_> {
 struct Live {
     /// The TrustyAIService it belongs to, per the kind's mapping.
     owner: Option<Owner>,
+    /// Whether this operator has applied it before.
+    applied_by_us: bool,
     resource_version: Option<String>,
     fields: serde_json::Value,
 }
