@@ -1,6 +1,6 @@
 #![allow(clippy::expect_used)] // a test fails loudly on unexpected data
-//! The Helm chart, with the helm built from its Go module and the real API server: lint, render
-//! in every certificate mode and server-side dry-run, values schema, the CRD copy, install,
+//! The Helm chart, with the helm built from its Go module and the real API server: lint, install
+//! in every certificate mode, values schema, the CRD copy, install,
 //! upgrade with a CRD that gained a field, uninstall that keeps the CRD and every
 //! TrustyAIService, and installs where the Go operator's CRD and objects already exist (left
 //! alone or adopted, two releases side by side).
@@ -179,11 +179,12 @@ fn values_table_documents_every_value() {
 }
 
 #[tokio::test]
-async fn every_certificate_mode_renders_objects_the_api_server_accepts() {
-    // The dry run applies the chart's CRD over the live one, which other tests change.
+async fn every_certificate_mode_installs_and_uninstalls() {
+    // Each install brings the chart's CRD, which other tests change.
     let _crd = CRD.lock().await;
     let cp = ControlPlane::shared();
-    // cert-manager's kinds, as minimal CRDs, so its Issuer and Certificate can be dry-run.
+    let client = cp.client().await;
+    // cert-manager's kinds, as minimal CRDs, so its Issuer and Certificate can be created.
     let (ok, applied, err) = cp.kubectl(
         &[
             "apply",
@@ -203,9 +204,9 @@ async fn every_certificate_mode_renders_objects_the_api_server_accepts() {
     wait.extend(applied.lines());
     let (ok, out, err) = cp.kubectl(&wait, None);
     assert!(ok, "cert-manager's CRDs established: {out}{err}");
-    let (ok, _, err) = cp.kubectl(&["create", "namespace", "trustyai-system"], None);
-    assert!(ok || err.contains("AlreadyExists"), "{err}");
-    for extra in [
+    let chart = chart_dir();
+    let chart = chart.to_str().expect("path");
+    for (i, extra) in [
         vec![],
         vec!["--set", "certs.mode=certManager"],
         vec![
@@ -230,14 +231,29 @@ async fn every_certificate_mode_renders_objects_the_api_server_accepts() {
             "--set",
             "networkPolicy.enabled=true",
         ],
-    ] {
-        let manifest = template(&extra);
-        let (ok, out, err) = dry_run(cp, &manifest).await;
-        assert!(
-            ok,
-            "the API server refused the chart rendered with {extra:?}:\n{err}\n{out}"
-        );
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        // A CRD kept from the previous release carries that release's ownership metadata.
+        delete_crd(cp);
+        let ns = cp.namespace(&client, "modes").await;
+        let release = format!("mode-{i}");
+        let mut args = vec![
+            "install",
+            &release,
+            chart,
+            "--namespace",
+            &ns,
+            "--wait=false",
+        ];
+        args.extend_from_slice(&extra);
+        let (ok, out, err) = helm(Some(cp), &args);
+        assert!(ok, "helm install with {extra:?} failed:\n{err}\n{out}");
+        let (ok, out, err) = helm(Some(cp), &["uninstall", &release, "--namespace", &ns]);
+        assert!(ok, "helm uninstall with {extra:?} failed:\n{err}\n{out}");
     }
+    delete_crd(cp);
 }
 
 /// Server-side dry run of `manifest`, retried while kubectl cannot map a kind yet (Established
