@@ -86,3 +86,48 @@ async fn ask(client: &Client) -> InitialListStrategy {
         None => refused("the watch ended before its first event".to_owned()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::mock_api::{MockApi, Step};
+    use http::Method;
+    use serde_json::json;
+
+    const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+
+    #[tokio::test]
+    async fn an_api_server_that_ends_the_initial_events_with_a_bookmark_streams_lists() {
+        let bookmark = json!({"type": "BOOKMARK", "object": {
+            "kind": "CustomResourceDefinition", "apiVersion": "apiextensions.k8s.io/v1",
+            "metadata": {"resourceVersion": "12",
+                         "annotations": {"k8s.io/initial-events-end": "true"}}}});
+        let (api, client) = MockApi::new([Step::answer(Method::GET, CRDS, 200, bookmark)]);
+        assert_eq!(ask(&client).await, InitialListStrategy::StreamingList);
+        let requests = api.requests();
+        assert!(
+            requests[0].query.contains("sendInitialEvents=true")
+                && requests[0].query.contains("watch=true"),
+            "{}",
+            requests[0].query
+        );
+    }
+
+    #[tokio::test]
+    async fn an_api_server_that_refuses_initial_events_gets_a_list_before_each_watch() {
+        // What an API server with the WatchList feature gate off answers.
+        let refusal = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "reason": "Invalid", "code": 422,
+            "message": "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"});
+        let (_api, client) = MockApi::new([Step::answer(Method::GET, CRDS, 422, refusal)]);
+        assert_eq!(ask(&client).await, InitialListStrategy::ListWatch);
+    }
+
+    #[test]
+    fn before_the_decision_watches_list_first() {
+        assert_eq!(
+            watcher_config().initial_list_strategy,
+            InitialListStrategy::ListWatch
+        );
+    }
+}

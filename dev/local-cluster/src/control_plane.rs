@@ -141,6 +141,12 @@ impl ControlPlane {
     /// Starts a control plane of its own (not the shared one). Blocking; call it outside an
     /// async context or on a thread of its own.
     pub fn start() -> Result<ControlPlane, String> {
+        Self::start_with_apiserver_flags(&[])
+    }
+
+    /// [`Self::start`], with `flags` added to kube-apiserver's (another API server than the
+    /// usual, such as one with a feature gate off).
+    pub fn start_with_apiserver_flags(flags: &[&str]) -> Result<ControlPlane, String> {
         let bin = bin_dir()?;
         for name in [
             "etcd",
@@ -181,7 +187,7 @@ impl ControlPlane {
         }
         let started = Instant::now();
         cp.start_etcd()?;
-        cp.start_apiserver(apiserver_port)?;
+        cp.start_apiserver(apiserver_port, flags)?;
         cp.wait_until(
             "kube-apiserver /readyz",
             Duration::from_secs(90),
@@ -280,9 +286,9 @@ impl ControlPlane {
         self.spawn("etcd", &args)
     }
 
-    fn start_apiserver(&mut self, port: u16) -> Result<(), String> {
+    fn start_apiserver(&mut self, port: u16, flags: &[&str]) -> Result<(), String> {
         let p = &self.pki;
-        let args = vec![
+        let mut args = vec![
             format!("--etcd-servers={}", self.etcd_url),
             "--bind-address=127.0.0.1".into(),
             "--advertise-address=127.0.0.1".into(),
@@ -304,6 +310,7 @@ impl ControlPlane {
             "--profiling=false".into(),
             "--v=1".into(),
         ];
+        args.extend(flags.iter().map(|f| (*f).to_owned()));
         self.spawn("kube-apiserver", &args)
     }
 
