@@ -129,12 +129,30 @@ pub async fn apply_after<K>(
 where
     K: Resource + Clone + Debug + Serialize + DeserializeOwned,
 {
+    apply_taking_over(api, kind, object, live_resource_version, false).await
+}
+
+/// [`apply_after`], where the caller knows whether the live object is another's that this
+/// apply takes over: a change is then [`Outcome::Adopted`], in the log as in the event.
+pub async fn apply_taking_over<K>(
+    api: &Api<K>,
+    kind: &'static str,
+    object: &K,
+    live_resource_version: Option<String>,
+    taking_over: bool,
+) -> Result<Applied<K>, ReconcileError>
+where
+    K: Resource + Clone + Debug + Serialize + DeserializeOwned,
+{
     let name = object.name_any();
     let applied = api
         .patch(&name, &params(), &Patch::Apply(object))
         .await
         .map_err(ReconcileError::kube("applying", kind, &name))?;
-    let outcome = Outcome::from_answer(live_resource_version.as_deref(), applied.meta());
+    let outcome = match Outcome::from_answer(live_resource_version.as_deref(), applied.meta()) {
+        Outcome::Changed if taking_over => Outcome::Adopted,
+        outcome => outcome,
+    };
     if outcome != Outcome::Unchanged {
         tracing::info!(kind, name, ?outcome, "applied");
     }

@@ -803,6 +803,20 @@ async fn switching_from_the_go_operator_replaces_no_pod_in_any_storage_mode() {
                 !said_otherwise,
                 "{ns}: {item} also reported created or updated (adopted: {adopted:?})"
             );
+            // The log says so too: its record of the apply.
+            let (kind, name) = item.split_once(' ').expect("kind and name");
+            let log = std::fs::read_to_string(env.operator_log()).expect("the operator's log");
+            let logged = log
+                .lines()
+                .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+                .any(|record| {
+                    record["message"] == "applied"
+                        && record["kind"] == kind
+                        && record["name"] == name
+                        && record["namespace"] == ns.as_str()
+                        && record["outcome"] == "Adopted"
+                });
+            assert!(logged, "{ns}: no log record of {item} adopted");
         }
     }
 

@@ -133,17 +133,14 @@ impl Child<'_> {
             changes.replaced(label, &self.name);
             live_rv = None;
         }
-        let mut applied = apply::apply_after(&api, label, &object, live_rv).await?;
-        // It existed, but not as this TrustyAIService's, or made by another operator (the Go
-        // operator's children name the TrustyAIService as their owner too): the apply took it
-        // over.
-        let adopted = taken_over
+        // It exists, but not as this TrustyAIService's, or made by another operator (the Go
+        // operator's children name the TrustyAIService as their owner too): the apply takes
+        // it over.
+        let taking_over = taken_over
             || live.as_ref().is_some_and(|l| {
                 !wanted.shared && (l.owner.as_ref() != Some(&self.owner) || !l.applied_by_us)
             });
-        if adopted && applied.outcome == apply::Outcome::Changed {
-            applied.outcome = apply::Outcome::Adopted;
-        }
+        let applied = apply::apply_taking_over(&api, label, &object, live_rv, taking_over).await?;
         count(self.ctx, label, applied.outcome.label());
         let tracking = self.declaration.watch.tracking;
         memory.record(
