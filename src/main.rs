@@ -37,52 +37,17 @@ fn main() -> ExitCode {
         },
         Command::Validate(args) => trustyai_operator::offline::validate::run(&args),
         Command::Convert(args) => trustyai_operator::offline::convert::run(&args),
-        Command::MigrateStorage(args) => match tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(rt) => rt.block_on(trustyai_operator::storage_migration::run_cli(&args)),
-            Err(e) => {
-                eprintln!("error: cannot start the async runtime: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        Command::Uninstall(args) => match tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(rt) => rt.block_on(trustyai_operator::uninstall::run_cli(&args)),
-            Err(e) => {
-                eprintln!("error: cannot start the async runtime: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        Command::CheckInstall(args) => match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(rt) => rt.block_on(trustyai_operator::install_check::run_cli(&args)),
-            Err(e) => {
-                eprintln!("error: cannot start the async runtime: {e}");
-                ExitCode::FAILURE
-            }
-        },
+        Command::MigrateStorage(args) => {
+            run_async(trustyai_operator::storage_migration::run_cli(&args))
+        }
+        Command::Uninstall(args) => run_async(trustyai_operator::uninstall::run_cli(&args)),
+        Command::CheckInstall(args) => run_async(trustyai_operator::install_check::run_cli(&args)),
         Command::Version => {
             println!("trustyai-operator {VERSION}");
             ExitCode::SUCCESS
         }
-        Command::Run(args) => {
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("error: cannot start the async runtime: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            match runtime.block_on(trustyai_operator::run::run(*args)) {
+        Command::Run(args) => run_async(async move {
+            match trustyai_operator::run::run(*args).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!(error = &e as &dyn std::error::Error, "operator stopped");
@@ -90,6 +55,20 @@ fn main() -> ExitCode {
                     ExitCode::FAILURE
                 }
             }
+        }),
+    }
+}
+
+/// Runs a command that talks to the cluster on a runtime of its own.
+fn run_async(command: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(command),
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
         }
     }
 }

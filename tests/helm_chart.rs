@@ -77,6 +77,24 @@ fn template(extra: &[&str]) -> String {
     out
 }
 
+/// `helm install <release>` of the chart into `ns` (not waiting for the operator's pod, which
+/// never runs here), with `extra` arguments; asserts it succeeds and returns what helm printed.
+fn install(cp: &ControlPlane, release: &str, ns: &str, extra: &[&str]) -> String {
+    let chart = chart_dir();
+    let mut args = vec![
+        "install",
+        release,
+        chart.to_str().expect("path"),
+        "--namespace",
+        ns,
+        "--wait=false",
+    ];
+    args.extend_from_slice(extra);
+    let (ok, out, err) = helm(Some(cp), &args);
+    assert!(ok, "helm install {release} {extra:?} failed:\n{out}\n{err}");
+    out
+}
+
 #[test]
 fn chart_crd_is_the_generated_crd() {
     let generated = std::fs::read_to_string(
@@ -204,8 +222,6 @@ async fn every_certificate_mode_installs_and_uninstalls() {
     wait.extend(applied.lines());
     let (ok, out, err) = cp.kubectl(&wait, None);
     assert!(ok, "cert-manager's CRDs established: {out}{err}");
-    let chart = chart_dir();
-    let chart = chart.to_str().expect("path");
     for (i, extra) in [
         vec![],
         vec!["--set", "certs.mode=certManager"],
@@ -239,17 +255,7 @@ async fn every_certificate_mode_installs_and_uninstalls() {
         delete_crd(cp);
         let ns = cp.namespace(&client, "modes").await;
         let release = format!("mode-{i}");
-        let mut args = vec![
-            "install",
-            &release,
-            chart,
-            "--namespace",
-            &ns,
-            "--wait=false",
-        ];
-        args.extend_from_slice(&extra);
-        let (ok, out, err) = helm(Some(cp), &args);
-        assert!(ok, "helm install with {extra:?} failed:\n{err}\n{out}");
+        install(cp, &release, &ns, &extra);
         let (ok, out, err) = helm(Some(cp), &["uninstall", &release, "--namespace", &ns]);
         assert!(ok, "helm uninstall with {extra:?} failed:\n{err}\n{out}");
     }
@@ -663,18 +669,7 @@ async fn install_upgrade_and_uninstall_keep_the_crd_and_every_trustyaiservice() 
     let client = cp.client().await;
     let ns = cp.namespace(&client, "helm").await;
     let chart = chart_dir();
-    let (ok, out, err) = helm(
-        Some(cp),
-        &[
-            "install",
-            "trustyai",
-            chart.to_str().expect("path"),
-            "--namespace",
-            &ns,
-            "--wait=false",
-        ],
-    );
-    assert!(ok, "helm install failed:\n{out}\n{err}");
+    let out = install(cp, "trustyai", &ns, &[]);
     assert!(
         out.contains("Create a first TrustyAIService"),
         "NOTES.txt shown: {out}"
@@ -1083,23 +1078,16 @@ async fn installs_where_the_go_operators_crd_and_objects_exist() {
         "Helm refuses to take over a CRD it does not own:\n{out}\n{err}"
     );
     for (release, ns) in [("trustyai-a", &ns_a), ("trustyai-b", &ns_b)] {
-        let (ok, out, err) = helm(
-            Some(cp),
+        install(
+            cp,
+            release,
+            ns,
             &[
-                "install",
-                release,
-                chart,
-                "--namespace",
-                ns,
                 "--set",
                 "crds.install=false",
                 "--set",
                 "webhook.failurePolicy=Ignore",
             ],
-        );
-        assert!(
-            ok,
-            "helm install {release} beside the Go CRD:\n{out}\n{err}"
         );
     }
     let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -1244,22 +1232,8 @@ async fn helm_uninstall_then_the_uninstall_command_leaves_no_namespace_terminati
     let client = cp.client().await;
     let ns = cp.namespace(&client, "release").await;
     let app = cp.namespace(&client, "app").await;
-    let chart = chart_dir();
-    let (ok, out, err) = helm(
-        Some(cp),
-        &[
-            "install",
-            RELEASE,
-            chart.to_str().expect("path"),
-            "--namespace",
-            &ns,
-            "--wait=false",
-            // The registrations point at the chart's Service, which has no pod behind it here.
-            "--set",
-            "webhook.failurePolicy=Ignore",
-        ],
-    );
-    assert!(ok, "helm install failed:\n{out}\n{err}");
+    // The registrations point at the chart's Service, which has no pod behind it here.
+    install(cp, RELEASE, &ns, &["--set", "webhook.failurePolicy=Ignore"]);
     wait_established(cp);
 
     // There is no container runtime, so the chart's operator pod never runs: the same binary
@@ -1446,21 +1420,7 @@ async fn helm_test_passes_while_the_webhooks_answer_and_fails_without_them() {
     delete_crd(cp);
     let client = cp.client().await;
     let ns = cp.namespace(&client, "helm-test").await;
-    let chart = chart_dir();
-    let (ok, out, err) = helm(
-        Some(cp),
-        &[
-            "install",
-            RELEASE,
-            chart.to_str().expect("path"),
-            "--namespace",
-            &ns,
-            "--wait=false",
-            "--set",
-            "image.tag=under-test",
-        ],
-    );
-    assert!(ok, "helm install failed:\n{out}\n{err}");
+    install(cp, RELEASE, &ns, &["--set", "image.tag=under-test"]);
     // Whatever happens below, the release goes: its registrations (failurePolicy Fail) would
     // otherwise point every TrustyAIService write of the later tests at a stopped operator.
     let _release = Uninstall {

@@ -103,12 +103,9 @@ async fn strip_validation(env: &Env) {
         .expect("the CRD without validation");
 }
 
-#[tokio::test]
-async fn objects_stored_without_validation_keep_working_and_say_what_to_fix() {
-    let env = Env::exclusive().await;
-    let ns = env.namespace("legacy").await;
-    // Under the Go operator: no webhooks, a CRD without rules, and an object ours refuse.
-    env.stop_operator();
+/// Deletes the webhook registrations the operator made: with no operator answering them
+/// (`failurePolicy: Fail`), they would refuse every TrustyAIService write.
+fn remove_registrations(env: &Env) {
     for (kind, name) in [
         (
             "validatingwebhookconfiguration",
@@ -121,6 +118,15 @@ async fn objects_stored_without_validation_keep_working_and_say_what_to_fix() {
             .kubectl(&["delete", kind, name, "--ignore-not-found"], None);
         assert!(ok, "{out}{err}");
     }
+}
+
+#[tokio::test]
+async fn objects_stored_without_validation_keep_working_and_say_what_to_fix() {
+    let env = Env::exclusive().await;
+    let ns = env.namespace("legacy").await;
+    // Under the Go operator: no webhooks, a CRD without rules, and an object ours refuse.
+    env.stop_operator();
+    remove_registrations(&env);
     strip_validation(&env).await;
     let mut spec = pvc_spec();
     spec["storage"]["size"] = json!("abc");
@@ -560,11 +566,7 @@ async fn go_pods_running(env: &Env, ns: &str) {
 
 #[tokio::test]
 async fn switching_from_the_go_operator_replaces_no_pod_in_any_storage_mode() {
-    use k8s_openapi::api::admissionregistration::v1::{
-        MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-    };
     use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
-    use kube::api::DeleteParams;
     use trustyai_crds::contract::FINALIZER;
 
     let env = Env::exclusive().await;
@@ -620,12 +622,7 @@ async fn switching_from_the_go_operator_replaces_no_pod_in_any_storage_mode() {
     // The Go operator's instances in the three storage modes, written while no operator of ours
     // runs (its webhook registrations go with it; the restarted operator registers them again).
     env.stop_operator();
-    let _ = Api::<ValidatingWebhookConfiguration>::all(env.client.clone())
-        .delete("trustyai-operator-validating", &DeleteParams::default())
-        .await;
-    let _ = Api::<MutatingWebhookConfiguration>::all(env.client.clone())
-        .delete("trustyai-operator-mutating", &DeleteParams::default())
-        .await;
+    remove_registrations(&env);
     let mut namespaces = Vec::new();
     for (mode, spec) in &specs {
         let ns = env.namespace(&format!("go-{mode:?}").to_lowercase()).await;
@@ -909,18 +906,7 @@ async fn switching_back_to_the_go_operator_leaves_every_child_it_looks_up() {
     let tas = env.wait_ready(&ns, "tas").await;
 
     env.stop_operator();
-    for (kind, name) in [
-        (
-            "validatingwebhookconfiguration",
-            "trustyai-operator-validating",
-        ),
-        ("mutatingwebhookconfiguration", "trustyai-operator-mutating"),
-    ] {
-        let (ok, out, err) = env
-            .cp
-            .kubectl(&["delete", kind, name, "--ignore-not-found"], None);
-        assert!(ok, "{out}{err}");
-    }
+    remove_registrations(&env);
     let go_crd = format!(
         "{}/tests/fixtures/crds/go-operator-trustyaiservices.yaml",
         env!("CARGO_MANIFEST_DIR")
@@ -932,32 +918,11 @@ async fn switching_back_to_the_go_operator_leaves_every_child_it_looks_up() {
     assert!(ok, "the Go operator's CRD back: {out}{err}");
 
     // What the Go operator's reconcile looks up, by its names: nothing for it to create.
-    let deployment = env
-        .api::<Deployment>(&ns)
-        .get("tas")
-        .await
-        .expect("Deployment tas");
-    crate::env::assert_owned_by(&deployment.metadata, &tas, "Deployment tas");
-    let account = env
-        .api::<ServiceAccount>(&ns)
-        .get("tas-proxy")
-        .await
-        .expect("ServiceAccount tas-proxy");
-    crate::env::assert_owned_by(&account.metadata, &tas, "ServiceAccount tas-proxy");
-    let map = env
-        .api::<ConfigMap>(&ns)
-        .get("tas-kube-rbac-proxy-config")
-        .await
-        .expect("ConfigMap tas-kube-rbac-proxy-config");
-    crate::env::assert_owned_by(&map.metadata, &tas, "ConfigMap tas-kube-rbac-proxy-config");
-    for name in ["tas", "tas-tls"] {
-        let service = env
-            .api::<Service>(&ns)
-            .get(name)
-            .await
-            .unwrap_or_else(|e| panic!("Service {name}: {e}"));
-        crate::env::assert_owned_by(&service.metadata, &tas, &format!("Service {name}"));
-    }
+    let deployment: Deployment = owned_child(&env, &ns, "tas", &tas).await;
+    let _: ServiceAccount = owned_child(&env, &ns, "tas-proxy", &tas).await;
+    let _: ConfigMap = owned_child(&env, &ns, "tas-kube-rbac-proxy-config", &tas).await;
+    let _: Service = owned_child(&env, &ns, "tas-tls", &tas).await;
+    let internal: Service = owned_child(&env, &ns, "tas", &tas).await;
     let (ok, out, err) = env.cp.kubectl(
         &[
             "get",
@@ -971,11 +936,6 @@ async fn switching_back_to_the_go_operator_leaves_every_child_it_looks_up() {
         .get("tas-pvc")
         .await
         .expect("PVC tas-pvc");
-    let internal = env
-        .api::<Service>(&ns)
-        .get("tas")
-        .await
-        .expect("Service tas");
     let selector = internal.spec.and_then(|s| s.selector).expect("a selector");
     let pod_labels = deployment
         .spec
@@ -1037,4 +997,22 @@ async fn switching_back_to_the_go_operator_leaves_every_child_it_looks_up() {
 
     // Back to this operator for the tests that follow: it brings its CRD and registrations.
     env.restart_operator();
+}
+
+/// The child `name` of kind `K` in `ns`, asserted to be owned by `owner`.
+async fn owned_child<K>(env: &Env, ns: &str, name: &str, owner: &TrustyAIService) -> K
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let child = env
+        .api::<K>(ns)
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    crate::env::assert_owned_by(child.meta(), owner, name);
+    child
 }
