@@ -77,7 +77,7 @@ enum Step {
     Renew,
 }
 
-fn decide(
+fn next_step(
     observed: &Observed,
     me: &str,
     unchanged_for: Duration,
@@ -239,7 +239,7 @@ async fn attempt(
         _ => Instant::now(),
     };
     *last_seen = Some((observed.clone(), since));
-    match decide(
+    match next_step(
         &observed,
         &config.identity,
         since.elapsed(),
@@ -366,11 +366,11 @@ mod tests {
     #[test]
     fn a_free_or_released_lease_is_taken() {
         assert_eq!(
-            decide(&observed(None), "me", Duration::ZERO, LEASE),
+            next_step(&observed(None), "me", Duration::ZERO, LEASE),
             Step::Acquire
         );
         assert_eq!(
-            decide(&observed(Some("")), "me", Duration::ZERO, LEASE),
+            next_step(&observed(Some("")), "me", Duration::ZERO, LEASE),
             Step::Acquire
         );
     }
@@ -378,7 +378,7 @@ mod tests {
     #[test]
     fn our_lease_is_renewed() {
         assert_eq!(
-            decide(&observed(Some("me")), "me", Duration::from_secs(100), LEASE),
+            next_step(&observed(Some("me")), "me", Duration::from_secs(100), LEASE),
             Step::Renew
         );
     }
@@ -386,7 +386,7 @@ mod tests {
     #[test]
     fn another_holder_is_waited_for_until_unchanged_for_a_whole_lease() {
         assert_eq!(
-            decide(
+            next_step(
                 &observed(Some("other")),
                 "me",
                 Duration::from_secs(14),
@@ -395,7 +395,7 @@ mod tests {
             Step::Wait
         );
         assert_eq!(
-            decide(&observed(Some("other")), "me", LEASE, LEASE),
+            next_step(&observed(Some("other")), "me", LEASE, LEASE),
             Step::Acquire
         );
     }

@@ -26,7 +26,7 @@ use trustyai_crds::contract::CRD_NAME;
 
 static DECIDED: OnceLock<InitialListStrategy> = OnceLock::new();
 
-/// The strategy decided at start ([`decide`]); before that, and in processes that never ask
+/// The strategy decided at start ([`detect`]); before that, and in processes that never ask
 /// (the offline commands, unit tests), a list before each watch, which every API server serves.
 pub fn current() -> InitialListStrategy {
     DECIDED
@@ -46,7 +46,7 @@ pub fn watcher_config() -> watcher::Config {
 /// Asks the API server once whether it serves streaming lists, and keeps the answer for the
 /// process. The question is a streaming watch of our CRD's metadata (the operator may watch
 /// CRDs: discovery does), closed after its first event.
-pub async fn decide(client: &Client) -> InitialListStrategy {
+pub async fn detect(client: &Client) -> InitialListStrategy {
     let strategy = ask(client).await;
     let decided = DECIDED.get_or_init(|| strategy.clone()).clone();
     tracing::info!(

@@ -141,7 +141,7 @@ type TaskResult = (Task, Result<(), TaskError>);
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let client = crate::kube_client::client(args.kubeconfig.as_deref()).await?;
     // Before the first watch: whether watches stream their first list.
-    crate::list_strategy::decide(&client).await;
+    crate::list_strategy::detect(&client).await;
     let stop = CancellationToken::new();
     shutdown::cancel_on_signal(stop.clone());
 

@@ -356,14 +356,14 @@ pub async fn migrate_with(
 
 /// The outcome of re-writing one object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Outcome {
+enum Rewrite {
     Rewritten,
     Unchanged,
     Gone,
 }
 
 /// One object's outcome and the conflicts met on the way.
-type RewriteResult = Result<(Outcome, usize), kube::Error>;
+type RewriteResult = Result<(Rewrite, usize), kube::Error>;
 
 /// Re-writes every object, page by page; returns the failures (`namespace/name: reason`).
 async fn rewrite_all(
@@ -421,9 +421,9 @@ async fn rewrite_all(
                 Ok((outcome, conflicts)) => {
                     report.conflicts += conflicts;
                     match outcome {
-                        Outcome::Rewritten => report.rewritten += 1,
-                        Outcome::Unchanged => report.unchanged += 1,
-                        Outcome::Gone => report.gone += 1,
+                        Rewrite::Rewritten => report.rewritten += 1,
+                        Rewrite::Unchanged => report.unchanged += 1,
+                        Rewrite::Gone => report.gone += 1,
                     }
                 }
                 Err(error) => {
@@ -479,10 +479,10 @@ async fn rewrite_one(
         let read_at = object.metadata.resource_version.clone();
         match api.replace(&name, &params, &object).await {
             Ok(written) if written.metadata.resource_version == read_at => {
-                return Ok((Outcome::Unchanged, conflicts));
+                return Ok((Rewrite::Unchanged, conflicts));
             }
-            Ok(_) => return Ok((Outcome::Rewritten, conflicts)),
-            Err(e) if status_code(&e) == Some(404) => return Ok((Outcome::Gone, conflicts)),
+            Ok(_) => return Ok((Rewrite::Rewritten, conflicts)),
+            Err(e) if status_code(&e) == Some(404) => return Ok((Rewrite::Gone, conflicts)),
             Err(e) if status_code(&e) == Some(409) => {
                 conflicts += 1;
                 if conflicts >= options.conflict_attempts as usize {
@@ -491,7 +491,7 @@ async fn rewrite_one(
                 // Someone else wrote it: re-read and write that version back.
                 match api.get_opt(&name).await? {
                     Some(fresh) => object = fresh,
-                    None => return Ok((Outcome::Gone, conflicts)),
+                    None => return Ok((Rewrite::Gone, conflicts)),
                 }
             }
             Err(e) => return Err(e),

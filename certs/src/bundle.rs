@@ -3,7 +3,7 @@
 //! During a CA rotation the Secret holds the new CA in `ca.crt` and the old one in
 //! `ca-previous.crt`; the bundle carries both, so clients trust the serving certificate whether a
 //! replica still serves one signed by the old CA or already one signed by the new CA. The
-//! renewal decision ([`crate::renewal::decide`]) removes `ca-previous.crt` once the serving
+//! renewal decision ([`crate::renewal::plan_renewal`]) removes `ca-previous.crt` once the serving
 //! certificate chains to the new CA and every replica has had time to load it; from then on
 //! the bundle is the new CA alone.
 

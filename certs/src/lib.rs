@@ -48,7 +48,7 @@ pub use lifetimes::Lifetimes;
 pub use material::{CaCert, CertInfo, MaterialError, ServingCert, TlsMaterial};
 pub use mode::CertMode;
 pub use names::ServiceNames;
-pub use renewal::{CaStep, Plan, Reason, decide};
+pub use renewal::{CaStep, Reason, RenewalPlan, plan_renewal};
 pub use secret_layout::{SecretData, StoredState};
 pub use secret_store::{
     CertificateSecret, Ensured, Judged, SECRET_FIELD_MANAGER, StoreError, ensure_secret,

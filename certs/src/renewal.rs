@@ -129,7 +129,7 @@ impl fmt::Display for Reason {
 
 /// What to do to the Secret.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Plan {
+pub struct RenewalPlan {
     /// The CA step.
     pub ca: CaStep,
     /// Issue a new serving certificate (signed by the CA the plan ends with).
@@ -143,7 +143,7 @@ pub struct Plan {
     pub recheck_at: Option<OffsetDateTime>,
 }
 
-impl Plan {
+impl RenewalPlan {
     /// A plan for an empty Secret: everything new.
     pub fn fresh() -> Self {
         Self {
@@ -200,13 +200,13 @@ fn chains(
 }
 
 /// Decides what to regenerate. See the module documentation for the rules.
-pub fn decide(
+pub fn plan_renewal(
     state: &StoredState,
     names: &ServiceNames,
     lifetimes: &Lifetimes,
     now: OffsetDateTime,
-) -> Plan {
-    let mut plan = Plan::keep();
+) -> RenewalPlan {
+    let mut plan = RenewalPlan::keep();
     let settle = lifetimes.backdate.saturating_add(lifetimes.overlap);
 
     let ca = match state.ca.as_ref().map_err(Clone::clone).and_then(|ca| {
@@ -215,7 +215,7 @@ pub fn decide(
     }) {
         Ok(ca) => ca,
         Err(e) => {
-            let mut plan = Plan::fresh();
+            let mut plan = RenewalPlan::fresh();
             plan.reasons.push(if state.is_empty() {
                 Reason::Empty
             } else {
@@ -306,7 +306,7 @@ pub fn decide(
     finish(plan)
 }
 
-fn finish(mut plan: Plan) -> Plan {
+fn finish(mut plan: RenewalPlan) -> RenewalPlan {
     if !plan.is_noop() {
         plan.recheck_at = None;
     }
@@ -324,8 +324,8 @@ mod tests {
     use crate::testutil::{data, days, lifetimes, names, set, t0, text};
     use crate::verify::chains_to;
 
-    fn decide_at(data: &SecretData, now: OffsetDateTime) -> Plan {
-        decide(&StoredState::from_data(data), &names(), &lifetimes(), now)
+    fn decide_at(data: &SecretData, now: OffsetDateTime) -> RenewalPlan {
+        plan_renewal(&StoredState::from_data(data), &names(), &lifetimes(), now)
     }
 
     fn leaf_of(data: &SecretData) -> CertInfo {
@@ -375,14 +375,14 @@ mod tests {
     fn wrong_names_are_fixed_at_once() {
         let d = data(t0());
         let moved = ServiceNames::new("other-service", "trustyai-operator-system");
-        let plan = decide(&StoredState::from_data(&d), &moved, &lifetimes(), t0());
+        let plan = plan_renewal(&StoredState::from_data(&d), &moved, &lifetimes(), t0());
         assert!(plan.issue_serving);
         assert!(
             matches!(&plan.reasons[..], [Reason::ServingMissingNames(missing)] if missing.len() == 4)
         );
 
         let local = names().with_local(true);
-        let plan = decide(&StoredState::from_data(&d), &local, &lifetimes(), t0());
+        let plan = plan_renewal(&StoredState::from_data(&d), &local, &lifetimes(), t0());
         assert!(
             matches!(&plan.reasons[..], [Reason::ServingMissingNames(missing)] if missing == &["localhost", "127.0.0.1"])
         );
@@ -446,9 +446,9 @@ mod tests {
         let fresh_leaf = apply_plan(
             &d,
             &state,
-            &Plan {
+            &RenewalPlan {
                 issue_serving: true,
-                ..Plan::keep()
+                ..RenewalPlan::keep()
             },
             &names(),
             &lifetimes(),
@@ -499,7 +499,7 @@ mod tests {
         let mut log = Vec::new();
         while now < until {
             let state = StoredState::from_data(&d);
-            let plan = decide(&state, &names, lifetimes, now);
+            let plan = plan_renewal(&state, &names, lifetimes, now);
             if plan.is_noop() {
                 state.material(now).expect("served material is valid");
                 now = plan
@@ -595,9 +595,9 @@ mod tests {
         let renewed = apply_plan(
             &d,
             &state,
-            &Plan {
+            &RenewalPlan {
                 issue_serving: true,
-                ..Plan::keep()
+                ..RenewalPlan::keep()
             },
             &names,
             &lifetimes,
@@ -605,12 +605,12 @@ mod tests {
         )
         .expect("leaf");
         let state = StoredState::from_data(&renewed);
-        let plan = decide(&state, &names, &lifetimes, ca_due);
+        let plan = plan_renewal(&state, &names, &lifetimes, ca_due);
         assert_eq!(plan.ca, CaStep::Rotate);
         let mut rotating =
             apply_plan(&renewed, &state, &plan, &names, &lifetimes, ca_due).expect("rotate");
         set(&mut rotating, TLS_CRT, "garbage");
-        let plan = decide(
+        let plan = plan_renewal(
             &StoredState::from_data(&rotating),
             &names,
             &lifetimes,

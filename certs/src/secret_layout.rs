@@ -22,7 +22,7 @@ use crate::material::{
     CaCert, CertInfo, MaterialError, ServingCert, TlsMaterial, parse_certificates,
 };
 use crate::names::ServiceNames;
-use crate::renewal::{CaStep, Plan};
+use crate::renewal::{CaStep, RenewalPlan};
 
 /// Serving certificate key (the `kubernetes.io/tls` convention).
 pub const TLS_CRT: &str = "tls.crt";
@@ -152,7 +152,7 @@ fn parse_previous(pem: &[u8]) -> Result<PreviousCa, MaterialError> {
 pub fn apply_plan(
     existing: &SecretData,
     state: &StoredState,
-    plan: &Plan,
+    plan: &RenewalPlan,
     names: &ServiceNames,
     lifetimes: &Lifetimes,
     now: OffsetDateTime,
@@ -210,7 +210,7 @@ pub fn generate_data(
 ) -> Result<SecretData, GenerateError> {
     let empty = SecretData::new();
     let state = StoredState::from_data(&empty);
-    apply_plan(&empty, &state, &Plan::fresh(), names, lifetimes, now)
+    apply_plan(&empty, &state, &RenewalPlan::fresh(), names, lifetimes, now)
 }
 
 fn new_ca(lifetimes: &Lifetimes, now: OffsetDateTime) -> Result<CaCert, GenerateError> {
@@ -247,9 +247,9 @@ mod tests {
         let mut d = data(t0());
         set(&mut d, "extra", "kept");
         let state = StoredState::from_data(&d);
-        let plan = Plan {
+        let plan = RenewalPlan {
             issue_serving: true,
-            ..crate::renewal::decide(&state, &names(), &lifetimes(), t0())
+            ..crate::renewal::plan_renewal(&state, &names(), &lifetimes(), t0())
         };
         let next = apply_plan(&d, &state, &plan, &names(), &lifetimes(), t0()).expect("apply");
         assert_eq!(text(&next, "extra"), "kept");

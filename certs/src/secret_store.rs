@@ -27,7 +27,7 @@ use crate::generate::GenerateError;
 use crate::lifetimes::Lifetimes;
 use crate::material::{MaterialError, TlsMaterial};
 use crate::names::ServiceNames;
-use crate::renewal::{Plan, decide};
+use crate::renewal::{RenewalPlan, plan_renewal};
 use crate::secret_layout::{SECRET_TYPE, SecretData, StoredState, apply_plan, generate_data};
 
 /// Field manager of every write to the certificate Secret.
@@ -236,7 +236,7 @@ pub async fn ensure_secret(
             if let Some(created) = create(&target, names, lifetimes).await? {
                 // Judged like any Secret read, so the caller knows when it is next due.
                 let state = StoredState::from_data(&secret_data(&created));
-                let plan = decide(&state, names, lifetimes, OffsetDateTime::now_utc());
+                let plan = plan_renewal(&state, names, lifetimes, OffsetDateTime::now_utc());
                 return finish(&target, created, warnings, plan.recheck_at);
             }
             continue;
@@ -244,7 +244,7 @@ pub async fn ensure_secret(
         let now = OffsetDateTime::now_utc();
         let data = secret_data(&existing);
         let state = StoredState::from_data(&data);
-        let plan = decide(&state, names, lifetimes, now);
+        let plan = plan_renewal(&state, names, lifetimes, now);
         if plan.is_noop() {
             return finish(&target, existing, warnings, plan.recheck_at);
         }
@@ -349,7 +349,7 @@ fn finish(
     })
 }
 
-fn log_plan(plan: &Plan) {
+fn log_plan(plan: &RenewalPlan) {
     for reason in &plan.reasons {
         if reason.is_warning() {
             warn!(%reason, "webhook certificate material is broken; regenerating");

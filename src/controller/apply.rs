@@ -21,7 +21,7 @@ pub const FIELD_MANAGER: &str = "trustyai-operator";
 
 /// What an apply did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum ApplyOutcome {
     /// The object did not exist.
     Created,
     /// It existed, made by someone else (the Go operator, a previous install), without being
@@ -33,7 +33,7 @@ pub enum Outcome {
     Unchanged,
 }
 
-impl Outcome {
+impl ApplyOutcome {
     /// From the resourceVersions before (`None`: absent) and after the apply.
     pub fn from_versions(before: Option<&str>, after: Option<&str>) -> Self {
         match before {
@@ -79,7 +79,7 @@ pub struct Applied<K> {
     /// The object as the API server returned it.
     pub object: K,
     /// What changed.
-    pub outcome: Outcome,
+    pub outcome: ApplyOutcome,
 }
 
 /// The patch parameters of every apply.
@@ -133,7 +133,7 @@ where
 }
 
 /// [`apply_after`], where the caller knows whether the live object is another's that this
-/// apply takes over: a change is then [`Outcome::Adopted`], in the log as in the event.
+/// apply takes over: a change is then [`ApplyOutcome::Adopted`], in the log as in the event.
 pub async fn apply_taking_over<K>(
     api: &Api<K>,
     kind: &'static str,
@@ -149,11 +149,12 @@ where
         .patch(&name, &params(), &Patch::Apply(object))
         .await
         .map_err(ReconcileError::kube("applying", kind, &name))?;
-    let outcome = match Outcome::from_answer(live_resource_version.as_deref(), applied.meta()) {
-        Outcome::Changed if taking_over => Outcome::Adopted,
+    let outcome = match ApplyOutcome::from_answer(live_resource_version.as_deref(), applied.meta())
+    {
+        ApplyOutcome::Changed if taking_over => ApplyOutcome::Adopted,
         outcome => outcome,
     };
-    if outcome != Outcome::Unchanged {
+    if outcome != ApplyOutcome::Unchanged {
         tracing::info!(kind, name, ?outcome, "applied");
     }
     Ok(Applied {
@@ -186,24 +187,27 @@ mod tests {
 
     #[test]
     fn outcome_from_resource_versions() {
-        assert_eq!(Outcome::from_versions(None, Some("1")), Outcome::Created);
         assert_eq!(
-            Outcome::from_versions(Some("1"), Some("1")),
-            Outcome::Unchanged
+            ApplyOutcome::from_versions(None, Some("1")),
+            ApplyOutcome::Created
         );
         assert_eq!(
-            Outcome::from_versions(Some("1"), Some("2")),
-            Outcome::Changed
+            ApplyOutcome::from_versions(Some("1"), Some("1")),
+            ApplyOutcome::Unchanged
         );
         assert_eq!(
-            Outcome::Created.reason("Service").as_deref(),
+            ApplyOutcome::from_versions(Some("1"), Some("2")),
+            ApplyOutcome::Changed
+        );
+        assert_eq!(
+            ApplyOutcome::Created.reason("Service").as_deref(),
             Some("ServiceCreated")
         );
         assert_eq!(
-            Outcome::Changed.reason("Deployment").as_deref(),
+            ApplyOutcome::Changed.reason("Deployment").as_deref(),
             Some("DeploymentUpdated")
         );
-        assert_eq!(Outcome::Unchanged.reason("Service"), None);
+        assert_eq!(ApplyOutcome::Unchanged.reason("Service"), None);
     }
 
     #[test]
@@ -222,19 +226,21 @@ mod tests {
             ..ObjectMeta::default()
         };
         assert_eq!(
-            Outcome::from_answer(None, &answer(&[FIELD_MANAGER])),
-            Outcome::Created
+            ApplyOutcome::from_answer(None, &answer(&[FIELD_MANAGER])),
+            ApplyOutcome::Created
         );
         assert_eq!(
-            Outcome::from_answer(None, &answer(&[FIELD_MANAGER, "manager"])),
-            Outcome::Adopted
+            ApplyOutcome::from_answer(None, &answer(&[FIELD_MANAGER, "manager"])),
+            ApplyOutcome::Adopted
         );
         assert_eq!(
-            Outcome::from_answer(Some("5"), &answer(&[FIELD_MANAGER, "manager"])),
-            Outcome::Unchanged
+            ApplyOutcome::from_answer(Some("5"), &answer(&[FIELD_MANAGER, "manager"])),
+            ApplyOutcome::Unchanged
         );
         assert_eq!(
-            Outcome::Adopted.reason("ClusterRoleBinding").as_deref(),
+            ApplyOutcome::Adopted
+                .reason("ClusterRoleBinding")
+                .as_deref(),
             Some("ClusterRoleBindingAdopted")
         );
     }

@@ -19,7 +19,7 @@ use super::context::Context;
 use super::discovery::{OptionalApis, inference_service_api_resource};
 use super::error::ReconcileError;
 use super::resources::Instance;
-use super::wiring::kserve::{self, LoggerChange, Plan};
+use super::wiring::kserve::{self, IsvcWiring, LoggerChange};
 use super::wiring::{JsonPatch, modelmesh};
 
 /// The label selector of ModelMesh Deployments.
@@ -73,7 +73,7 @@ pub async fn survey(
     out.istio_wanted = out.inference_services.iter().any(|isvc| {
         matches!(
             kserve::plan(isvc, instance.name(), ns, serverless_enabled),
-            Plan::Logger { .. }
+            IsvcWiring::Logger { .. }
         ) && kserve::uses_istio(isvc)
     });
     out
@@ -120,11 +120,11 @@ pub async fn wire(
     for isvc in &survey.inference_services {
         let name = isvc.name_any();
         match kserve::plan(isvc, cr, ns, serverless_enabled) {
-            Plan::ModelMesh => modelmesh_wanted = true,
-            Plan::Skip(reason) => {
+            IsvcWiring::ModelMesh => modelmesh_wanted = true,
+            IsvcWiring::Skip(reason) => {
                 tracing::debug!(isvc = %name, ?reason, "InferenceService skipped")
             }
-            Plan::Logger { url } => match kserve::set_logger(isvc, cr, ns, &url) {
+            IsvcWiring::Logger { url } => match kserve::set_logger(isvc, cr, ns, &url) {
                 LoggerChange::Unchanged | LoggerChange::NoPredictor => {}
                 LoggerChange::Conflict { existing_url } => {
                     ctx.events

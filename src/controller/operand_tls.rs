@@ -63,7 +63,7 @@ pub fn serving_secrets(cr: &str) -> [(String, String); 2] {
 
 /// What to do with one operand Secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
+pub enum SecretDecision {
     /// Good until `renew_at`.
     Keep {
         /// When it must be re-issued.
@@ -105,14 +105,14 @@ pub enum IssueReason {
 }
 
 /// Judges the Secret `secret` (`None`: absent) for `names`, against `trust` at `now`.
-pub fn decide(
+pub fn judge_secret(
     secret: Option<&Secret>,
     trust: &OperandTrust,
     names: &ServiceNames,
     now: OffsetDateTime,
-) -> Decision {
+) -> SecretDecision {
     let Some(secret) = secret else {
-        return Decision::Issue(IssueReason::Absent);
+        return SecretDecision::Issue(IssueReason::Absent);
     };
     let ours = secret
         .metadata
@@ -120,7 +120,7 @@ pub fn decide(
         .as_ref()
         .is_some_and(|a| a.contains_key(ISSUED_BY_ANNOTATION));
     if !ours {
-        return Decision::Foreign;
+        return SecretDecision::Foreign;
     }
     let field = |key: &str| data_field(secret, key);
     let material = match TlsMaterial::from_labelled_pem(
@@ -130,7 +130,7 @@ pub fn decide(
         now,
     ) {
         Ok(material) => material,
-        Err(e) => return Decision::Issue(IssueReason::Unusable(e)),
+        Err(e) => return SecretDecision::Issue(IssueReason::Unusable(e)),
     };
     let leaf = match trustyai_certs::material::parse_certificates(
         TLS_CRT,
@@ -138,16 +138,16 @@ pub fn decide(
     ) {
         Ok(chain) => match chain.into_iter().next() {
             Some(leaf) => leaf,
-            None => return Decision::Issue(IssueReason::NoCertificate),
+            None => return SecretDecision::Issue(IssueReason::NoCertificate),
         },
-        Err(e) => return Decision::Issue(IssueReason::Unusable(e)),
+        Err(e) => return SecretDecision::Issue(IssueReason::Unusable(e)),
     };
     let missing = names.missing_from(&leaf);
     if !missing.is_empty() {
-        return Decision::Issue(IssueReason::NamesMissing(missing));
+        return SecretDecision::Issue(IssueReason::NamesMissing(missing));
     }
     if now >= leaf.renew_at() {
-        return Decision::Issue(IssueReason::Due);
+        return SecretDecision::Issue(IssueReason::Due);
     }
     let mut renew_at = leaf.renew_at();
     let on_previous = trust.previous.is_some()
@@ -159,7 +159,7 @@ pub fn decide(
         .is_err();
     if on_previous {
         if now >= trust.move_at {
-            return Decision::Issue(IssueReason::OnPreviousCa);
+            return SecretDecision::Issue(IssueReason::OnPreviousCa);
         }
         renew_at = renew_at.min(trust.move_at);
     }
@@ -168,9 +168,9 @@ pub fn decide(
         renew_at = renew_at.min(retire_at);
     }
     if field(CA_CRT) != trust.bundle_pem.as_bytes() {
-        return Decision::UpdateBundle { renew_at };
+        return SecretDecision::UpdateBundle { renew_at };
     }
-    Decision::Keep { renew_at }
+    SecretDecision::Keep { renew_at }
 }
 
 /// The Secret `secret_name` for the Service `service` of `instance`, issued at `now` by the CA
@@ -319,25 +319,27 @@ mod tests {
             Some(vec![instance.owner_reference()])
         );
         let names = ServiceNames::new("tas-tls", "models");
-        let Decision::Keep { renew_at } = decide(Some(&secret), &authority, &names, now) else {
+        let SecretDecision::Keep { renew_at } =
+            judge_secret(Some(&secret), &authority, &names, now)
+        else {
             panic!("a fresh certificate is kept");
         };
         assert_eq!((renew_at - now).whole_seconds(), 2000);
         let later = now + trustyai_certs::time::Duration::seconds(2001);
         assert!(matches!(
-            decide(Some(&secret), &authority, &names, later),
-            Decision::Issue(IssueReason::Due)
+            judge_secret(Some(&secret), &authority, &names, later),
+            SecretDecision::Issue(IssueReason::Due)
         ));
         // Another Service's names are missing.
         let other = ServiceNames::new("tas", "models");
         assert!(matches!(
-            decide(Some(&secret), &authority, &other, now),
-            Decision::Issue(IssueReason::NamesMissing(missing)) if missing.iter().any(|n| n.contains("tas.models.svc"))
+            judge_secret(Some(&secret), &authority, &other, now),
+            SecretDecision::Issue(IssueReason::NamesMissing(missing)) if missing.iter().any(|n| n.contains("tas.models.svc"))
         ));
         // Another CA does not trust it.
         assert!(matches!(
-            decide(Some(&secret), &trust(&ca(now), None), &names, now),
-            Decision::Issue(IssueReason::Unusable(_))
+            judge_secret(Some(&secret), &trust(&ca(now), None), &names, now),
+            SecretDecision::Issue(IssueReason::Unusable(_))
         ));
     }
 
@@ -350,7 +352,8 @@ mod tests {
         // Step 1: the new CA is current, the old one previous. The certificate stands; only the
         // bundle changes, and it holds both CAs.
         let rotating = trust(&new, Some(&old));
-        let Decision::UpdateBundle { renew_at } = decide(Some(&on_old), &rotating, &names, now)
+        let SecretDecision::UpdateBundle { renew_at } =
+            judge_secret(Some(&on_old), &rotating, &names, now)
         else {
             panic!("the bundle gains the new CA first");
         };
@@ -364,25 +367,25 @@ mod tests {
             "the certificate is not touched"
         );
         assert!(matches!(
-            decide(Some(&rebundled), &rotating, &names, now),
-            Decision::Keep { renew_at } if renew_at == rotating.move_at
+            judge_secret(Some(&rebundled), &rotating, &names, now),
+            SecretDecision::Keep { renew_at } if renew_at == rotating.move_at
         ));
         // Step 2: past the overlap, the certificate moves onto the new CA.
         assert!(matches!(
-            decide(Some(&rebundled), &rotating, &names, rotating.move_at),
-            Decision::Issue(IssueReason::OnPreviousCa)
+            judge_secret(Some(&rebundled), &rotating, &names, rotating.move_at),
+            SecretDecision::Issue(IssueReason::OnPreviousCa)
         ));
         let on_new = issued(&rotating, rotating.move_at).await;
         let retire_at = rotating.retire_at.expect("a rotation ends");
         assert!(matches!(
-            decide(Some(&on_new), &rotating, &names, rotating.move_at),
-            Decision::Keep { renew_at } if renew_at == retire_at
+            judge_secret(Some(&on_new), &rotating, &names, rotating.move_at),
+            SecretDecision::Keep { renew_at } if renew_at == retire_at
         ));
         // Step 3: the old CA leaves; the bundle shrinks, the certificate stays.
         let after = trust(&new, None);
         assert!(matches!(
-            decide(Some(&on_new), &after, &names, retire_at),
-            Decision::UpdateBundle { .. }
+            judge_secret(Some(&on_new), &after, &names, retire_at),
+            SecretDecision::UpdateBundle { .. }
         ));
     }
 
@@ -392,13 +395,13 @@ mod tests {
         let authority = trust(&ca(now), None);
         let names = ServiceNames::new("tas-tls", "models");
         assert!(matches!(
-            decide(None, &authority, &names, now),
-            Decision::Issue(IssueReason::Absent)
+            judge_secret(None, &authority, &names, now),
+            SecretDecision::Issue(IssueReason::Absent)
         ));
         let foreign = Secret::default();
         assert_eq!(
-            decide(Some(&foreign), &authority, &names, now),
-            Decision::Foreign
+            judge_secret(Some(&foreign), &authority, &names, now),
+            SecretDecision::Foreign
         );
     }
 

@@ -17,7 +17,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 use trustyai_webhooks::{
-    Endpoint, MetricsFormat, Outcome, Refusal, ServerObserver, WebhookObserver,
+    MetricsFormat, Refusal, ReviewEndpoint, ReviewOutcome, ServerObserver, WebhookObserver,
 };
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -223,13 +223,13 @@ impl Metrics {
                     .get_or_create(&CategoryLabel { category }),
             );
         }
-        for endpoint in Endpoint::ALL {
+        for endpoint in ReviewEndpoint::ALL {
             let endpoint = endpoint.as_str();
             drop(
                 self.webhook_duration
                     .get_or_create(&EndpointLabel { endpoint }),
             );
-            for outcome in Outcome::ALL {
+            for outcome in ReviewOutcome::ALL {
                 drop(self.webhook_requests.get_or_create(&RequestLabels {
                     endpoint,
                     outcome: outcome.as_str(),
@@ -302,7 +302,7 @@ impl ServerObserver for Metrics {
 }
 
 impl WebhookObserver for Metrics {
-    fn request(&self, endpoint: Endpoint, outcome: Outcome, latency: Duration) {
+    fn request(&self, endpoint: ReviewEndpoint, outcome: ReviewOutcome, latency: Duration) {
         self.webhook_requests
             .get_or_create(&RequestLabels {
                 endpoint: endpoint.as_str(),
@@ -341,8 +341,8 @@ mod tests {
     fn renders_prometheus_text_with_bounded_labels() {
         let m = Metrics::new();
         m.request(
-            Endpoint::Validate,
-            Outcome::Denied,
+            ReviewEndpoint::Validate,
+            ReviewOutcome::Denied,
             Duration::from_millis(3),
         );
         m.denial("storage_size");

@@ -101,7 +101,7 @@ impl fmt::Display for Location {
 
 /// What was decided about one document.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub enum DocumentVerdict {
     /// Not a TrustyAIService: left alone.
     Skipped {
         /// Why, for the note.
@@ -134,7 +134,7 @@ pub struct DocumentReport {
     /// How it is named in messages: `namespace/name`, or with its kind when it was skipped.
     pub label: String,
     /// The decision.
-    pub outcome: Outcome,
+    pub outcome: DocumentVerdict,
 }
 
 /// The result of validating a whole input.
@@ -148,9 +148,9 @@ impl Report {
     /// No TrustyAIService is invalid or unusable.
     pub fn is_valid(&self) -> bool {
         self.documents.iter().all(|doc| match &doc.outcome {
-            Outcome::Skipped { .. } => true,
-            Outcome::Unusable { .. } => false,
-            Outcome::Checked { verdict, .. } => verdict.is_allowed(),
+            DocumentVerdict::Skipped { .. } => true,
+            DocumentVerdict::Unusable { .. } => false,
+            DocumentVerdict::Checked { verdict, .. } => verdict.is_allowed(),
         })
     }
 
@@ -171,15 +171,15 @@ impl Report {
         for doc in &self.documents {
             let head = format!("{} ({})", doc.location, doc.label);
             match &doc.outcome {
-                Outcome::Skipped { reason } => {
+                DocumentVerdict::Skipped { reason } => {
                     skipped += 1;
                     lines.push(format!("{head}: skipped: {reason}"));
                 }
-                Outcome::Unusable { problems } => {
+                DocumentVerdict::Unusable { problems } => {
                     invalid += 1;
                     lines.extend(problems.iter().map(|p| format!("{head}: {p}")));
                 }
-                Outcome::Checked {
+                DocumentVerdict::Checked {
                     operation,
                     old,
                     verdict,
@@ -227,7 +227,7 @@ impl Report {
         self.documents
             .iter()
             .filter_map(|doc| match &doc.outcome {
-                Outcome::Checked { defaulted, .. } => Some(defaulted.clone()),
+                DocumentVerdict::Checked { defaulted, .. } => Some(defaulted.clone()),
                 _ => None,
             })
             .collect()
@@ -380,7 +380,7 @@ fn check(
             tracing::debug!(%location, %label, "skipped");
             return report(
                 label,
-                Outcome::Skipped {
+                DocumentVerdict::Skipped {
                     reason: format!("not a {GROUP} {KIND}"),
                 },
             );
@@ -388,7 +388,7 @@ fn check(
         Document::UnknownVersion(api_version) => {
             return report(
                 object_label(document),
-                Outcome::Unusable {
+                DocumentVerdict::Unusable {
                     problems: vec![unsupported_version(api_version)],
                 },
             );
@@ -396,7 +396,7 @@ fn check(
         Document::MissingApiVersion => {
             return report(
                 object_label(document),
-                Outcome::Unusable {
+                DocumentVerdict::Unusable {
                     problems: vec![missing_api_version()],
                 },
             );
@@ -409,7 +409,7 @@ fn check(
         Err(e) => {
             return report(
                 label,
-                Outcome::Unusable {
+                DocumentVerdict::Unusable {
                     problems: vec![format!("cannot convert to v1: {e}")],
                 },
             );
@@ -420,7 +420,7 @@ fn check(
         Err(problem) => {
             return report(
                 label,
-                Outcome::Unusable {
+                DocumentVerdict::Unusable {
                     problems: vec![problem],
                 },
             );
@@ -437,7 +437,7 @@ fn check(
     tracing::debug!(%location, %label, ?operation, errors = verdict.errors.len(), "checked");
     report(
         label,
-        Outcome::Checked {
+        DocumentVerdict::Checked {
             operation,
             old: old.map(|o| o.location),
             verdict,
@@ -691,7 +691,7 @@ mod tests {
         let report = validate_text(text, None, &options()).expect("readable");
         assert!(matches!(
             report.documents[0].outcome,
-            Outcome::Checked { .. }
+            DocumentVerdict::Checked { .. }
         ));
     }
 
@@ -726,7 +726,7 @@ mod tests {
         let report = validate_text(&new, Some(&old), &options()).expect("readable");
         let shown = lines(&report);
         assert!(shown.contains("spec.storage.size"), "{shown}");
-        let Outcome::Checked { operation, .. } = &report.documents[0].outcome else {
+        let DocumentVerdict::Checked { operation, .. } = &report.documents[0].outcome else {
             panic!("{shown}");
         };
         assert_eq!(*operation, Operation::Update);

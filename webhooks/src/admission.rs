@@ -23,7 +23,7 @@ use trustyai_crds::validation::{
 };
 
 use crate::limits::MALFORMED;
-use crate::observe::{Endpoint, Outcome, WebhookState};
+use crate::observe::{ReviewEndpoint, ReviewOutcome, WebhookState};
 use crate::wire::{Budget, Envelope, Keep, Members, Passed, Reader};
 
 const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
@@ -63,7 +63,7 @@ pub async fn mutate(State(state): State<WebhookState>, body: Bytes) -> Response 
             let _entered = span.enter();
             match req.operation {
                 None => (
-                    Outcome::Allowed,
+                    ReviewOutcome::Allowed,
                     review(&req.uid, true, None, None, Vec::new()),
                 ),
                 Some(operation) => {
@@ -77,8 +77,8 @@ pub async fn mutate(State(state): State<WebhookState>, body: Bytes) -> Response 
                     tracing::debug!(operations = patch.0.len(), "defaulted");
                     match judge(&state, &req, &defaulted) {
                         // Warnings are `/validate`'s to give, once.
-                        (Outcome::Allowed, _) => (
-                            Outcome::Allowed,
+                        (ReviewOutcome::Allowed, _) => (
+                            ReviewOutcome::Allowed,
                             review(&req.uid, true, None, Some(patch), Vec::new()),
                         ),
                         denied => denied,
@@ -89,7 +89,7 @@ pub async fn mutate(State(state): State<WebhookState>, body: Bytes) -> Response 
     };
     state
         .observer
-        .request(Endpoint::Mutate, outcome, started.elapsed());
+        .request(ReviewEndpoint::Mutate, outcome, started.elapsed());
     response
 }
 
@@ -103,7 +103,7 @@ pub async fn validate(State(state): State<WebhookState>, body: Bytes) -> Respons
             let _entered = span.enter();
             if req.operation.is_none() {
                 (
-                    Outcome::Allowed,
+                    ReviewOutcome::Allowed,
                     review(&req.uid, true, None, None, Vec::new()),
                 )
             } else {
@@ -113,13 +113,13 @@ pub async fn validate(State(state): State<WebhookState>, body: Bytes) -> Respons
     };
     state
         .observer
-        .request(Endpoint::Validate, outcome, started.elapsed());
+        .request(ReviewEndpoint::Validate, outcome, started.elapsed());
     response
 }
 
 /// `object` (the request's, or its defaulted form) against the rules, with the request's old
 /// object for the rules that look at changes.
-fn judge(state: &WebhookState, req: &Request, object: &Value) -> (Outcome, Response) {
+fn judge(state: &WebhookState, req: &Request, object: &Value) -> (ReviewOutcome, Response) {
     let settings = state.settings.load();
     let lookup = |name: &str| -> bool {
         // Unknown (no cache, or the cache doesn't cover the namespace) counts as present: the
@@ -139,7 +139,7 @@ fn judge(state: &WebhookState, req: &Request, object: &Value) -> (Outcome, Respo
     let verdict = validate_object(&new, old.as_deref(), &ctx);
     if verdict.is_allowed() {
         return (
-            Outcome::Allowed,
+            ReviewOutcome::Allowed,
             review(&req.uid, true, None, None, verdict.warnings),
         );
     }
@@ -149,7 +149,7 @@ fn judge(state: &WebhookState, req: &Request, object: &Value) -> (Outcome, Respo
     tracing::info!(errors = verdict.errors.len(), "denied");
     let status = invalid_status(&req.name, &verdict.errors);
     (
-        Outcome::Denied,
+        ReviewOutcome::Denied,
         review(&req.uid, false, Some(status), None, verdict.warnings),
     )
 }
@@ -193,14 +193,14 @@ fn invalid_status(name: &str, errors: &[FieldError]) -> Value {
     })
 }
 
-fn reject(rejection: Rejection) -> (Outcome, Response) {
+fn reject(rejection: Rejection) -> (ReviewOutcome, Response) {
     match rejection {
         Rejection::Malformed(message) => {
             if MALFORMED.admit() {
                 tracing::warn!(%message, suppressed = MALFORMED.take_suppressed(), "malformed AdmissionReview");
             }
             (
-                Outcome::Malformed,
+                ReviewOutcome::Malformed,
                 (StatusCode::BAD_REQUEST, message).into_response(),
             )
         }
@@ -210,7 +210,7 @@ fn reject(rejection: Rejection) -> (Outcome, Response) {
             }
             let status = json!({"status": "Failure", "message": message, "reason": "BadRequest", "code": 400});
             (
-                Outcome::Failed,
+                ReviewOutcome::Failed,
                 review(&uid, false, Some(status), None, Vec::new()),
             )
         }

@@ -25,7 +25,7 @@ use trustyai_crds::contract::CONVERSION_PRESERVED_ANNOTATION;
 use trustyai_crds::conversion::{ConversionError, convert_object_owned, describe, is_served};
 
 use crate::limits::MALFORMED;
-use crate::observe::{Endpoint, Outcome, WebhookState};
+use crate::observe::{ReviewEndpoint, ReviewOutcome, WebhookState};
 use crate::wire::{Budget, Keep, Members, Passed, Reader};
 
 /// The only `ConversionReview` version the CRD asks for (`conversionReviewVersions: [v1]`).
@@ -124,14 +124,14 @@ pub async fn convert(
         Ok((desired, count, bytes)) => {
             state.observer.conversion(&desired, count);
             tracing::debug!(desired = %desired, objects = count, "converted");
-            (Outcome::Allowed, json_response(bytes))
+            (ReviewOutcome::Allowed, json_response(bytes))
         }
         Err(Failure::Malformed(message)) => {
             if MALFORMED.admit() {
                 tracing::warn!(error = %message, suppressed = MALFORMED.take_suppressed(), "malformed ConversionReview");
             }
             (
-                Outcome::Malformed,
+                ReviewOutcome::Malformed,
                 (
                     StatusCode::BAD_REQUEST,
                     format!("malformed ConversionReview: {message}"),
@@ -144,14 +144,14 @@ pub async fn convert(
                 tracing::warn!(%uid, %message, suppressed = MALFORMED.take_suppressed(), "conversion failed");
             }
             (
-                Outcome::Failed,
+                ReviewOutcome::Failed,
                 json_response(failure_review(&uid, &message)),
             )
         }
     };
     state
         .observer
-        .request(Endpoint::Convert, outcome, started.elapsed());
+        .request(ReviewEndpoint::Convert, outcome, started.elapsed());
     response
 }
 

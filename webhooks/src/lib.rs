@@ -36,7 +36,8 @@ pub use tls::{
 };
 
 pub use observe::{
-    AdmissionSettings, Endpoint, NoObserver, Outcome, SecretLookup, WebhookObserver, WebhookState,
+    AdmissionSettings, NoObserver, ReviewEndpoint, ReviewOutcome, SecretLookup, WebhookObserver,
+    WebhookState,
 };
 
 /// The webhook routes (`/convert`, `/mutate`, `/validate`) over the given state, ready for

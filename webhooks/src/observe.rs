@@ -9,13 +9,13 @@ use arc_swap::ArcSwap;
 
 /// A webhook endpoint, as a metric label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Endpoint {
+pub enum ReviewEndpoint {
     Convert,
     Mutate,
     Validate,
 }
 
-impl Endpoint {
+impl ReviewEndpoint {
     /// Every endpoint, for creating each series at zero.
     pub const ALL: [Self; 3] = [Self::Convert, Self::Mutate, Self::Validate];
 
@@ -31,7 +31,7 @@ impl Endpoint {
 
 /// How a webhook request ended, as a metric label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Outcome {
+pub enum ReviewOutcome {
     /// Admitted (possibly with a patch or warnings), or converted.
     Allowed,
     /// Denied by a rule.
@@ -42,7 +42,7 @@ pub enum Outcome {
     Malformed,
 }
 
-impl Outcome {
+impl ReviewOutcome {
     /// Every outcome, for creating each series at zero.
     pub const ALL: [Self; 4] = [Self::Allowed, Self::Denied, Self::Failed, Self::Malformed];
 
@@ -60,7 +60,7 @@ impl Outcome {
 /// Receives what the handlers did. The operator's metrics implement it; the default does nothing.
 pub trait WebhookObserver: Send + Sync {
     /// One request answered.
-    fn request(&self, _endpoint: Endpoint, _outcome: Outcome, _latency: Duration) {}
+    fn request(&self, _endpoint: ReviewEndpoint, _outcome: ReviewOutcome, _latency: Duration) {}
     /// One denial, per violated rule (`trustyai_crds::validation::Rule::as_str`).
     fn denial(&self, _rule: &'static str) {}
     /// A successful conversion of `objects` objects to `desired_api_version`.

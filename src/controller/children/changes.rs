@@ -6,7 +6,7 @@
 
 use trustyai_crds::TrustyAIService;
 
-use super::super::apply::Outcome;
+use super::super::apply::ApplyOutcome;
 use super::super::events::{Events, NOTE_LIMIT};
 
 /// One change.
@@ -39,12 +39,12 @@ pub struct Changes {
 
 impl Changes {
     /// Records what an apply of `label` `name` did (nothing when unchanged).
-    pub fn applied(&mut self, label: &'static str, name: &str, outcome: Outcome) {
+    pub fn applied(&mut self, label: &'static str, name: &str, outcome: ApplyOutcome) {
         let what = match outcome {
-            Outcome::Created => What::Created,
-            Outcome::Adopted => What::Adopted,
-            Outcome::Changed => What::Updated,
-            Outcome::Unchanged => return,
+            ApplyOutcome::Created => What::Created,
+            ApplyOutcome::Adopted => What::Adopted,
+            ApplyOutcome::Changed => What::Updated,
+            ApplyOutcome::Unchanged => return,
         };
         self.push(label, name, what);
     }
@@ -202,7 +202,7 @@ mod tests {
     #[test]
     fn nothing_changed_means_no_event() {
         let mut changes = Changes::default();
-        changes.applied("Service", "tas-tls", Outcome::Unchanged);
+        changes.applied("Service", "tas-tls", ApplyOutcome::Unchanged);
         assert!(changes.is_empty());
         assert_eq!(changes.reason(), None);
     }
@@ -210,7 +210,7 @@ mod tests {
     #[test]
     fn one_change_keeps_its_own_reason() {
         let mut changes = Changes::default();
-        changes.applied("Deployment", "tas", Outcome::Changed);
+        changes.applied("Deployment", "tas", ApplyOutcome::Changed);
         assert_eq!(changes.reason().as_deref(), Some("DeploymentUpdated"));
         assert_eq!(changes.note(1000), "Updated: Deployment tas.");
     }
@@ -218,10 +218,10 @@ mod tests {
     #[test]
     fn every_child_is_named_in_one_event() {
         let mut changes = Changes::default();
-        changes.applied("Service", "tas-tls", Outcome::Created);
-        changes.applied("Service", "tas-internal", Outcome::Created);
+        changes.applied("Service", "tas-tls", ApplyOutcome::Created);
+        changes.applied("Service", "tas-internal", ApplyOutcome::Created);
         changes.issued("tas-tls", "no certificate yet");
-        changes.applied("Deployment", "tas", Outcome::Created);
+        changes.applied("Deployment", "tas", ApplyOutcome::Created);
         assert_eq!(changes.reason().as_deref(), Some("ChildrenChanged"));
         assert_eq!(
             changes.note(1000),
@@ -233,12 +233,12 @@ mod tests {
     #[test]
     fn a_created_claim_keeps_the_go_operators_reason() {
         let mut changes = Changes::default();
-        changes.applied("Service", "tas-tls", Outcome::Created);
-        changes.applied("PVC", "tas-pvc", Outcome::Created);
+        changes.applied("Service", "tas-tls", ApplyOutcome::Created);
+        changes.applied("PVC", "tas-pvc", ApplyOutcome::Created);
         assert_eq!(changes.reason().as_deref(), Some("PVCCreated"));
         let mut all_new = Changes::default();
-        all_new.applied("Service", "tas-tls", Outcome::Created);
-        all_new.applied("Deployment", "tas", Outcome::Created);
+        all_new.applied("Service", "tas-tls", ApplyOutcome::Created);
+        all_new.applied("Deployment", "tas", ApplyOutcome::Created);
         assert_eq!(all_new.reason().as_deref(), Some("ChildrenCreated"));
     }
 
@@ -246,7 +246,7 @@ mod tests {
     fn a_replacement_is_one_entry() {
         let mut changes = Changes::default();
         changes.replaced("Deployment", "tas");
-        changes.applied("Deployment", "tas", Outcome::Created);
+        changes.applied("Deployment", "tas", ApplyOutcome::Created);
         changes.deleted("Route", "old");
         assert_eq!(changes.reason().as_deref(), Some("DeploymentRecreated"));
         assert_eq!(
@@ -260,7 +260,7 @@ mod tests {
     fn long_notes_are_cut_at_a_character_boundary() {
         let mut changes = Changes::default();
         for i in 0..100 {
-            changes.applied("Service", &format!("é-{i}"), Outcome::Created);
+            changes.applied("Service", &format!("é-{i}"), ApplyOutcome::Created);
         }
         let note = changes.note(100);
         assert!(note.len() <= 100, "{}", note.len());

@@ -10,7 +10,7 @@ use trustyai_certs::time::OffsetDateTime;
 
 use super::super::apply;
 use super::super::error::ReconcileError;
-use super::super::operand_tls::{self, Decision, OperandTlsError};
+use super::super::operand_tls::{self, OperandTlsError, SecretDecision};
 use super::super::resources::Instance;
 use super::cache::Projection;
 use super::changes::Changes;
@@ -78,14 +78,14 @@ pub async fn apply(
             .await
             .map_err(ReconcileError::kube("reading", "Secret", &secret_name))?;
         let names = ServiceNames::new(&service_name, instance.namespace());
-        let (secret, live_rv, renew_at, note) = match operand_tls::decide(
+        let (secret, live_rv, renew_at, note) = match operand_tls::judge_secret(
             live.as_ref(),
             &trust,
             &names,
             now,
         ) {
-            Decision::Foreign => continue,
-            Decision::Keep { renew_at } => {
+            SecretDecision::Foreign => continue,
+            SecretDecision::Keep { renew_at } => {
                 count(ctx, "Secret", "unchanged");
                 let live_rv = live
                     .as_ref()
@@ -101,7 +101,7 @@ pub async fn apply(
                 next = Some(next.map_or(renew_at, |n| n.min(renew_at)));
                 continue;
             }
-            Decision::UpdateBundle { renew_at } => {
+            SecretDecision::UpdateBundle { renew_at } => {
                 let Some(live) = live else {
                     continue;
                 };
@@ -115,7 +115,7 @@ pub async fn apply(
                     "the operand CA bundle changed".to_owned(),
                 )
             }
-            Decision::Issue(reason) => {
+            SecretDecision::Issue(reason) => {
                 tracing::info!(secret = %secret_name, %reason, "issuing an operand certificate");
                 let secret = operand_tls::issue(
                     instance,

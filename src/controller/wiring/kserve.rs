@@ -40,7 +40,7 @@ pub enum DeploymentMode {
 
 /// What to do with one InferenceService.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Plan {
+pub enum IsvcWiring {
     /// Patch the namespace's ModelMesh Deployments with [`super::modelmesh::wire`].
     ModelMesh,
     /// Set the logger to `url` with [`set_logger`].
@@ -102,17 +102,22 @@ pub fn logger_url(cr: &str, namespace: &str, https: bool) -> String {
 }
 
 /// What to do with `isvc` for the TrustyAIService `cr` in `namespace`.
-pub fn plan(isvc: &DynamicObject, cr: &str, namespace: &str, serverless_enabled: bool) -> Plan {
+pub fn plan(
+    isvc: &DynamicObject,
+    cr: &str,
+    namespace: &str,
+    serverless_enabled: bool,
+) -> IsvcWiring {
     match deployment_mode(isvc) {
-        DeploymentMode::ModelMesh => Plan::ModelMesh,
-        DeploymentMode::Raw => Plan::Logger {
+        DeploymentMode::ModelMesh => IsvcWiring::ModelMesh,
+        DeploymentMode::Raw => IsvcWiring::Logger {
             url: logger_url(cr, namespace, true),
         },
-        DeploymentMode::Serverless if serverless_enabled => Plan::Logger {
+        DeploymentMode::Serverless if serverless_enabled => IsvcWiring::Logger {
             url: logger_url(cr, namespace, false),
         },
-        DeploymentMode::Serverless => Plan::Skip(SkipReason::ServerlessDisabled),
-        DeploymentMode::Unknown(mode) => Plan::Skip(SkipReason::UnknownMode(mode)),
+        DeploymentMode::Serverless => IsvcWiring::Skip(SkipReason::ServerlessDisabled),
+        DeploymentMode::Unknown(mode) => IsvcWiring::Skip(SkipReason::UnknownMode(mode)),
     }
 }
 
@@ -218,14 +223,14 @@ mod tests {
 
     #[test]
     fn dispatch_per_mode() {
-        let https = Plan::Logger {
+        let https = IsvcWiring::Logger {
             url: "https://tas.models.svc.cluster.local".into(),
         };
-        let http = Plan::Logger {
+        let http = IsvcWiring::Logger {
             url: "http://tas.models.svc.cluster.local".into(),
         };
         let cases = [
-            (Some("ModelMesh"), true, Plan::ModelMesh),
+            (Some("ModelMesh"), true, IsvcWiring::ModelMesh),
             (Some("RawDeployment"), false, https.clone()),
             (Some("Standard"), false, https),
             (Some("Serverless"), true, http.clone()),
@@ -233,19 +238,19 @@ mod tests {
             (
                 Some("Serverless"),
                 false,
-                Plan::Skip(SkipReason::ServerlessDisabled),
+                IsvcWiring::Skip(SkipReason::ServerlessDisabled),
             ),
             (
                 Some("Knative"),
                 false,
-                Plan::Skip(SkipReason::ServerlessDisabled),
+                IsvcWiring::Skip(SkipReason::ServerlessDisabled),
             ),
             (
                 Some("Other"),
                 true,
-                Plan::Skip(SkipReason::UnknownMode(Some("Other".into()))),
+                IsvcWiring::Skip(SkipReason::UnknownMode(Some("Other".into()))),
             ),
-            (None, true, Plan::Skip(SkipReason::UnknownMode(None))),
+            (None, true, IsvcWiring::Skip(SkipReason::UnknownMode(None))),
         ];
         for (mode, serverless, expected) in cases {
             assert_eq!(
