@@ -9,6 +9,7 @@ pub mod limits;
 pub mod manifests;
 pub mod patterns;
 pub mod quantity;
+mod shared_spec;
 pub mod v1;
 pub mod v1alpha1;
 pub mod validation;

@@ -7,7 +7,6 @@
 //! enforce the allowed values.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -15,89 +14,40 @@ use crate::limits;
 
 use crate::contract::{retention, storage_format};
 
-/// Desired state of a TrustyAI service: how it stores the inference data it monitors and how
-/// often it computes metrics.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(
-    group = "trustyai.opendatahub.io",
-    version = "v1",
-    kind = "TrustyAIService",
-    plural = "trustyaiservices",
-    singular = "trustyaiservice",
-    shortname = "tas",
-    category = "trustyai",
-    namespaced,
-    status = "TrustyAIServiceStatus"
-)]
-#[serde(rename_all = "camelCase")]
-pub struct TrustyAIServiceSpec {
-    /// Number of TrustyAI service replicas. Defaults to 1. With PVC storage the volume is
-    /// ReadWriteOnce, so more than one replica only works when all of them land on one node.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = limits::REPLICAS_MIN))]
-    pub replicas: Option<i32>,
-
-    /// Where the service keeps the inference data it receives.
-    pub storage: StorageSpec,
-
-    /// The data file the service reads and writes on a PVC.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<DataSpec>,
-
-    /// How often and over how many observations metrics are computed.
-    pub metrics: MetricsSpec,
-
-    /// A custom TrustyAI service image for this instance only, for example
-    /// `quay.io/trustyai/trustyai-service:v0.28.0`. It must start with one of the image prefixes
-    /// the operator's configuration allows. When unset, the operator's configured image is used
-    /// (and follows operator upgrades).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = limits::IMAGE_MAX))]
-    pub image: Option<String>,
+crate::shared_spec::trustyai_service_spec! {
+    /// Desired state of a TrustyAI service: how it stores the inference data it monitors and
+    /// how often it computes metrics.
+    #[kube(
+        group = "trustyai.opendatahub.io",
+        version = "v1",
+        kind = "TrustyAIService",
+        plural = "trustyaiservices",
+        singular = "trustyaiservice",
+        shortname = "tas",
+        category = "trustyai",
+        namespaced,
+        status = "TrustyAIServiceStatus"
+    )]
+    extra {
+        /// A custom TrustyAI service image for this instance only, for example
+        /// `quay.io/trustyai/trustyai-service:v0.28.0`. It must start with one of the image
+        /// prefixes the operator's configuration allows. When unset, the operator's configured
+        /// image is used (and follows operator upgrades).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(length(max = limits::IMAGE_MAX))]
+        pub image: Option<String>,
+    }
 }
 
-/// Storage of the inference data.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct StorageSpec {
-    /// Storage format: `PVC` (files on a PersistentVolumeClaim) or `DATABASE` (a database
-    /// described by a credentials Secret). `DATABASE` with `folder` and `data.filename` set is
-    /// migration mode: the service moves the data from the PVC into the database.
-    #[schemars(extend("enum" = ["PVC", "DATABASE"]))]
-    pub format: String,
-
-    /// Absolute path at which the PVC is mounted in the service container, for example
-    /// `/inputs`. Defaults to `/inputs` with PVC storage.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = limits::FOLDER_MAX))]
-    pub folder: Option<String>,
-
-    /// Requested size of the PVC, a Kubernetes quantity such as `1Gi`. Defaults to `1Gi` with PVC
-    /// storage. It may grow (the PVC is expanded where the StorageClass allows) but never shrink.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = limits::SIZE_MAX))]
-    pub size: Option<String>,
-
-    /// Name of the Secret, in the same namespace, holding the database credentials (keys
-    /// `databaseKind`, `databaseUsername`, `databasePassword`, `databaseService`, `databasePort`,
-    /// `databaseName`). Defaults to `<name>-db-credentials` with DATABASE storage.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = limits::OBJECT_NAME_MAX))]
-    pub database_configurations: Option<String>,
-
-    /// Name of an existing PersistentVolume to bind the PVC to (the PVC then gets
-    /// `volumeName` and an empty `storageClassName`). Only with PVC storage or in migration mode.
-    /// Cannot be changed once set; removed only with the end of a migration (the PVC is kept).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = limits::OBJECT_NAME_MAX))]
-    pub pv: Option<String>,
-
-    /// What happens to the PVC when the TrustyAIService is deleted: `Retain` (the default: the
-    /// PVC and its data are kept, and a TrustyAIService re-created with the same name adopts it)
-    /// or `Delete`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("enum" = ["Retain", "Delete"]))]
-    pub retention: Option<String>,
+crate::shared_spec::storage_spec! {
+    extra {
+        /// What happens to the PVC when the TrustyAIService is deleted: `Retain` (the default:
+        /// the PVC and its data are kept, and a TrustyAIService re-created with the same name
+        /// adopts it) or `Delete`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(extend("enum" = ["Retain", "Delete"]))]
+        pub retention: Option<String>,
+    }
 }
 
 /// The data file on the PVC.
