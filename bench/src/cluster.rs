@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Secret, Service};
-use kube::api::{Api, ListParams, PostParams};
-use kube::{Client, ResourceExt};
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use kube::api::{Api, ListParams, ObjectList, PostParams};
+use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -39,6 +39,11 @@ pub struct Startup {
 #[derive(Debug, Clone, Serialize)]
 pub struct Reconcile {
     pub trustyaiservices: usize,
+    /// Namespaces they were spread over (TrustyAIService i in namespace i % namespaces), each
+    /// with its own credentials Secret.
+    pub namespaces: usize,
+    /// `spec.replicas` of every TrustyAIService; `None`: left unset (the default, 1).
+    pub replicas: Option<i32>,
     /// Time to create them all (16 requests in flight, through the admission webhooks).
     pub create_seconds: f64,
     /// From the first create until every one has its Deployment, its 2 Services and
@@ -147,32 +152,228 @@ async fn readyz(port: u16) -> bool {
     )
 }
 
-/// The TrustyAIServices in `ns` that have their children and a current observedGeneration,
-/// and those that are Ready.
-async fn progress(client: &Client, ns: &str) -> Result<(usize, usize)> {
-    let list = ListParams::default();
-    let services: Vec<TrustyAIService> =
-        Api::namespaced(client.clone(), ns).list(&list).await?.items;
+/// Objects per page of the harness's lists: a list of 10,000 TrustyAIServices in one answer
+/// would make the API server build it whole in memory.
+const PAGE: u32 = 500;
+
+/// Every item of a list, page by page; `list` fetches one page.
+async fn list_pages<T, F, Fut>(mut list: F) -> kube::Result<Vec<T>>
+where
+    T: Clone,
+    F: FnMut(ListParams) -> Fut,
+    Fut: std::future::Future<Output = kube::Result<ObjectList<T>>>,
+{
+    let mut params = ListParams::default().limit(PAGE);
+    let mut items = Vec::new();
+    loop {
+        let page = list(params.clone()).await?;
+        items.extend(page.items);
+        match page.metadata.continue_.filter(|token| !token.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(items),
+        }
+    }
+}
+
+/// The TrustyAIServices of the cluster that have their children and a current
+/// observedGeneration, and those that are Ready. Cluster-wide lists (the harness's own
+/// requests, which do not go through the counting proxy): one list per kind, whatever the
+/// number of namespaces. Only the TrustyAIServices are read whole (their status); of the
+/// Deployments and Services only the metadata.
+async fn progress(client: &Client) -> Result<(usize, usize)> {
+    let tas = Api::<TrustyAIService>::all(client.clone());
+    let services: Vec<TrustyAIService> = list_pages(|p| {
+        let tas = tas.clone();
+        async move { tas.list(&p).await }
+    })
+    .await?;
     let mut owned: HashMap<String, (usize, usize)> = HashMap::new();
-    for d in Api::<Deployment>::namespaced(client.clone(), ns)
-        .list_metadata(&list)
-        .await?
-        .items
+    let deployments = Api::<Deployment>::all(client.clone());
+    for d in list_pages(|p| {
+        let deployments = deployments.clone();
+        async move { deployments.list_metadata(&p).await }
+    })
+    .await?
     {
         for r in d.owner_references() {
             owned.entry(r.uid.clone()).or_default().0 += 1;
         }
     }
-    for s in Api::<Service>::namespaced(client.clone(), ns)
-        .list_metadata(&list)
-        .await?
-        .items
+    let children = Api::<Service>::all(client.clone());
+    for s in list_pages(|p| {
+        let children = children.clone();
+        async move { children.list_metadata(&p).await }
+    })
+    .await?
     {
         for r in s.owner_references() {
             owned.entry(r.uid.clone()).or_default().1 += 1;
         }
     }
     Ok(tally(&services, &owned))
+}
+
+/// The route.openshift.io Routes the operator makes and the stand-in router admits.
+fn route_resource() -> kube::core::ApiResource {
+    kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("route.openshift.io", "v1", "Route"),
+        "routes",
+    )
+}
+
+/// Up to `limit` TrustyAIServices that are not Ready, each described by [`describe`], so a
+/// run that misses Ready tells whether the operator's view (its `Ready` message) or the
+/// cluster (the Deployment, the Route) is behind.
+async fn not_ready(client: &Client, limit: usize) -> Result<Vec<String>> {
+    let tas = Api::<TrustyAIService>::all(client.clone());
+    let services = list_pages(|p| {
+        let tas = tas.clone();
+        async move { tas.list(&p).await }
+    })
+    .await?;
+    let mut out = Vec::new();
+    for service in services
+        .iter()
+        .filter(|t| t.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Ready"))
+        .take(limit)
+    {
+        let (ns, name) = (service.namespace().unwrap_or_default(), service.name_any());
+        let deployment = Api::<Deployment>::namespaced(client.clone(), &ns)
+            .get_opt(&name)
+            .await?;
+        let route = Api::<kube::api::DynamicObject>::namespaced_with(
+            client.clone(),
+            &ns,
+            &route_resource(),
+        )
+        .get_opt(&name)
+        .await?;
+        out.push(describe(service, deployment.as_ref(), route.as_ref()));
+    }
+    Ok(out)
+}
+
+/// One line on a TrustyAIService that is not Ready: its phase and `Ready` message (the
+/// operator's view), its Deployment's generation and `Available` condition, and whether its
+/// Route is admitted (the cluster's).
+fn describe(
+    service: &TrustyAIService,
+    deployment: Option<&Deployment>,
+    route: Option<&kube::api::DynamicObject>,
+) -> String {
+    let status = service.status.as_ref();
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .map_or("no Ready condition".to_owned(), |c| {
+            format!(
+                "Ready {} {}: {}",
+                c.status,
+                c.reason.as_deref().unwrap_or_default(),
+                c.message.as_deref().unwrap_or_default()
+            )
+        });
+    let deployment = deployment.map_or("no Deployment".to_owned(), |d| {
+        let status = d.status.as_ref();
+        let available = status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_.as_deref() == Some("Available")))
+            .and_then(|c| c.status.as_deref())
+            .unwrap_or("unset");
+        format!(
+            "Deployment generation {} observed {}, Available {available}, {} of {} ready",
+            d.metadata.generation.unwrap_or_default(),
+            status
+                .and_then(|s| s.observed_generation)
+                .map_or("–".to_owned(), |g| g.to_string()),
+            status.and_then(|s| s.ready_replicas).unwrap_or(0),
+            d.spec.replicas.unwrap_or(1)
+        )
+    });
+    let route = match route {
+        None => "no Route",
+        Some(r) if r.data["status"]["ingress"].is_array() => "Route admitted",
+        Some(_) => "Route not admitted",
+    };
+    format!(
+        "{}/{}: phase {}, observedGeneration {} of {}; {ready}; {deployment}; {route}",
+        service.namespace().unwrap_or_default(),
+        service.name_any(),
+        status.and_then(|s| s.phase.as_deref()).unwrap_or("–"),
+        status
+            .and_then(|s| s.observed_generation)
+            .map_or("–".to_owned(), |g| g.to_string()),
+        service.metadata.generation.unwrap_or_default()
+    )
+}
+
+/// How often progress is polled: every 0.5 s, and less often as N grows (N / 2,000 s, so
+/// 5 s at 10,000), each poll listing every TrustyAIService, Deployment and Service.
+fn poll_interval(n: usize) -> Duration {
+    Duration::from_millis(500).max(Duration::from_secs_f64(n as f64 / 2000.0))
+}
+
+/// How long the TrustyAIServices may take to be reconciled before the run fails: 3 minutes
+/// plus 1 s per TrustyAIService (N = 1,000 took 55–160 s on two cores).
+fn reconcile_timeout(n: usize) -> Duration {
+    Duration::from_secs(180 + n as u64)
+}
+
+/// The name of TrustyAIService `i`: five digits, so that names up to 99,999 sort in order.
+fn tas_name(i: usize) -> String {
+    format!("tas-{i:05}")
+}
+
+/// The names of `count` namespaces, zero-padded (at least 4 digits) so that they sort in
+/// order.
+fn namespace_names(count: usize) -> Vec<String> {
+    let width = count.saturating_sub(1).to_string().len().max(4);
+    (0..count)
+        .map(|k| format!("bench-tas-{k:0width$}"))
+        .collect()
+}
+
+/// Creates `object` through `api`, retrying what a busy API server answers (429 from its
+/// priority and fairness, 5xx, a timeout); a conflict after a retry is the earlier attempt
+/// having gone through.
+async fn create<K>(api: &Api<K>, object: &K) -> Result<()>
+where
+    K: Resource + Clone + std::fmt::Debug + Serialize + serde::de::DeserializeOwned,
+{
+    let mut wait = Duration::from_millis(250);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match api.create(&PostParams::default(), object).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(status)) if attempt > 1 && status.code == 409 => return Ok(()),
+            Err(error) if attempt < 6 && retryable(&error) => {
+                eprintln!(
+                    "creating {}: {error} (attempt {attempt}; retrying)",
+                    object.meta().name.as_deref().unwrap_or_default()
+                );
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+            }
+            Err(error) => {
+                return Err(error).with_context(|| {
+                    format!(
+                        "creating {}",
+                        object.meta().name.as_deref().unwrap_or_default()
+                    )
+                });
+            }
+        }
+    }
+}
+
+/// Whether a failed request is worth repeating: the server was busy or the connection failed.
+fn retryable(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => status.code == 429 || status.code >= 500,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
 }
 
 /// How many of `services` are reconciled (a `status.observedGeneration` equal to
@@ -238,53 +439,52 @@ fn install_optional_crds(cp: &ControlPlane) -> Result<()> {
     .map_err(anyhow::Error::msg)
 }
 
-/// Admits every Route of `namespace` the way an OpenShift router does (status only), until
-/// aborted. Its requests go through the harness's client, not the counting proxy.
-async fn admit_routes(client: Client, namespace: String) {
+/// Admits every Route of the cluster the way an OpenShift router does (status only), until
+/// aborted: one cluster-wide watch, up to 8 admissions in flight. Its requests go through the
+/// harness's client, not the counting proxy.
+async fn admit_routes(client: Client) {
     use kube::api::{DynamicObject, Patch, PatchParams};
-    use kube::core::{ApiResource, GroupVersionKind};
     use kube::runtime::{WatchStreamExt, watcher};
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("route.openshift.io", "v1", "Route"),
-        "routes",
-    );
-    let routes: Api<DynamicObject> = Api::namespaced_with(client, &namespace, &resource);
-    let mut events = std::pin::pin!(
-        watcher(routes.clone(), watcher::Config::default())
-            .default_backoff()
-            .applied_objects()
-    );
-    while let Some(event) = events.next().await {
-        let Ok(route) = event else { continue };
-        if route.data["status"]["ingress"].is_array() {
-            continue;
-        }
-        let status = json!({"status": {"ingress": [{"host": format!("{}.apps.example.com", route.name_any()),
-            "conditions": [{"type": "Admitted", "status": "True"}]}]}});
-        // A router keeps trying; a Route left unadmitted would keep its TrustyAIService
-        // from Ready and read as the operator's fault.
-        let mut wait = std::time::Duration::from_millis(200);
-        for attempt in 1..=5 {
-            match routes
-                .patch_status(
-                    &route.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(&status),
-                )
-                .await
-            {
-                Ok(_) => break,
-                Err(error) => {
-                    eprintln!(
-                        "stand-in router: admitting Route {} failed (attempt {attempt}): {error}",
-                        route.name_any()
-                    );
-                    tokio::time::sleep(wait).await;
-                    wait *= 2;
+    let resource = route_resource();
+    let routes: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    watcher(routes, watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .for_each_concurrent(8, |event| {
+            let (client, resource) = (client.clone(), resource.clone());
+            async move {
+                let Ok(route) = event else { return };
+                if route.data["status"]["ingress"].is_array() {
+                    return;
+                }
+                let (Some(namespace), name) = (route.namespace(), route.name_any()) else {
+                    return;
+                };
+                let routes: Api<DynamicObject> =
+                    Api::namespaced_with(client, &namespace, &resource);
+                let status = json!({"status": {"ingress": [{"host": format!("{name}.{namespace}.apps.example.com"),
+                    "conditions": [{"type": "Admitted", "status": "True"}]}]}});
+                // A router keeps trying; a Route left unadmitted would keep its
+                // TrustyAIService from Ready and read as the operator's fault.
+                let mut wait = Duration::from_millis(200);
+                for attempt in 1..=5 {
+                    match routes
+                        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                        .await
+                    {
+                        Ok(_) => break,
+                        Err(error) => {
+                            eprintln!(
+                                "stand-in router: admitting Route {namespace}/{name} failed (attempt {attempt}): {error}"
+                            );
+                            tokio::time::sleep(wait).await;
+                            wait *= 2;
+                        }
+                    }
                 }
             }
-        }
-    }
+        })
+        .await;
 }
 
 /// The CPU time (user + system) of process `pid` so far, from `/proc/<pid>/stat`.
@@ -298,8 +498,10 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
     Some((utime + stime) / 100.0)
 }
 
-fn tas_object(name: &str) -> Result<TrustyAIService> {
-    Ok(serde_json::from_value(json!({
+/// A TrustyAIService as the benchmark creates it: DATABASE mode with the `db-creds` Secret of
+/// its namespace, and `spec.replicas` when `replicas` is given.
+fn tas_object(name: &str, replicas: Option<i32>) -> Result<TrustyAIService> {
+    let mut object = json!({
         "apiVersion": "trustyai.opendatahub.io/v1",
         "kind": "TrustyAIService",
         "metadata": {"name": name},
@@ -307,16 +509,37 @@ fn tas_object(name: &str) -> Result<TrustyAIService> {
             "storage": {"format": "DATABASE", "databaseConfigurations": "db-creds"},
             "metrics": {"schedule": "1m"}
         }
-    }))?)
+    });
+    if let Some(replicas) = replicas {
+        object["spec"]["replicas"] = json!(replicas);
+    }
+    Ok(serde_json::from_value(object)?)
 }
 
-/// Runs the whole cluster benchmark with `n` TrustyAIServices and `rest` seconds at rest.
-pub fn run(operator_bin: &Path, n: usize, rest: Duration) -> Result<ClusterResults> {
+/// What the cluster benchmark creates and how long it rests.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// TrustyAIServices created at once.
+    pub n: usize,
+    /// Namespaces they are spread over (TrustyAIService i in namespace i % namespaces); at
+    /// least 1.
+    pub namespaces: usize,
+    /// `spec.replicas` of every TrustyAIService; `None` leaves it unset.
+    pub replicas: Option<i32>,
+    /// Time at rest after reconciling.
+    pub rest: Duration,
+}
+
+/// Runs the whole cluster benchmark as `plan` says.
+pub fn run(operator_bin: &Path, plan: &Plan) -> Result<ClusterResults> {
+    if plan.namespaces == 0 {
+        bail!("the TrustyAIServices need at least one namespace");
+    }
     let _ = rustls::crypto::ring::default_provider().install_default();
     eprintln!("starting the local control plane…");
     let cp = ControlPlane::start().map_err(|e| anyhow::anyhow!(e))?;
     let runtime = tokio::runtime::Runtime::new()?;
-    let result = runtime.block_on(run_on(&cp, operator_bin, n, rest));
+    let result = runtime.block_on(run_on(&cp, operator_bin, plan));
     drop(runtime);
     let dir = cp.dir.clone();
     drop(cp);
@@ -328,16 +551,11 @@ pub fn run(operator_bin: &Path, n: usize, rest: Duration) -> Result<ClusterResul
     result
 }
 
-async fn run_on(
-    cp: &ControlPlane,
-    operator_bin: &Path,
-    n: usize,
-    rest: Duration,
-) -> Result<ClusterResults> {
+async fn run_on(cp: &ControlPlane, operator_bin: &Path, plan: &Plan) -> Result<ClusterResults> {
+    let (n, rest) = (plan.n, plan.rest);
     let client = cp.client().await;
     install_optional_crds(cp)?;
     let operator_ns = cp.namespace(&client, "bench-operator").await;
-    let ns = cp.namespace(&client, "bench-tas").await;
 
     // The operator talks to the API server through the counting proxy.
     let (proxy_port, counts) = proxy::start(cp.client().await).await?;
@@ -395,40 +613,78 @@ async fn run_on(
     let until_idle_by_verb_resource = counts.snapshot();
     let api_requests_until_idle = total(&until_idle_by_verb_resource, |_| true);
 
-    // The credentials every TrustyAIService names.
+    // The namespaces, 16 requests in flight (as every creation below).
+    let namespaces = namespace_names(plan.namespaces);
+    let namespace_api = Api::<Namespace>::all(client.clone());
+    futures::stream::iter(&namespaces)
+        .map(|name| {
+            let api = &namespace_api;
+            async move {
+                let object = Namespace {
+                    metadata: kube::api::ObjectMeta {
+                        name: Some(name.clone()),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                };
+                create(api, &object).await
+            }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<()>>()
+        .await?;
+
+    // The credentials every TrustyAIService names, one Secret per namespace, before them.
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": "db-creds"},
         "stringData": {"databaseKind": "mariadb", "databaseUsername": "user", "databasePassword": "secret",
                        "databaseService": "db", "databasePort": "3306", "databaseName": "trustyai"}
     }))?;
-    Api::<Secret>::namespaced(client.clone(), &ns)
-        .create(&PostParams::default(), &secret)
+    futures::stream::iter(&namespaces)
+        .map(|ns| {
+            let (api, secret) = (Api::<Secret>::namespaced(client.clone(), ns), &secret);
+            async move { create(&api, secret).await }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<()>>()
         .await?;
+    if plan.namespaces > 1 {
+        eprintln!(
+            "created {} namespaces, each with its credentials Secret",
+            plan.namespaces
+        );
+    }
 
     // A router, as OpenShift has: admits every Route (Ready waits for it).
-    let router = tokio::spawn(admit_routes(client.clone(), ns.clone()));
+    let router = tokio::spawn(admit_routes(client.clone()));
 
     // N at once.
     let before = counts.snapshot();
     let cpu_before = cpu_seconds(pid);
     let create_started = Instant::now();
-    let api: Api<TrustyAIService> = Api::namespaced(client.clone(), &ns);
+    let apis: Vec<Api<TrustyAIService>> = namespaces
+        .iter()
+        .map(|ns| Api::namespaced(client.clone(), ns))
+        .collect();
     futures::stream::iter(0..n)
         .map(|i| {
-            let api = api.clone();
+            let api = &apis[i % apis.len()];
             async move {
-                let object = tas_object(&format!("tas-{i:04}"))?;
-                api.create(&PostParams::default(), &object).await?;
-                Ok::<_, anyhow::Error>(())
+                let object = tas_object(&tas_name(i), plan.replicas)?;
+                create(api, &object).await
             }
         })
         .buffer_unordered(16)
         .try_collect::<Vec<()>>()
         .await?;
     let create_seconds = create_started.elapsed().as_secs_f64();
-    eprintln!("created {n} TrustyAIServices in {create_seconds:.1} s");
+    eprintln!(
+        "created {n} TrustyAIServices in {} namespace(s) in {create_seconds:.1} s",
+        plan.namespaces
+    );
 
-    let timeout = Duration::from_secs(180 + n as u64);
+    let timeout = reconcile_timeout(n);
+    let poll = poll_interval(n);
     let mut reconciled_at = None;
     let mut ready_at = None;
     let mut last_report = Instant::now();
@@ -441,7 +697,16 @@ async fn run_on(
         if !operator.running() {
             bail!("the operator exited; log in {}", log.display());
         }
-        let (reconciled, ready) = progress(&client, &ns).await?;
+        // A list that fails (a busy API server) is tried again at the next poll, rather than
+        // ending a long run; the timeout still bounds the wait.
+        let (reconciled, ready) = match progress(&client).await {
+            Ok(counts) => counts,
+            Err(error) => {
+                eprintln!("  listing the progress failed: {error:#}");
+                tokio::time::sleep(poll).await;
+                continue;
+            }
+        };
         if reconciled == n && reconciled_at.is_none() {
             reconciled_at = Some(create_started.elapsed());
             eprintln!(
@@ -460,7 +725,18 @@ async fn run_on(
             eprintln!("  {reconciled}/{n} reconciled, {ready}/{n} Ready");
             last_report = Instant::now();
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(poll).await;
+    }
+    if ready_at.is_none() {
+        match not_ready(&client, 5).await {
+            Ok(lines) => {
+                eprintln!("not Ready (up to 5):");
+                for line in lines {
+                    eprintln!("  {line}");
+                }
+            }
+            Err(error) => eprintln!("listing the TrustyAIServices not Ready failed: {error:#}"),
+        }
     }
     let Some(reconciled_at) = reconciled_at else {
         bail!(
@@ -507,6 +783,8 @@ async fn run_on(
         },
         reconcile: Reconcile {
             trustyaiservices: n,
+            namespaces: plan.namespaces,
+            replicas: plan.replicas,
             create_seconds,
             seconds_until_all_reconciled: reconciled_at.as_secs_f64(),
             seconds_until_all_ready: ready_at.map(|d| d.as_secs_f64()),
@@ -539,7 +817,7 @@ mod tests {
 
     /// A TrustyAIService as the benchmark creates it, with a UID, a generation and a status.
     fn tas(uid: &str, generation: i64, status: Option<serde_json::Value>) -> TrustyAIService {
-        let mut object = serde_json::to_value(tas_object(uid).unwrap()).unwrap();
+        let mut object = serde_json::to_value(tas_object(uid, None).unwrap()).unwrap();
         object["metadata"]["uid"] = json!(uid);
         object["metadata"]["generation"] = json!(generation);
         if let Some(status) = status {
@@ -641,9 +919,110 @@ mod tests {
     }
 
     #[test]
+    fn a_trustyaiservice_of_zero_replicas_counts_like_any_other() {
+        // `--replicas 0`: the Deployment exists with no pods and is Available, and the
+        // operator reports Ready; the tally looks at the status and the children only.
+        let mut object = serde_json::to_value(tas_object("z", Some(0)).unwrap()).unwrap();
+        object["metadata"]["uid"] = json!("z");
+        object["metadata"]["generation"] = json!(1);
+        object["status"] =
+            json!({"observedGeneration": 1, "phase": "Ready", "replicas": 0, "ready": "True"});
+        let ready: TrustyAIService = serde_json::from_value(object).unwrap();
+        assert_eq!(ready.spec.replicas, Some(0));
+        assert_eq!(tally(&[ready], &owned(&[("z", 1, 2)])), (1, 1));
+    }
+
+    #[test]
+    fn a_trustyaiservice_not_ready_is_described_with_its_children() {
+        let service = tas(
+            "a",
+            1,
+            Some(
+                json!({"observedGeneration": 1, "phase": "Not Ready", "conditions": [
+                {"type": "Ready", "status": "False", "reason": "ComponentsNotReady",
+                 "message": "the Deployment has 0 of 1 replicas ready"}]}),
+            ),
+        );
+        let deployment: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "a", "generation": 2},
+            "spec": {"replicas": 0, "selector": {}, "template": {}},
+            "status": {"observedGeneration": 2,
+                       "conditions": [{"type": "Available", "status": "True"}]}
+        }))
+        .unwrap();
+        let route: kube::api::DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "route.openshift.io/v1", "kind": "Route",
+            "metadata": {"name": "a"}, "status": {"ingress": []}
+        }))
+        .unwrap();
+        assert_eq!(
+            describe(&service, Some(&deployment), Some(&route)),
+            "/a: phase Not Ready, observedGeneration 1 of 1; Ready False ComponentsNotReady: the Deployment has 0 of 1 replicas ready; Deployment generation 2 observed 2, Available True, 0 of 0 ready; Route admitted"
+        );
+        assert_eq!(
+            describe(&tas("b", 1, None), None, None),
+            "/b: phase –, observedGeneration – of 1; no Ready condition; no Deployment; no Route"
+        );
+    }
+
+    #[test]
+    fn names_sort_in_creation_order() {
+        assert_eq!(tas_name(7), "tas-00007");
+        assert_eq!(tas_name(9_999), "tas-09999");
+        let names: Vec<String> = (0..10_000).map(tas_name).collect();
+        assert!(names.is_sorted());
+        assert_eq!(namespace_names(1), ["bench-tas-0000"]);
+        let namespaces = namespace_names(1_000);
+        assert_eq!(namespaces.len(), 1_000);
+        assert_eq!(namespaces[999], "bench-tas-0999");
+        assert!(namespaces.is_sorted());
+        assert_eq!(namespace_names(10_001)[10_000], "bench-tas-10000");
+        assert!(namespace_names(0).is_empty());
+    }
+
+    #[test]
+    fn polling_slows_down_as_n_grows() {
+        assert_eq!(poll_interval(0), Duration::from_millis(500));
+        assert_eq!(poll_interval(100), Duration::from_millis(500));
+        assert_eq!(poll_interval(1_000), Duration::from_millis(500));
+        assert_eq!(poll_interval(2_000), Duration::from_secs(1));
+        assert_eq!(poll_interval(10_000), Duration::from_secs(5));
+        assert_eq!(reconcile_timeout(100), Duration::from_secs(280));
+        assert_eq!(reconcile_timeout(10_000), Duration::from_secs(10_180));
+    }
+
+    #[test]
+    fn replicas_are_set_only_when_asked() {
+        let unset = serde_json::to_value(tas_object("a", None).unwrap()).unwrap();
+        assert!(unset["spec"].get("replicas").is_none(), "{unset}");
+        let zero = serde_json::to_value(tas_object("a", Some(0)).unwrap()).unwrap();
+        assert_eq!(zero["spec"]["replicas"], 0);
+    }
+
+    #[test]
+    fn only_a_busy_server_is_retried() {
+        let status = |code: u16| {
+            kube::Error::Api(Box::new(
+                kube::core::Status::failure("x", "y").with_code(code),
+            ))
+        };
+        assert!(retryable(&status(429)));
+        assert!(retryable(&status(500)));
+        assert!(retryable(&status(504)));
+        assert!(!retryable(&status(409)));
+        assert!(!retryable(&status(422)));
+    }
+
+    #[test]
     fn the_created_object_is_a_valid_database_trustyaiservice() {
-        let object = tas_object("tas-0007").unwrap();
-        assert_eq!(object.metadata.name.as_deref(), Some("tas-0007"));
+        for replicas in [None, Some(0)] {
+            a_valid_database_trustyaiservice(replicas);
+        }
+    }
+
+    fn a_valid_database_trustyaiservice(replicas: Option<i32>) {
+        let object = tas_object("tas-00007", replicas).unwrap();
+        assert_eq!(object.metadata.name.as_deref(), Some("tas-00007"));
         assert_eq!(object.spec.storage.format, "DATABASE");
         let mut value = serde_json::to_value(&object).unwrap();
         value["metadata"]["namespace"] = json!("bench-tas");

@@ -153,6 +153,24 @@ fn mib(kib: Option<u64>) -> String {
     })
 }
 
+/// `count` `noun`s, in English.
+fn plural(count: usize, noun: &str) -> String {
+    if count == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{count} {noun}s")
+    }
+}
+
+/// The `spec.replicas` setting of the cluster benchmark's TrustyAIServices.
+fn replicas(replicas: Option<i32>) -> String {
+    match replicas {
+        None => "`spec.replicas` unset (1 pod each)".to_owned(),
+        Some(0) => "`spec.replicas` 0 (no pods)".to_owned(),
+        Some(r) => format!("`spec.replicas` {r}"),
+    }
+}
+
 /// The tables, as Markdown.
 pub fn markdown(r: &Results) -> String {
     let mut s = String::new();
@@ -208,7 +226,9 @@ pub fn markdown(r: &Results) -> String {
         let n = c.reconcile.trustyaiservices;
         let _ = writeln!(
             s,
-            "**Operator against the local control plane** ({n} TrustyAIServices, DATABASE mode)\n"
+            "**Operator against the local control plane** ({n} TrustyAIServices in {}, DATABASE mode, {})\n",
+            plural(c.reconcile.namespaces, "namespace"),
+            replicas(c.reconcile.replicas)
         );
         let _ = writeln!(s, "| Measure | Value |\n|---|---:|");
         let rows = [
@@ -237,7 +257,14 @@ pub fn markdown(r: &Results) -> String {
                 format!("{:.1} s", c.reconcile.seconds_until_all_reconciled),
             ),
             (
-                format!("All {n} Ready (simulated pods running)"),
+                format!(
+                    "All {n} Ready ({})",
+                    if c.reconcile.replicas == Some(0) {
+                        "Deployments of 0 replicas available"
+                    } else {
+                        "simulated pods running"
+                    }
+                ),
                 c.reconcile
                     .seconds_until_all_ready
                     .map_or("not within 60 s more".to_owned(), |v| format!("{v:.1} s")),
@@ -425,6 +452,8 @@ mod tests {
             },
             reconcile: Reconcile {
                 trustyaiservices: n,
+                namespaces: 1,
+                replicas: None,
                 create_seconds: 3.21,
                 seconds_until_all_reconciled: 9.87,
                 seconds_until_all_ready: None,
@@ -603,7 +632,7 @@ mod tests {
         let md = markdown(&full());
         assert_line(
             &md,
-            "**Operator against the local control plane** (100 TrustyAIServices, DATABASE mode)",
+            "**Operator against the local control plane** (100 TrustyAIServices in 1 namespace, DATABASE mode, `spec.replicas` unset (1 pod each))",
         );
         for line in [
             "| Start-up: process start → `/convert` answers over TLS | 123 ms |",
@@ -635,6 +664,30 @@ mod tests {
             &markdown(&r),
             "| All 100 Ready (simulated pods running) | 12.3 s |",
         );
+    }
+
+    #[test]
+    fn markdown_cluster_of_a_scale_run() {
+        let mut r = full();
+        if let Some(c) = &mut r.cluster {
+            c.reconcile.trustyaiservices = 10_000;
+            c.reconcile.namespaces = 1_000;
+            c.reconcile.replicas = Some(0);
+            c.reconcile.seconds_until_all_ready = Some(700.0);
+        }
+        let md = markdown(&r);
+        assert_line(
+            &md,
+            "**Operator against the local control plane** (10000 TrustyAIServices in 1000 namespaces, DATABASE mode, `spec.replicas` 0 (no pods))",
+        );
+        assert_line(
+            &md,
+            "| All 10000 Ready (Deployments of 0 replicas available) | 700.0 s |",
+        );
+        assert_eq!(replicas(Some(2)), "`spec.replicas` 2");
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["cluster"]["reconcile"]["namespaces"], 1_000);
+        assert_eq!(json["cluster"]["reconcile"]["replicas"], 0);
     }
 
     #[test]
@@ -694,6 +747,8 @@ mod tests {
             250
         );
         assert_eq!(json["cluster"]["memory"]["peak_rss_kib"], Value::Null);
+        assert_eq!(json["cluster"]["reconcile"]["namespaces"], 1);
+        assert_eq!(json["cluster"]["reconcile"]["replicas"], Value::Null);
         assert_eq!(json["binary"]["bytes"], 10_485_760);
     }
 

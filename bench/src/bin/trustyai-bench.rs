@@ -19,6 +19,18 @@ struct Args {
     /// TrustyAIServices created at once in the cluster benchmark.
     #[arg(long, default_value_t = 100)]
     n: usize,
+    /// Namespaces the TrustyAIServices are spread over: TrustyAIService i goes to namespace
+    /// i % K, each namespace with its own credentials Secret (`--n 10000 --namespaces 1000`
+    /// for the scale run).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    namespaces: u32,
+    /// `spec.replicas` of every TrustyAIService (default: left unset, i.e. 1 pod each). The
+    /// scale run uses 0: 10,000 Deployments then start no pods. The local cluster's one
+    /// simulated kwok node fits ~426 pods, and 10,000 Pending pods would make the scheduler
+    /// and the controller-manager what is measured. A Deployment of 0 replicas is Available,
+    /// so its TrustyAIService still becomes Ready.
+    #[arg(long, value_parser = clap::value_parser!(i32).range(0..))]
+    replicas: Option<i32>,
     /// Seconds at rest after reconciling, to count the requests and writes of a quiet operator.
     #[arg(long, default_value_t = 60)]
     rest_seconds: u64,
@@ -73,8 +85,12 @@ fn main() -> Result<()> {
     } else {
         Some(trustyai_bench::cluster::run(
             &operator,
-            args.n,
-            Duration::from_secs(args.rest_seconds),
+            &trustyai_bench::cluster::Plan {
+                n: args.n,
+                namespaces: args.namespaces as usize,
+                replicas: args.replicas,
+                rest: Duration::from_secs(args.rest_seconds),
+            },
         )?)
     };
 
