@@ -140,9 +140,13 @@ struct State {
     requests: Vec<Recorded>,
     events: Vec<Value>,
     unexpected: Vec<String>,
-    /// The last resourceVersion handed out.
+    /// The last resourceVersion handed out; it starts above those the tests' fixtures carry,
+    /// as a write's revision is always above what was read before it.
     resource_version: u64,
 }
+
+/// Where the written objects' resourceVersions start.
+const FIRST_WRITE_REVISION: u64 = 1000;
 
 impl State {
     fn answer(&mut self, request: Recorded) -> (StatusCode, Value) {
@@ -232,6 +236,7 @@ impl MockApi {
     pub fn new(steps: impl IntoIterator<Item = Step>) -> (Self, kube::Client) {
         let state = Arc::new(Mutex::new(State {
             steps: steps.into_iter().collect(),
+            resource_version: FIRST_WRITE_REVISION,
             ..State::default()
         }));
         let shared = state.clone();

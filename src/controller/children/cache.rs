@@ -327,6 +327,25 @@ impl KindCache {
             .insert(key(namespace, name), entry);
     }
 
+    /// What an apply answered, written through so that a reconcile before the watch event sees
+    /// it; never over a newer version the watch already brought. The watch can deliver the
+    /// apply's own event and a later change (the Deployment controller's first status) before
+    /// the apply's answer is written here, and nothing would correct an older answer put over
+    /// them: no later event comes, and a reconcile would judge the object by what it was.
+    pub fn written_through(&self, namespace: Option<&str>, name: &str, entry: Entry) {
+        let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
+        let key = key(namespace, name);
+        if let Some(cached) = state.objects.get(&key)
+            && !is_newer(
+                entry.resource_version.as_deref(),
+                cached.resource_version.as_deref(),
+            )
+        {
+            return;
+        }
+        state.objects.insert(key, entry);
+    }
+
     /// An object was deleted.
     pub fn deleted(&self, namespace: Option<&str>, name: &str) {
         self.state
@@ -341,6 +360,14 @@ impl KindCache {
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
         *state = State::default();
     }
+}
+
+/// Whether resourceVersion `written` is newer than `cached`. The API server's are etcd
+/// revisions, decimal and increasing; where either is not one, the cached entry (from the
+/// watch, which delivers in order) is kept: its later events correct it.
+fn is_newer(written: Option<&str>, cached: Option<&str>) -> bool {
+    let revision = |v: Option<&str>| v.and_then(|v| v.parse::<u64>().ok());
+    matches!((revision(written), revision(cached)), (Some(w), Some(c)) if w > c)
 }
 
 fn key(namespace: Option<&str>, name: &str) -> Key {
@@ -375,6 +402,36 @@ mod tests {
         let value = serde_json::to_value(&object).expect("value");
         let entry = cache.entry_for(&object.metadata, Some(&value), owner);
         cache.listed_object(Some("ns"), name, entry);
+    }
+
+    fn entry(cache: &KindCache, rv: &str) -> Entry {
+        let object = object("tas", rv);
+        let value = serde_json::to_value(&object).expect("value");
+        cache.entry_for(&object.metadata, Some(&value), None)
+    }
+
+    #[test]
+    fn an_apply_answer_never_replaces_a_newer_watch_event() {
+        let cache = cache();
+        cache.begin_list();
+        cache.end_list();
+        // The watch brought the apply's own version and then the controller's status (12),
+        // before the apply's answer (11) was written through.
+        cache.applied(Some("ns"), "tas", entry(&cache, "12"));
+        cache.written_through(Some("ns"), "tas", entry(&cache, "11"));
+        let kept = cache.entry(Some("ns"), "tas").expect("cached");
+        assert_eq!(kept.resource_version.as_deref(), Some("12"));
+        // An answer ahead of the watch goes in; the watch's later events replace it as usual.
+        cache.written_through(Some("ns"), "tas", entry(&cache, "13"));
+        let ahead = cache.entry(Some("ns"), "tas").expect("cached");
+        assert_eq!(ahead.resource_version.as_deref(), Some("13"));
+        // Where versions are not revisions, the watch's entry stays.
+        cache.written_through(Some("ns"), "tas", entry(&cache, "opaque"));
+        let opaque = cache.entry(Some("ns"), "tas").expect("cached");
+        assert_eq!(opaque.resource_version.as_deref(), Some("13"));
+        // Nothing cached yet: the answer is written.
+        cache.written_through(Some("ns"), "other", entry(&cache, "5"));
+        assert!(cache.entry(Some("ns"), "other").is_some());
     }
 
     #[test]

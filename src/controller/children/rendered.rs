@@ -167,7 +167,7 @@ impl Child<'_> {
             .entry_for(&applied.object.metadata, whole.as_ref(), owner);
         if self.cache().listed() {
             self.cache()
-                .applied(self.namespace.as_deref(), &self.name, entry);
+                .written_through(self.namespace.as_deref(), &self.name, entry);
         }
         if !wanted.shared {
             changes.applied(label, &self.name, applied.outcome);
