@@ -3,11 +3,14 @@
 //! name, type, limits and `kubectl explain` text cannot drift between the versions.
 //! (The statuses are not shared: their conditions have different shapes.)
 
-/// Declares the version's `TrustyAIServiceSpec` (a `CustomResource` with the given `#[kube]`
-/// attributes and doc) with the shared fields, then `$extra` fields.
+/// Declares the version's `TrustyAIServiceSpec` (the `CustomResource` of `$version`, with
+/// `$kube` added to its `#[kube]` attributes and `$doc` as its doc) with the shared fields, then
+/// `$extra` fields.
 macro_rules! trustyai_service_spec {
     (
-        $(#[$attr:meta])*
+        $(#[doc = $doc:literal])*
+        version: $version:literal,
+        kube { $($kube:tt)* },
         extra { $($extra:tt)* }
     ) => {
         #[derive(
@@ -20,7 +23,19 @@ macro_rules! trustyai_service_spec {
             PartialEq,
             schemars::JsonSchema,
         )]
-        $(#[$attr])*
+        $(#[doc = $doc])*
+        #[kube(
+            group = "trustyai.opendatahub.io",
+            version = $version,
+            kind = "TrustyAIService",
+            plural = "trustyaiservices",
+            singular = "trustyaiservice",
+            shortname = "tas",
+            category = "trustyai",
+            namespaced,
+            status = "TrustyAIServiceStatus",
+            $($kube)*
+        )]
         #[serde(rename_all = "camelCase")]
         pub struct TrustyAIServiceSpec {
             /// Number of TrustyAI service replicas. Defaults to 1. With PVC storage the volume

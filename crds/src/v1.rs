@@ -17,17 +17,8 @@ use crate::contract::{retention, storage_format};
 crate::shared_spec::trustyai_service_spec! {
     /// Desired state of a TrustyAI service: how it stores the inference data it monitors and
     /// how often it computes metrics.
-    #[kube(
-        group = "trustyai.opendatahub.io",
-        version = "v1",
-        kind = "TrustyAIService",
-        plural = "trustyaiservices",
-        singular = "trustyaiservice",
-        shortname = "tas",
-        category = "trustyai",
-        namespaced,
-        status = "TrustyAIServiceStatus"
-    )]
+    version: "v1",
+    kube {},
     extra {
         /// A custom TrustyAI service image for this instance only, for example
         /// `quay.io/trustyai/trustyai-service:v0.28.0`. It must start with one of the image

@@ -14,18 +14,10 @@ pub use crate::v1::{DataSpec, MetricsSpec};
 crate::shared_spec::trustyai_service_spec! {
     /// Desired state of a TrustyAI service (deprecated version; use
     /// `trustyai.opendatahub.io/v1`).
-    #[kube(
-        group = "trustyai.opendatahub.io",
-        version = "v1alpha1",
-        kind = "TrustyAIService",
-        plural = "trustyaiservices",
-        singular = "trustyaiservice",
-        shortname = "tas",
-        category = "trustyai",
-        namespaced,
-        status = "TrustyAIServiceStatus",
+    version: "v1alpha1",
+    kube {
         deprecated = "trustyai.opendatahub.io/v1alpha1 TrustyAIService is deprecated; use trustyai.opendatahub.io/v1 TrustyAIService"
-    )]
+    },
     extra {}
 }
 
