@@ -33,7 +33,7 @@ const GENERATE_NAME: &str = "install-check-";
 /// A `spec.image` that is no image reference, whatever prefixes the operator allows.
 const MALFORMED_IMAGE: &str = "Not An Image";
 /// The field a default of the mutating webhook lands in (v1 only; the CRD has no default).
-const DEFAULTED_FIELD: &str = "/spec/storage/retention";
+const DEFAULTED_FIELD: &str = "spec.storage.retention";
 
 /// Why a check failed.
 #[derive(Debug, thiserror::Error)]
@@ -148,14 +148,14 @@ async fn defaulted(api: &Api<DynamicObject>, namespace: &str) -> Result<String, 
         .map_err(CheckFailure::Refused)?;
     let value = serde_json::to_value(&answer.data).unwrap_or(Value::Null);
     // `answer.data` holds what is not metadata, so the pointer starts at `spec`.
-    match value.pointer(DEFAULTED_FIELD) {
+    let pointer = format!("/{}", DEFAULTED_FIELD.replace('.', "/"));
+    match value.pointer(&pointer) {
         Some(default) => Ok(format!(
-            "{} was admitted and defaulted ({}: {default})",
+            "{} was admitted and defaulted ({DEFAULTED_FIELD}: {default})",
             answer.name_any(),
-            DEFAULTED_FIELD.trim_start_matches('/').replace('/', ".")
         )),
         None => Err(CheckFailure::NotDefaulted {
-            field: "spec.storage.retention",
+            field: DEFAULTED_FIELD,
             namespace: namespace.to_owned(),
         }),
     }
@@ -207,5 +207,63 @@ async fn refused(api: &Api<DynamicObject>, namespace: &str) -> Result<String, Ch
             }
         }
         Err(e) => Err(CheckFailure::Refused(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::mock_api::{MockApi, Step};
+    use http::Method;
+
+    const V1: &str = "/apis/trustyai.opendatahub.io/v1/namespaces/models/trustyaiservices";
+    const V1ALPHA1: &str =
+        "/apis/trustyai.opendatahub.io/v1alpha1/namespaces/models/trustyaiservices";
+
+    /// An API server whose webhooks do not see the namespace (outside their
+    /// namespaceSelector): every dry run is stored as sent.
+    #[tokio::test]
+    async fn webhooks_that_never_see_the_namespace_fail_two_checks_and_say_why() {
+        let (api, client) = MockApi::new([
+            Step::write(Method::POST, V1),
+            Step::write(Method::POST, V1ALPHA1),
+            Step::write(Method::POST, V1),
+        ]);
+        let results = check(client, "models").await;
+        assert!(
+            api.requests()
+                .iter()
+                .all(|r| r.query.contains("dryRun=All")),
+            "only dry runs"
+        );
+        let lines: Vec<String> = results.iter().map(ToString::to_string).collect();
+        assert!(
+            lines[0].starts_with(
+                "FAILED  admission (/mutate, /validate): the answer has no spec.storage.retention"
+            ) && lines[0].contains("webhook.namespaceSelector"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[1].starts_with("ok      conversion (/convert)"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[2].starts_with("FAILED  rules: an object with spec.image")
+                && lines[2].contains("webhook.namespaceSelector"),
+            "{lines:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refusal_that_is_not_the_webhooks_fails_the_rules_check() {
+        let refusal = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "reason": "Forbidden", "code": 403,
+            "message": "trustyaiservices.trustyai.opendatahub.io is forbidden: User cannot create"});
+        let (_api, client) = MockApi::new([Step::answer(Method::POST, V1, 403, refusal)]);
+        let outcome = refused(&api(&client, "models", STORAGE_VERSION), "models").await;
+        assert!(
+            matches!(&outcome, Err(CheckFailure::RefusedOtherwise { message }) if message.contains("forbidden")),
+            "{outcome:?}"
+        );
     }
 }
