@@ -68,7 +68,14 @@ pub struct ControlPlane {
     /// The cluster CA and the admin credentials.
     pub pki: Pki,
     etcd_url: String,
-    guards: Mutex<Vec<(Child, ChildStdin)>>,
+    guards: Mutex<Vec<Guarded>>,
+}
+
+/// A process started under [`GUARD`] or [`JANITOR`], and this process's end of its pipe.
+struct Guarded {
+    child: Child,
+    pipe: ChildStdin,
+    janitor: bool,
 }
 
 static SHARED: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
@@ -125,7 +132,6 @@ impl ControlPlane {
     /// The control plane shared by every test of this test binary, started on first use.
     /// Panics (failing the test loudly) when it cannot start.
     pub fn shared() -> &'static ControlPlane {
-        let _ = rustls::crypto::ring::default_provider().install_default();
         match SHARED.get_or_init(|| {
             // Start it on a thread of its own: the caller may be inside a Tokio runtime, and the
             // readiness checks use one of their own.
@@ -147,6 +153,8 @@ impl ControlPlane {
     /// [`Self::start`], with `flags` added to kube-apiserver's (another API server than the
     /// usual, such as one with a feature gate off).
     pub fn start_with_apiserver_flags(flags: &[&str]) -> Result<ControlPlane, String> {
+        // The clients here and the callers' share rustls' process-wide provider.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let bin = bin_dir()?;
         for name in [
             "etcd",
@@ -251,7 +259,11 @@ impl ControlPlane {
             .arg(&self.dir)
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        self.spawn_on_pipe(command, "the working-folder janitor")
+        self.spawn_on_pipe(command, "the working-folder janitor")?;
+        if let Some(last) = self.guards.get_mut().map_err(|e| e.to_string())?.last_mut() {
+            last.janitor = true;
+        }
+        Ok(())
     }
 
     /// Spawns `command` with its stdin on a pipe this process keeps open until it exits.
@@ -260,11 +272,15 @@ impl ControlPlane {
             .stdin(Stdio::piped())
             .spawn()
             .map_err(|e| format!("starting {what}: {e}"))?;
-        let stdin = child.stdin.take().ok_or("no stdin pipe")?;
+        let pipe = child.stdin.take().ok_or("no stdin pipe")?;
         self.guards
             .get_mut()
             .map_err(|e| e.to_string())?
-            .push((child, stdin));
+            .push(Guarded {
+                child,
+                pipe,
+                janitor: false,
+            });
         Ok(())
     }
 
@@ -406,7 +422,7 @@ impl ControlPlane {
 
     fn exited_process(&self) -> Option<String> {
         let mut guards = self.guards.lock().ok()?;
-        for (child, _) in guards.iter_mut() {
+        for Guarded { child, .. } in guards.iter_mut() {
             if let Ok(Some(status)) = child.try_wait() {
                 return Some(format!(
                     "a control-plane process (pid {}, {status})",
@@ -415,6 +431,32 @@ impl ControlPlane {
             }
         }
         None
+    }
+
+    /// Stops it as the end of the process would: closes every guard's pipe, then waits until
+    /// the control-plane processes have exited (the janitor removes the working folder a few
+    /// seconds later, reaped on a thread of its own). For a process that runs several control
+    /// planes one after the other; using it afterwards fails.
+    pub fn stop(&self) {
+        let guards = std::mem::take(&mut *self.guards.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut children = Vec::new();
+        for Guarded {
+            child,
+            pipe,
+            janitor,
+        } in guards
+        {
+            drop(pipe);
+            if janitor {
+                let mut janitor = child;
+                std::thread::spawn(move || janitor.wait());
+            } else {
+                children.push(child);
+            }
+        }
+        for mut child in children {
+            let _ = child.wait();
+        }
     }
 
     /// The last lines of every process log, for failure messages.

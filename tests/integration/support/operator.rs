@@ -18,7 +18,6 @@ pub struct Operator {
     pub webhook_port: u16,
     pub ops_port: u16,
     pub log: PathBuf,
-    pub namespace: String,
 }
 
 pub fn free_port() -> u16 {
@@ -167,7 +166,6 @@ impl Operator {
             webhook_port,
             ops_port,
             log,
-            namespace: namespace.to_string(),
         }
     }
 

@@ -1,13 +1,14 @@
-#![allow(clippy::expect_used)] // a test fails loudly on unexpected data
 //! Running it for real: two replicas behind one front (one reconciles, both serve the webhooks,
 //! a stopped leader hands over, rolling restarts without a failed request), SIGTERM during a
 //! burst of admission requests, `/metrics` as Prometheus text whose counters move, and
 //! `/readyz` false before the certificate is loaded and while draining.
 //!
-//! Every test takes `support::CLUSTER_WIDE`: operators publish into the cluster-wide CRD and
-//! webhook registrations, so two at once (from different namespaces) would fight over them.
+//! Every test holds this concern's control plane exclusively: operators publish into the
+//! cluster-wide CRD and webhook registrations, so two at once (from different namespaces) would
+//! fight over them.
 
-mod support;
+use crate::support;
+use support::control_planes::{self, Concern};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,10 +24,10 @@ use kube::api::{Api, DynamicObject, ListParams, PostParams, WatchEvent, WatchPar
 use kube::core::{ApiResource, GroupVersionKind};
 use rustls::pki_types::pem::PemObject;
 use serde_json::{Value, json};
+use support::ControlPlane;
 use support::operator::{Operator, free_port, http_get, http_get_accepting};
 use support::proxy::Proxy;
 use support::wait;
-use support::{CLUSTER_WIDE, ControlPlane};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
@@ -656,8 +657,8 @@ fn continuous_client(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_one_leader_both_serve_handover_and_rolling_restarts_without_failures() {
-    let _lock = CLUSTER_WIDE.lock().await;
-    let cp = ControlPlane::shared();
+    let claim = control_planes::exclusive(Concern::Operations);
+    let cp = claim.control_plane();
     let client = cp.client().await;
     let ns = cp.namespace(&client, "replicas").await;
     let apps = cp.namespace(&client, "apps").await;
@@ -999,8 +1000,8 @@ async fn admission_request(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_during_a_burst_of_admission_requests_answers_every_accepted_request() {
-    let _lock = CLUSTER_WIDE.lock().await;
-    let cp = ControlPlane::shared();
+    let claim = control_planes::exclusive(Concern::Operations);
+    let cp = claim.control_plane();
     let client = cp.client().await;
     let ns = cp.namespace(&client, "burst").await;
     // Readiness needs the caBundle published into the registrations, so this test creates them
@@ -1146,8 +1147,8 @@ async fn sigterm_during_a_burst_of_admission_requests_answers_every_accepted_req
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_parse_as_prometheus_text_and_counters_move() {
-    let _lock = CLUSTER_WIDE.lock().await;
-    let cp = ControlPlane::shared();
+    let claim = control_planes::exclusive(Concern::Operations);
+    let cp = claim.control_plane();
     let client = cp.client().await;
     let ns = cp.namespace(&client, "metrics").await;
     let apps = cp.namespace(&client, "metrics-apps").await;
@@ -1360,8 +1361,8 @@ fn the_prometheus_check_rejects_broken_text() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_is_false_before_the_certificate_is_loaded_and_while_draining() {
-    let _lock = CLUSTER_WIDE.lock().await;
-    let cp = ControlPlane::shared();
+    let claim = control_planes::exclusive(Concern::Operations);
+    let cp = claim.control_plane();
     let client = cp.client().await;
     let ns = cp.namespace(&client, "readyz").await;
 

@@ -9,7 +9,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use trustyai_crds::TrustyAIService;
 
-use crate::env::{Env, condition, env_value, service_container};
+use crate::reconcile::env::{Env, condition, env_value, service_container};
 
 #[tokio::test]
 async fn database_mode_reports_bad_credentials_and_recovers() {

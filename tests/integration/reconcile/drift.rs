@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::env::{
+use crate::reconcile::env::{
     DEFAULT_IMAGE, Env, OPERATOR_CONFIG, operator_written_of, pvc_spec, service_container, versions,
 };
 

@@ -1,4 +1,3 @@
-#![allow(clippy::expect_used)] // a test fails loudly on unexpected data
 //! Admission through the real API server, with the operator binary serving the webhooks: what a
 //! CR author sees at `kubectl apply` time.
 //!
@@ -10,10 +9,11 @@
 //! - objects stored before the webhooks existed stay updatable and deletable (ratcheting);
 //! - warnings reach the client, including the missing-Secret warning from the operator's cache.
 //!
-//! One operator serves many checks; the tests hold `CLUSTER_WIDE` while it runs, because the
-//! webhook registrations are cluster-wide.
+//! One operator serves many checks; each test holds this concern's control plane exclusively
+//! while it runs, because the webhook registrations are cluster-wide.
 
-mod support;
+use crate::support;
+use support::control_planes::{self, Concern};
 
 use std::time::{Duration, Instant};
 
@@ -22,13 +22,13 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::Status;
 use serde_json::{Value, json};
+use support::ControlPlane;
 use support::cluster::{
     MUTATING_WEBHOOK, manifest, remove_webhook_registrations, tas, tas_api,
     wait_for_published_bundle, wait_for_webhooks_served, webhook_only_violations,
 };
 use support::operator::Operator;
 use support::wait;
-use support::{CLUSTER_WIDE, ControlPlane};
 
 /// A finalizer only these tests manage, so no controller ever removes it for them.
 const TEST_FINALIZER: &str = "tests.trustyai.opendatahub.io/hold";
@@ -136,9 +136,9 @@ async fn dry_run_until(
 
 #[tokio::test]
 async fn admission_through_the_api_server() {
-    let _lock = CLUSTER_WIDE.lock().await;
+    let claim = control_planes::exclusive(Concern::Admission);
     let started = Instant::now();
-    let cp = ControlPlane::shared();
+    let cp = claim.control_plane();
     let client = cp.client().await;
     let ns = cp.namespace(&client, "admission").await;
     let mut operator = start_operator(cp, &client, &ns).await;
@@ -575,9 +575,9 @@ fn kubectl_apply_prints_the_field_errors(cp: &ControlPlane, ns: &str) {
 
 #[tokio::test]
 async fn legacy_objects_ratchet() {
-    let _lock = CLUSTER_WIDE.lock().await;
+    let claim = control_planes::exclusive(Concern::Admission);
     let started = Instant::now();
-    let cp = ControlPlane::shared();
+    let cp = claim.control_plane();
     let client = cp.client().await;
     let ns = cp.namespace(&client, "legacy").await;
 

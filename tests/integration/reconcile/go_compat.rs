@@ -6,7 +6,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use trustyai_crds::TrustyAIService;
 
-use crate::env::{DEFAULT_IMAGE, Env, condition, pvc_spec, service_container};
+use crate::reconcile::env::{DEFAULT_IMAGE, Env, condition, pvc_spec, service_container};
 
 #[tokio::test]
 async fn a_go_operator_deployment_is_adopted_in_place_keeping_its_selector() {
@@ -530,7 +530,7 @@ async fn go_pods_running(env: &Env, ns: &str) {
         let listed = pods.list(&Default::default()).await.ok()?.items.len() == 1;
         (available && listed).then_some(())
     };
-    if crate::support::wait::within(crate::env::TIMEOUT, check)
+    if crate::support::wait::within(crate::reconcile::env::TIMEOUT, check)
         .await
         .is_none()
     {
@@ -684,7 +684,7 @@ async fn switching_from_the_go_operator_replaces_no_pod_in_any_storage_mode() {
         "spec": specs[0].1
     }))
     .expect("object");
-    let alpha_api = crate::env::dynamic_api(
+    let alpha_api = crate::reconcile::env::dynamic_api(
         &env.client,
         &alpha,
         "trustyai.opendatahub.io",
@@ -877,7 +877,7 @@ async fn switching_from_the_go_operator_replaces_no_pod_in_any_storage_mode() {
             .annotations()
             .get("trustyai.opendatahub.io/pod-template")?
             == "rendered";
-        let schedule = crate::env::env_value(&deployment, "SERVICE_METRICS_SCHEDULE")?;
+        let schedule = crate::reconcile::env::env_value(&deployment, "SERVICE_METRICS_SCHEDULE")?;
         (rendered && schedule == "10s").then_some(())
     })
     .await;
@@ -1013,6 +1013,6 @@ where
         .get(name)
         .await
         .unwrap_or_else(|e| panic!("{name}: {e}"));
-    crate::env::assert_owned_by(child.meta(), owner, name);
+    crate::reconcile::env::assert_owned_by(child.meta(), owner, name);
     child
 }

@@ -1,8 +1,7 @@
-#![allow(clippy::expect_used)] // a test fails loudly on unexpected data
 //! `trustyai-operator convert` as a user runs it: the binary, files under
 //! `tests/fixtures/convert/`, stdin, exit codes and messages. No cluster needed.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::process::Output;

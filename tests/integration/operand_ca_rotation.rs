@@ -1,11 +1,11 @@
-#![allow(clippy::expect_used)] // a test fails loudly on unexpected data
 //! The operand CA rotates with an overlap: a TrustyAIService's serving Secret is watched through
 //! a whole rotation (the new CA joins the bundle, the certificate moves onto it, the old CA
 //! leaves), and at every change a client that still holds the bundle of the moment before
 //! trusts the new certificate, and one that already holds the new bundle trusts the certificate
 //! of the moment before. Replacing the CA outright breaks both.
 
-mod support;
+use crate::support;
+use support::control_planes::{self, Concern};
 
 use std::time::Duration;
 
@@ -14,7 +14,6 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 use support::cluster::{minimal_spec, tas, tas_api, wait_for_webhooks_served};
 use support::operator::Operator;
-use support::{CLUSTER_WIDE, ControlPlane};
 use trustyai_certs::material::parse_certificates;
 use trustyai_certs::time::OffsetDateTime;
 use trustyai_certs::verify::chains_to;
@@ -51,8 +50,8 @@ impl Moment {
 
 #[tokio::test]
 async fn an_operand_ca_rotation_keeps_every_client_verifying() {
-    let _lock = CLUSTER_WIDE.lock().await;
-    let cp = ControlPlane::shared();
+    let claim = control_planes::exclusive(Concern::OperandCaRotation);
+    let cp = claim.control_plane();
     let client = cp.client().await;
     let ns = cp.namespace(&client, "operand-ca").await;
     // The operand CA Secret lives in the operator namespace, new for this test.

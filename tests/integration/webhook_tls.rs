@@ -1,10 +1,10 @@
-#![allow(clippy::expect_used)] // a test fails loudly on unexpected data
 //! The HTTPS server and the operator's own TLS, through the real API server: the API server
 //! calls conversion and admission using only the caBundle the operator injected; a cleared
 //! bundle comes back; certificates rotate under load without a failed request; two replicas
 //! starting together share one CA.
 
-mod support;
+use crate::support;
+use support::control_planes::{self, Concern};
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -18,14 +18,13 @@ use support::cluster::{
     minimal_spec, secret_field, tas, tas_api, wait_for_published_bundle, wait_for_webhooks_served,
 };
 use support::operator::Operator;
-use support::{CLUSTER_WIDE, ControlPlane};
 
 const VWC: &str = "trustyai-operator-validating";
 
 #[tokio::test]
 async fn api_server_reaches_the_webhooks_with_the_injected_bundle() {
-    let _lock = CLUSTER_WIDE.lock().await;
-    let cp = ControlPlane::shared();
+    let claim = control_planes::exclusive(Concern::WebhookTls);
+    let cp = claim.control_plane();
     let client = cp.client().await;
     let ns = cp.namespace(&client, "tls").await;
     let mut operator = Operator::start(cp, &ns, &["--create-webhook-configurations"]);
@@ -75,8 +74,8 @@ async fn api_server_reaches_the_webhooks_with_the_injected_bundle() {
 
 #[tokio::test]
 async fn a_cleared_ca_bundle_is_restored() {
-    let _lock = CLUSTER_WIDE.lock().await;
-    let cp = ControlPlane::shared();
+    let claim = control_planes::exclusive(Concern::WebhookTls);
+    let cp = claim.control_plane();
     let client = cp.client().await;
     let ns = cp.namespace(&client, "cleared").await;
     let mut operator = Operator::start(cp, &ns, &["--create-webhook-configurations"]);
@@ -116,8 +115,8 @@ async fn a_cleared_ca_bundle_is_restored() {
 
 #[tokio::test]
 async fn certificates_rotate_under_load_without_a_failed_request() {
-    let _lock = CLUSTER_WIDE.lock().await;
-    let cp = ControlPlane::shared();
+    let claim = control_planes::exclusive(Concern::WebhookTls);
+    let cp = claim.control_plane();
     let client = cp.client().await;
     let ns = cp.namespace(&client, "rotate").await;
     let mut operator = Operator::start(
@@ -231,8 +230,8 @@ async fn certificates_rotate_under_load_without_a_failed_request() {
 
 #[tokio::test]
 async fn two_replicas_starting_together_share_one_ca() {
-    let _lock = CLUSTER_WIDE.lock().await;
-    let cp = ControlPlane::shared();
+    let claim = control_planes::exclusive(Concern::WebhookTls);
+    let cp = claim.control_plane();
     let client = cp.client().await;
     let ns = cp.namespace(&client, "two").await;
     let (port_a, port_b) = (

@@ -15,10 +15,10 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use tokio::sync::{OnceCell, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use trustyai_crds::TrustyAIService;
 
 use crate::support::ControlPlane;
+use crate::support::control_planes::{self, Claim, Concern};
 use crate::support::operator::Operator;
 use crate::support::wait;
 
@@ -37,21 +37,18 @@ static RUNNING: Mutex<Running> = Mutex::new(Running {
     users: 0,
     operator: None,
 });
-static EXCLUSIVE: RwLock<()> = RwLock::const_new(());
-static OPERATOR_NAMESPACE: OnceCell<String> = OnceCell::const_new();
+/// The operator's namespace on the control plane it was made on (a concern's control plane can
+/// be replaced by a new one between two of its tests).
+static OPERATOR_NAMESPACE: tokio::sync::Mutex<Option<(&'static ControlPlane, String)>> =
+    tokio::sync::Mutex::const_new(None);
 
-#[allow(dead_code)] // held for their Drop only
-enum Access {
-    Shared(RwLockReadGuard<'static, ()>),
-    Exclusive(RwLockWriteGuard<'static, ()>),
-}
-
-/// A test's view of the cluster and the operator; dropping it releases the operator.
+/// A test's view of the cluster and the operator; dropping it releases the operator, then the
+/// control plane.
 pub struct Env {
     pub cp: &'static ControlPlane,
     pub client: Client,
     pub operator_ns: String,
-    _access: Access,
+    _claim: Claim,
 }
 
 fn running() -> std::sync::MutexGuard<'static, Running> {
@@ -82,21 +79,30 @@ fn start_operator(cp: &ControlPlane, namespace: &str) -> Operator {
 }
 
 impl Env {
+    /// Beside the other tests that share the operator.
     pub async fn shared() -> Env {
-        Self::new(Access::Shared(EXCLUSIVE.read().await)).await
+        Self::new(control_planes::shared(Concern::Reconcile)).await
     }
 
+    /// Alone: no other test of this module runs meanwhile.
     pub async fn exclusive() -> Env {
-        Self::new(Access::Exclusive(EXCLUSIVE.write().await)).await
+        Self::new(control_planes::exclusive(Concern::Reconcile)).await
     }
 
-    async fn new(access: Access) -> Env {
-        let cp = ControlPlane::shared();
+    async fn new(claim: Claim) -> Env {
+        let cp = claim.control_plane();
         let client = cp.client().await;
-        let operator_ns = OPERATOR_NAMESPACE
-            .get_or_init(|| cp.namespace(&client, "operator"))
-            .await
-            .clone();
+        let operator_ns = {
+            let mut made = OPERATOR_NAMESPACE.lock().await;
+            match made.as_ref() {
+                Some((on, ns)) if std::ptr::eq(*on, cp) => ns.clone(),
+                _ => {
+                    let ns = cp.namespace(&client, "operator").await;
+                    *made = Some((cp, ns.clone()));
+                    ns
+                }
+            }
+        };
         {
             let mut running = running();
             running.users += 1;
@@ -108,7 +114,7 @@ impl Env {
             cp,
             client,
             operator_ns,
-            _access: access,
+            _claim: claim,
         }
     }
 

@@ -1,11 +1,11 @@
-#![allow(clippy::expect_used)] // a test fails loudly on unexpected data
 //! CRD version upgrades through the real API server, with the operator binary serving
 //! conversion: nothing is lost going through v1alpha1 and back; lists work through both
 //! versions; and storage-version migration (at operator start and with `migrate-storage`)
 //! re-writes v1alpha1-stored objects as v1 (checked in etcd itself) so that v1alpha1 can then be
 //! dropped from the CRD, which the API server refuses before.
 
-mod support;
+use crate::support;
+use support::control_planes::{self, Concern};
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -22,13 +22,13 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use support::ControlPlane;
 use support::cluster::{
     minimal_spec, remove_webhook_registrations, tas, tas_api, wait_for_published_bundle,
     wait_for_webhooks_served,
 };
 use support::operator::Operator;
 use support::wait;
-use support::{CLUSTER_WIDE, ControlPlane};
 use trustyai_crds::contract::{CONVERSION_PRESERVED_ANNOTATION, CRD_NAME};
 
 const IMAGE: &str = "quay.io/trustyai/trustyai-service:v0.28.0";
@@ -486,8 +486,8 @@ fn count_in(report: &str, label: &str) -> usize {
 
 #[tokio::test]
 async fn a_round_trip_through_v1alpha1_loses_nothing() {
-    let _lock = CLUSTER_WIDE.lock().await;
-    let cp = ControlPlane::shared();
+    let claim = control_planes::exclusive(Concern::Conversion);
+    let cp = claim.control_plane();
     let client = cp.client().await;
     let etcd = etcd_url(cp);
     let ns = cp.namespace(&client, "round-trip").await;
@@ -597,8 +597,8 @@ async fn a_round_trip_through_v1alpha1_loses_nothing() {
 
 #[tokio::test]
 async fn two_hundred_objects_list_through_each_version() {
-    let _lock = CLUSTER_WIDE.lock().await;
-    let cp = ControlPlane::shared();
+    let claim = control_planes::exclusive(Concern::Conversion);
+    let cp = claim.control_plane();
     let client = cp.client().await;
     let ns = cp.namespace(&client, "list").await;
     let mut operator = start_operator(cp, &client, &ns, &[]).await;
@@ -696,8 +696,8 @@ async fn two_hundred_objects_list_through_each_version() {
 
 #[tokio::test]
 async fn the_operator_migrates_storage_at_start() {
-    let _lock = CLUSTER_WIDE.lock().await;
-    let cp = ControlPlane::shared();
+    let claim = control_planes::exclusive(Concern::Conversion);
+    let cp = claim.control_plane();
     let client = cp.client().await;
     let etcd = etcd_url(cp);
     let ns = cp.namespace(&client, "migrate-start").await;
@@ -753,8 +753,8 @@ async fn the_operator_migrates_storage_at_start() {
 
 #[tokio::test]
 async fn migrate_storage_cli_rewrites_and_then_has_nothing_to_do() {
-    let _lock = CLUSTER_WIDE.lock().await;
-    let cp = ControlPlane::shared();
+    let claim = control_planes::exclusive(Concern::Conversion);
+    let cp = claim.control_plane();
     let client = cp.client().await;
     let etcd = etcd_url(cp);
     let ns = cp.namespace(&client, "migrate-cli").await;

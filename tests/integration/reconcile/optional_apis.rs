@@ -7,7 +7,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::env::{Env, OPERATOR_CONFIG, assert_owned_by, condition, dynamic_api, pvc_spec};
+use crate::reconcile::env::{
+    Env, OPERATOR_CONFIG, assert_owned_by, condition, dynamic_api, pvc_spec,
+};
 use crate::support::ControlPlane;
 
 /// Installs the fixture CRDs, and removes them again when dropped.

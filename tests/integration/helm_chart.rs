@@ -1,11 +1,11 @@
-#![allow(clippy::expect_used)] // a test fails loudly on unexpected data
 //! The Helm chart, with the helm built from its Go module and the real API server: lint, install
 //! in every certificate mode, values schema, the CRD copy, install,
 //! upgrade with a CRD that gained a field, uninstall that keeps the CRD and every
 //! TrustyAIService, and installs where the Go operator's CRD and objects already exist (left
 //! alone or adopted, two releases side by side).
 
-mod support;
+use crate::support;
+use support::control_planes::{self, Concern};
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -19,9 +19,6 @@ use support::helm::helm;
 use trustyai_crds::contract::CRD_NAME;
 
 const KUBE_VERSION: &str = "1.37.2";
-
-/// The tests that install or replace the cluster-wide CRD take turns.
-static CRD: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Deletes the CRD (and with it every TrustyAIService) so a test starts from a cluster without it.
 fn delete_crd(cp: &ControlPlane) {
@@ -199,8 +196,8 @@ fn values_table_documents_every_value() {
 #[tokio::test]
 async fn every_certificate_mode_installs_and_uninstalls() {
     // Each install brings the chart's CRD, which other tests change.
-    let _crd = CRD.lock().await;
-    let cp = ControlPlane::shared();
+    let claim = control_planes::exclusive(Concern::HelmChart);
+    let cp = claim.control_plane();
     let client = cp.client().await;
     // cert-manager's kinds, as minimal CRDs, so its Issuer and Certificate can be created.
     let (ok, applied, err) = cp.kubectl(
@@ -460,8 +457,8 @@ async fn every_pod_and_monitoring_value_renders_where_it_belongs_and_the_api_ser
     }
 
     // The dry run applies the chart's CRD over the live one, which other tests change.
-    let _crd = CRD.lock().await;
-    let cp = ControlPlane::shared();
+    let claim = control_planes::exclusive(Concern::HelmChart);
+    let cp = claim.control_plane();
     let crd = format!(
         "{}/tests/fixtures/crds/servicemonitor.yaml",
         env!("CARGO_MANIFEST_DIR")
@@ -663,8 +660,8 @@ fn contradictory_budget_and_unnamed_existing_service_account_are_refused() {
 
 #[tokio::test]
 async fn install_upgrade_and_uninstall_keep_the_crd_and_every_trustyaiservice() {
-    let _crd = CRD.lock().await;
-    let cp = ControlPlane::shared();
+    let claim = control_planes::exclusive(Concern::HelmChart);
+    let cp = claim.control_plane();
     delete_crd(cp);
     let client = cp.client().await;
     let ns = cp.namespace(&client, "helm").await;
@@ -1029,8 +1026,8 @@ fn every_cluster_scoped_object_is_named_after_the_release() {
 /// it and the objects stay.
 #[tokio::test]
 async fn installs_where_the_go_operators_crd_and_objects_exist() {
-    let _crd = CRD.lock().await;
-    let cp = ControlPlane::shared();
+    let claim = control_planes::exclusive(Concern::HelmChart);
+    let cp = claim.control_plane();
     let client = cp.client().await;
     delete_crd(cp);
     let fixture = format!(
@@ -1226,8 +1223,8 @@ async fn helm_uninstall_then_the_uninstall_command_leaves_no_namespace_terminati
 
     const RELEASE: &str = "trustyai-operator";
     let timeout = Duration::from_secs(120);
-    let _crd = CRD.lock().await;
-    let cp = ControlPlane::shared();
+    let claim = control_planes::exclusive(Concern::HelmChart);
+    let cp = claim.control_plane();
     delete_crd(cp);
     let client = cp.client().await;
     let ns = cp.namespace(&client, "release").await;
@@ -1415,8 +1412,8 @@ async fn helm_test_passes_while_the_webhooks_answer_and_fails_without_them() {
     const RELEASE: &str = "checked";
     const IMAGE: &str = "quay.io/trustyai/trustyai-operator:under-test";
     let timeout = Duration::from_secs(120);
-    let _crd = CRD.lock().await;
-    let cp = ControlPlane::shared();
+    let claim = control_planes::exclusive(Concern::HelmChart);
+    let cp = claim.control_plane();
     delete_crd(cp);
     let client = cp.client().await;
     let ns = cp.namespace(&client, "helm-test").await;

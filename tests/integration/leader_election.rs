@@ -1,4 +1,3 @@
-#![allow(clippy::expect_used)] // a test fails loudly on unexpected data
 //! Leader election through the real API server: one leader at a time, never two; a released
 //! lease is taken over at once; a crashed leader's lease after it expires.
 //!
@@ -6,7 +5,8 @@
 //! what is left of its `RENEW_DEADLINE`, and drops leadership when that passes without a
 //! renewal, counted from when the renewal was sent; `LEASE_DURATION` adds a margin on top.
 
-mod support;
+use crate::support;
+use support::control_planes::{self, Concern};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -107,7 +107,8 @@ fn holder(spec: &LeaseSpec) -> Option<&str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_leader_at_a_time_and_a_released_lease_is_taken_at_once() {
-    let cp = ControlPlane::shared();
+    let claim = control_planes::shared(Concern::LeaderElection);
+    let cp = claim.control_plane();
     let client = cp.client().await;
     let ns = cp.namespace(&client, "leader").await;
     let leases = Api::<Lease>::namespaced(client.clone(), &ns);
@@ -164,7 +165,8 @@ async fn one_leader_at_a_time_and_a_released_lease_is_taken_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_leader_is_replaced_after_its_lease_expires_never_before() {
-    let cp = ControlPlane::shared();
+    let claim = control_planes::shared(Concern::LeaderElection);
+    let cp = claim.control_plane();
     let client = cp.client().await;
     let ns = cp.namespace(&client, "crash").await;
     let leases = Api::<Lease>::namespaced(client.clone(), &ns);

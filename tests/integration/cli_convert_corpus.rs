@@ -1,4 +1,3 @@
-#![allow(clippy::expect_used)] // a test fails loudly on unexpected data
 //! `convert` on a generated corpus of TrustyAIServices whose strings and keys are what YAML
 //! readers get wrong: YAML 1.1 booleans, numbers, timestamps and merge keys, U+0085, U+2028,
 //! U+2029, keys of 1,024 characters and more, leading and trailing spaces, quotes, `#`, `: `,
@@ -6,7 +5,7 @@
 //! `kubectl patch --local` decodes files as `kubectl create -f` does, without a cluster), and
 //! what kubectl reads must be exactly what the JSON run of the same conversion gives.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

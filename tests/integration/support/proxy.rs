@@ -49,20 +49,9 @@ async fn ready(ops_port: u16) -> bool {
 }
 
 impl Proxy {
-    /// Listens on a free loopback port and spreads connections over `backends` (ports).
-    pub async fn start(backends: Vec<u16>) -> Proxy {
-        let backends = backends
-            .into_iter()
-            .map(|port| Backend {
-                port,
-                ops_port: None,
-            })
-            .collect();
-        Self::serve(backends, true).await
-    }
-
-    /// As [`Proxy::start`], over `(webhook port, ops port)` pairs: a backend whose `/readyz`
-    /// is not 200 gets no new connections (when none is ready, any that accepts does).
+    /// Listens on a free loopback port and spreads connections over `(webhook port, ops port)`
+    /// pairs: a backend whose `/readyz` is not 200 gets no new connections (when none is ready,
+    /// any that accepts does).
     pub async fn start_ready_aware(backends: Vec<(u16, u16)>) -> Proxy {
         let backends = backends
             .into_iter()

@@ -1,11 +1,11 @@
-#![allow(clippy::expect_used)] // a test fails loudly on unexpected data
 //! The chart's RBAC is what the operator needs: the chart is installed with helm, then the
 //! operator binary runs locally with exactly the chart ServiceAccount's permissions (the admin
 //! credentials impersonating it) and reconciles a TrustyAIService to Ready. Taking one verb away
 //! from the chart's ClusterRole is caught: the next TrustyAIService is not provisioned and says
 //! why.
 
-mod support;
+use crate::support;
+use support::control_planes::{self, Concern};
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -107,7 +107,8 @@ async fn wait_for_access(cp: &ControlPlane, ns: &str, checks: &[(&str, &str)], a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chart_rbac_is_sufficient_and_a_missing_verb_is_caught() {
-    let cp = ControlPlane::shared();
+    let claim = control_planes::shared(Concern::HelmRbac);
+    let cp = claim.control_plane();
     let client = cp.client().await;
     let ns = cp.namespace(&client, "chart-rbac").await;
     let chart = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("charts/trustyai-operator");

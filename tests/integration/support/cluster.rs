@@ -1,5 +1,5 @@
 //! Helpers for talking to the local control plane about TrustyAIServices and the operator's
-//! webhooks, shared by the test binaries.
+//! webhooks, shared by the concerns' tests.
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,

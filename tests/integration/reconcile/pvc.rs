@@ -13,7 +13,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 
-use crate::env::{
+use crate::reconcile::env::{
     DEFAULT_IMAGE, Env, assert_owned_by, condition, env_value, pvc_spec, service_container,
 };
 

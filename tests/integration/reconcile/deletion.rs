@@ -10,7 +10,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 use trustyai_crds::TrustyAIService;
 
-use crate::env::{CLEANUP_TIMEOUT, Env, assert_owned_by, condition, pvc_spec};
+use crate::reconcile::env::{CLEANUP_TIMEOUT, Env, assert_owned_by, condition, pvc_spec};
 
 #[tokio::test]
 async fn retained_pvc_survives_deletion_and_is_adopted_while_delete_removes_it() {

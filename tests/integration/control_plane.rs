@@ -1,10 +1,10 @@
-#![allow(clippy::expect_used)] // a test fails loudly on unexpected data
 //! The local control plane itself, through the real API server: the CRD applies and is served
 //! in both versions, the schema and CEL rules reject what they should, kubectl shows the printer
 //! columns and descriptions, and simulated nodes make Deployments Available and garbage
 //! collection work.
 
-mod support;
+use crate::support;
+use support::control_planes::{self, Concern};
 
 use std::time::Duration;
 
@@ -15,10 +15,9 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
-use support::ControlPlane;
 use support::wait;
 
-/// Applies the generated CRD. Until the conversion webhook is served, this test binary uses
+/// Applies the generated CRD. Until the conversion webhook is served, these tests use
 /// `None` conversion (the two versions' specs are the same shape); this is the only place that
 /// does, and it says so.
 async fn install_crd_without_webhook(client: &Client) {
@@ -90,7 +89,8 @@ fn tas(name: &str, spec: Value) -> Value {
 
 #[tokio::test]
 async fn crd_is_served_in_both_versions_and_validates() {
-    let cp = ControlPlane::shared();
+    let claim = control_planes::shared(Concern::ControlPlane);
+    let cp = claim.control_plane();
     let client = cp.client().await;
     install_crd_without_webhook(&client).await;
     let ns = cp.namespace(&client, "crd").await;
@@ -344,7 +344,8 @@ async fn crd_is_served_in_both_versions_and_validates() {
 
 #[tokio::test]
 async fn deployments_become_available_and_are_garbage_collected() {
-    let cp = ControlPlane::shared();
+    let claim = control_planes::shared(Concern::ControlPlane);
+    let cp = claim.control_plane();
     let client = cp.client().await;
     let ns = cp.namespace(&client, "kwok").await;
     let owners: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);

@@ -1,8 +1,7 @@
-#![allow(clippy::expect_used)] // a test fails loudly on unexpected data
 //! `trustyai-operator validate` as a user runs it: the binary, fixture files under
 //! `tests/fixtures/validate/`, stdin, exit statuses and the exact lines printed. No cluster.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 

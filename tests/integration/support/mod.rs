@@ -1,0 +1,13 @@
+//! Test support shared by the integration tests.
+
+pub mod cli;
+pub mod cluster;
+pub mod control_planes;
+pub mod helm;
+pub mod operator;
+pub mod proxy;
+pub mod samples;
+pub mod test_pods;
+pub mod wait;
+
+pub use trustyai_local_cluster::ControlPlane;
