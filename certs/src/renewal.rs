@@ -190,13 +190,34 @@ impl RenewalPlan {
     }
 }
 
-fn chains(
-    leaf: &[CertInfo],
-    ca: &CertInfo,
-    ca_what: &str,
+/// The CA a serving chain verifies against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Signer {
+    /// The current CA.
+    Current,
+    /// The previous CA, kept during a rotation.
+    Previous,
+}
+
+/// Which CA the serving chain `chain` (leaf first) verifies against at `now`: `current`, else
+/// `previous` (during a rotation). A chain on neither gets `current`'s error, as that is the CA
+/// it should be on.
+pub(crate) fn signer_of(
+    chain: &[CertInfo],
+    current: &CertInfo,
+    previous: Option<&CertInfo>,
     now: OffsetDateTime,
-) -> Result<(), MaterialError> {
-    verify_chain(TLS_CRT, leaf, ca_what, std::slice::from_ref(ca), now)
+) -> Result<Signer, MaterialError> {
+    let verify = |ca: &CertInfo, ca_what: &str| {
+        verify_chain(TLS_CRT, chain, ca_what, std::slice::from_ref(ca), now)
+    };
+    match verify(current, CA_CRT) {
+        Ok(()) => Ok(Signer::Current),
+        Err(_) if previous.is_some_and(|p| verify(p, CA_PREVIOUS_CRT).is_ok()) => {
+            Ok(Signer::Previous)
+        }
+        Err(untrusted) => Err(untrusted),
+    }
 }
 
 /// Decides what to regenerate. See the module documentation for the rules.
@@ -268,11 +289,11 @@ pub fn plan_renewal(
         return finish(plan);
     }
 
-    match chains(serving.chain(), ca.cert(), CA_CRT, now) {
-        Ok(()) if plan.ca == CaStep::Rotate => {
+    match signer_of(serving.chain(), ca.cert(), previous.map(|p| p.cert()), now) {
+        Ok(Signer::Current) if plan.ca == CaStep::Rotate => {
             // Step 1: the leaf stays on what becomes the previous CA.
         }
-        Ok(()) => {
+        Ok(Signer::Current) => {
             let renew_at = leaf.renew_at();
             if now >= renew_at {
                 plan.issue(Reason::ServingDue { renew_at });
@@ -288,20 +309,15 @@ pub fn plan_renewal(
                 }
             }
         }
-        Err(untrusted) => {
-            let on_previous = previous
-                .is_some_and(|p| chains(serving.chain(), p.cert(), CA_PREVIOUS_CRT, now).is_ok());
-            if on_previous {
-                let settled = later(ca.cert().not_before(), settle);
-                if now >= settled {
-                    plan.issue(Reason::ServingOnPreviousCa);
-                } else {
-                    plan.recheck(settled);
-                }
+        Ok(Signer::Previous) => {
+            let settled = later(ca.cert().not_before(), settle);
+            if now >= settled {
+                plan.issue(Reason::ServingOnPreviousCa);
             } else {
-                plan.issue(Reason::ServingUntrusted(untrusted));
+                plan.recheck(settled);
             }
         }
+        Err(untrusted) => plan.issue(Reason::ServingUntrusted(untrusted)),
     }
     finish(plan)
 }
