@@ -1,5 +1,7 @@
 //! TLS material for the webhook server: CA and serving certificate, their Secret, rotation,
 //! caBundle publishing; and the operands' CA ([`operand_ca`]), rotated with the same overlap.
+//! The operands' serving Secrets ([`operand_serving`]): what one holds and when it must be
+//! re-issued.
 //!
 //! The webhook server receives what to serve through a `tokio::sync::watch` channel of
 //! [`TlsMaterial`]; every value sent is validated (key matches, within validity, chains to the
@@ -31,6 +33,7 @@ pub mod material;
 pub mod mode;
 pub mod names;
 pub mod operand_ca;
+pub mod operand_serving;
 pub mod renewal;
 pub mod secret_layout;
 pub mod secret_store;

@@ -1,0 +1,400 @@
+//! The operands' serving Secrets where no OpenShift service-ca operator issues them: what such a
+//! Secret holds and when it must be re-issued.
+//!
+//! On OpenShift the Services' `service.beta.openshift.io/serving-cert-secret-name` annotations
+//! make service-ca write them. Elsewhere the pods could never start (their Secret volumes are
+//! not optional), so the operator issues them from the operand CA ([`crate::operand_ca`]):
+//! `kubernetes.io/tls` Secrets for a Service's DNS names holding `tls.crt`, `tls.key`, and
+//! `ca.crt` (the trust bundle), marked with [`ISSUED_BY_ANNOTATION`]. One is re-issued when less
+//! than a third of its lifetime is left, when it chains to no CA of the bundle, when a name is
+//! missing, or when a CA rotation moves it onto the new CA; its bundle alone is rewritten when a
+//! rotation begins or ends.
+//!
+//! A Secret without the marker was made by someone else (service-ca, a user, cert-manager) and
+//! is left alone. Which Secrets a TrustyAIService has, and their metadata, are the operator's.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::ObjectMeta;
+use time::OffsetDateTime;
+
+use crate::generate::{GenerateError, KeyedCert, issue_serving};
+use crate::lifetimes::Lifetimes;
+use crate::material::{CaCert, MaterialError, ServingCert, TlsMaterial, parse_certificates};
+use crate::names::ServiceNames;
+use crate::operand_ca::{OperandCaError, OperandTrust};
+use crate::renewal::{Signer, signer_of};
+use crate::secret_layout::{CA_CRT, SECRET_TYPE, TLS_CRT, TLS_KEY};
+
+/// Marks the Secrets the operator issued; its value names the operator.
+pub const ISSUED_BY_ANNOTATION: &str = "trustyai.opendatahub.io/issued-by";
+
+/// Why an operand serving certificate could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum OperandServingError {
+    /// rcgen could not make the serving certificate.
+    #[error("generating the operand serving certificate")]
+    Generate(#[source] GenerateError),
+    /// The blocking task generating it panicked or was cancelled.
+    #[error("the task generating the operand serving certificate failed")]
+    Task(#[source] tokio::task::JoinError),
+    /// The operand CA could not be read, made or stored.
+    #[error(transparent)]
+    Ca(#[from] OperandCaError),
+}
+
+/// What to do with one operand Secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretDecision {
+    /// Good until `renew_at`.
+    Keep {
+        /// When it must be re-issued.
+        renew_at: OffsetDateTime,
+    },
+    /// (Re-)issue it, for this reason.
+    Issue(IssueReason),
+    /// The certificate stands, but `ca.crt` is not the current trust bundle (a CA rotation
+    /// began or ended): rewrite the bundle only.
+    UpdateBundle {
+        /// When the certificate must be re-issued.
+        renew_at: OffsetDateTime,
+    },
+    /// Someone else manages it.
+    Foreign,
+}
+
+/// Why an operand Secret is (re-)issued: the text of its `CertificateIssued` event.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IssueReason {
+    /// There is no such Secret yet.
+    #[error("absent")]
+    Absent,
+    /// Its certificate or key cannot be used (or does not chain to the current CA).
+    #[error("{0}")]
+    Unusable(MaterialError),
+    /// The certificate lacks DNS names of the Service.
+    #[error("names missing: {}", .0.join(", "))]
+    NamesMissing(Vec<String>),
+    /// Less than a third of its lifetime is left.
+    #[error("due for renewal")]
+    Due,
+    /// It is signed by the previous CA, and the new one has been in the bundles long enough.
+    #[error("moving onto the new operand CA")]
+    OnPreviousCa,
+}
+
+/// Judges the Secret `secret` (`None`: absent) for `names`, against `trust` at `now`.
+pub fn judge_secret(
+    secret: Option<&Secret>,
+    trust: &OperandTrust,
+    names: &ServiceNames,
+    now: OffsetDateTime,
+) -> SecretDecision {
+    let Some(secret) = secret else {
+        return SecretDecision::Issue(IssueReason::Absent);
+    };
+    let ours = secret
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(ISSUED_BY_ANNOTATION));
+    if !ours {
+        return SecretDecision::Foreign;
+    }
+    let serving = match trusted(secret, trust, now) {
+        Ok(serving) => serving,
+        Err(e) => return SecretDecision::Issue(IssueReason::Unusable(e)),
+    };
+    let leaf = serving.leaf();
+    let missing = names.missing_from(leaf);
+    if !missing.is_empty() {
+        return SecretDecision::Issue(IssueReason::NamesMissing(missing));
+    }
+    let mut renew_at = leaf.renew_at();
+    if now >= renew_at {
+        return SecretDecision::Issue(IssueReason::Due);
+    }
+    // Outside a rotation the bundle holds the current CA alone, and the chain verified against
+    // it already.
+    let on_previous = trust.previous.is_some()
+        && signer_of(
+            serving.chain(),
+            trust.current.cert(),
+            trust.previous.as_ref().map(CaCert::cert),
+            now,
+        ) == Ok(Signer::Previous);
+    if on_previous {
+        if now >= trust.move_at {
+            return SecretDecision::Issue(IssueReason::OnPreviousCa);
+        }
+        renew_at = renew_at.min(trust.move_at);
+    }
+    renew_at = until_bundle_shrinks(renew_at, trust);
+    if data_field(secret, CA_CRT) != trust.bundle_pem.as_bytes() {
+        return SecretDecision::UpdateBundle { renew_at };
+    }
+    SecretDecision::Keep { renew_at }
+}
+
+/// When to judge again a Secret issued at `issued_at` by [`issue`] with `lifetimes`.
+pub fn issued_renew_at(
+    trust: &OperandTrust,
+    lifetimes: &Lifetimes,
+    issued_at: OffsetDateTime,
+) -> OffsetDateTime {
+    until_bundle_shrinks(lifetimes.serving_renew_at(issued_at), trust)
+}
+
+/// `renew_at`, or earlier when the previous CA leaves the bundle: the Secret's `ca.crt` must
+/// follow then.
+fn until_bundle_shrinks(renew_at: OffsetDateTime, trust: &OperandTrust) -> OffsetDateTime {
+    trust
+        .retire_at
+        .map_or(renew_at, |retire_at| renew_at.min(retire_at))
+}
+
+/// The certificate and key of `secret`, if they match, are valid at `now` and chain to the
+/// bundle of `trust`: the checks a served [`TlsMaterial`] passes.
+fn trusted(
+    secret: &Secret,
+    trust: &OperandTrust,
+    now: OffsetDateTime,
+) -> Result<ServingCert, MaterialError> {
+    let serving = ServingCert::parse(
+        TLS_CRT,
+        data_field(secret, TLS_CRT),
+        TLS_KEY,
+        data_field(secret, TLS_KEY),
+    )?;
+    let bundle = parse_certificates(CA_CRT, trust.bundle_pem.as_bytes())?;
+    TlsMaterial::from_parsed(
+        TLS_CRT,
+        &serving,
+        Some((CA_CRT, &bundle, &trust.bundle_pem)),
+        now,
+    )?;
+    Ok(serving)
+}
+
+/// A serving certificate and key for `names`, issued at `now` by the CA of `trust` that signs
+/// then ([`OperandTrust::signer`]). Key generation is CPU work, so it runs on the blocking pool.
+pub async fn issue(
+    trust: &OperandTrust,
+    names: &ServiceNames,
+    lifetimes: &Lifetimes,
+    now: OffsetDateTime,
+) -> Result<KeyedCert, OperandServingError> {
+    let (ca, names, lifetimes) = (trust.signer(now).clone(), names.clone(), *lifetimes);
+    tokio::task::spawn_blocking(move || issue_serving(&ca, &names, &lifetimes, now))
+        .await
+        .map_err(OperandServingError::Task)?
+        .map_err(OperandServingError::Generate)
+}
+
+/// The Secret with `metadata` holding `issued` and the bundle of `trust`.
+pub fn serving_secret(metadata: ObjectMeta, issued: KeyedCert, trust: &OperandTrust) -> Secret {
+    tls_secret(
+        metadata,
+        issued.cert_pem.into_bytes(),
+        issued.key_pem.into_bytes(),
+        &trust.bundle_pem,
+    )
+}
+
+/// The Secret with `metadata` holding the certificate and key of `secret` as they stand, and
+/// the bundle of `trust`.
+pub fn with_bundle(metadata: ObjectMeta, secret: &Secret, trust: &OperandTrust) -> Secret {
+    tls_secret(
+        metadata,
+        data_field(secret, TLS_CRT).to_vec(),
+        data_field(secret, TLS_KEY).to_vec(),
+        &trust.bundle_pem,
+    )
+}
+
+fn tls_secret(
+    metadata: ObjectMeta,
+    cert_pem: Vec<u8>,
+    key_pem: Vec<u8>,
+    bundle_pem: &str,
+) -> Secret {
+    Secret {
+        metadata,
+        type_: Some(SECRET_TYPE.to_owned()),
+        data: Some(BTreeMap::from([
+            (TLS_CRT.to_owned(), ByteString(cert_pem)),
+            (TLS_KEY.to_owned(), ByteString(key_pem)),
+            (
+                CA_CRT.to_owned(),
+                ByteString(bundle_pem.as_bytes().to_vec()),
+            ),
+        ])),
+        ..Secret::default()
+    }
+}
+
+/// The bytes under `key` in `secret`; empty when absent.
+fn data_field<'a>(secret: &'a Secret, key: &str) -> &'a [u8] {
+    secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|b| b.0.as_slice())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::generate::generate_ca;
+
+    fn ca(now: OffsetDateTime) -> CaCert {
+        let keyed = generate_ca(&lifetimes(), now).expect("ca");
+        CaCert::parse(
+            "ca",
+            keyed.cert_pem.as_bytes(),
+            "key",
+            keyed.key_pem.as_bytes(),
+        )
+        .expect("parse")
+    }
+
+    fn lifetimes() -> Lifetimes {
+        Lifetimes {
+            serving: Duration::from_secs(3000),
+            backdate: Duration::from_secs(0),
+            overlap: Duration::from_secs(100),
+            ..Lifetimes::default()
+        }
+    }
+
+    fn trust(signing: &CaCert, previous: Option<&CaCert>) -> OperandTrust {
+        OperandTrust::new(signing.clone(), previous.cloned(), &lifetimes())
+    }
+
+    /// Now, in whole seconds (certificates hold no more).
+    fn now() -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp(OffsetDateTime::now_utc().unix_timestamp())
+            .expect("now")
+    }
+
+    /// The metadata the operator gives the Secret, as far as judging it goes: the marker.
+    fn marked() -> ObjectMeta {
+        ObjectMeta {
+            name: Some("tas-tls".to_owned()),
+            annotations: Some(BTreeMap::from([(
+                ISSUED_BY_ANNOTATION.to_owned(),
+                "trustyai-operator".to_owned(),
+            )])),
+            ..ObjectMeta::default()
+        }
+    }
+
+    async fn issued(trust: &OperandTrust, now: OffsetDateTime) -> Secret {
+        let names = ServiceNames::new("tas-tls", "models");
+        let keyed = issue(trust, &names, &lifetimes(), now)
+            .await
+            .expect("issue");
+        serving_secret(marked(), keyed, trust)
+    }
+
+    #[tokio::test]
+    async fn issued_secret_is_kept_until_two_thirds_of_its_life() {
+        let now = now();
+        let authority = trust(&ca(now), None);
+        let secret = issued(&authority, now).await;
+        assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
+        let names = ServiceNames::new("tas-tls", "models");
+        let SecretDecision::Keep { renew_at } =
+            judge_secret(Some(&secret), &authority, &names, now)
+        else {
+            panic!("a fresh certificate is kept");
+        };
+        assert_eq!((renew_at - now).whole_seconds(), 2000);
+        assert_eq!(issued_renew_at(&authority, &lifetimes(), now), renew_at);
+        let later = now + time::Duration::seconds(2001);
+        assert!(matches!(
+            judge_secret(Some(&secret), &authority, &names, later),
+            SecretDecision::Issue(IssueReason::Due)
+        ));
+        // Another Service's names are missing.
+        let other = ServiceNames::new("tas", "models");
+        assert!(matches!(
+            judge_secret(Some(&secret), &authority, &other, now),
+            SecretDecision::Issue(IssueReason::NamesMissing(missing)) if missing.iter().any(|n| n.contains("tas.models.svc"))
+        ));
+        // Another CA does not trust it.
+        assert!(matches!(
+            judge_secret(Some(&secret), &trust(&ca(now), None), &names, now),
+            SecretDecision::Issue(IssueReason::Unusable(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn during_a_rotation_the_certificate_stays_then_moves_and_the_bundle_follows() {
+        let now = now();
+        let (old, new) = (ca(now), ca(now));
+        let names = ServiceNames::new("tas-tls", "models");
+        let on_old = issued(&trust(&old, None), now).await;
+        // Step 1: the new CA is current, the old one previous. The certificate stands; only the
+        // bundle changes, and it holds both CAs.
+        let rotating = trust(&new, Some(&old));
+        let SecretDecision::UpdateBundle { renew_at } =
+            judge_secret(Some(&on_old), &rotating, &names, now)
+        else {
+            panic!("the bundle gains the new CA first");
+        };
+        assert_eq!(renew_at, rotating.move_at);
+        let rebundled = with_bundle(marked(), &on_old, &rotating);
+        assert_eq!(
+            rebundled.data.as_ref().and_then(|d| d.get(TLS_CRT)),
+            on_old.data.as_ref().and_then(|d| d.get(TLS_CRT)),
+            "the certificate is not touched"
+        );
+        assert!(matches!(
+            judge_secret(Some(&rebundled), &rotating, &names, now),
+            SecretDecision::Keep { renew_at } if renew_at == rotating.move_at
+        ));
+        // Step 2: past the overlap, the certificate moves onto the new CA.
+        assert!(matches!(
+            judge_secret(Some(&rebundled), &rotating, &names, rotating.move_at),
+            SecretDecision::Issue(IssueReason::OnPreviousCa)
+        ));
+        let on_new = issued(&rotating, rotating.move_at).await;
+        let retire_at = rotating.retire_at.expect("a rotation ends");
+        assert!(matches!(
+            judge_secret(Some(&on_new), &rotating, &names, rotating.move_at),
+            SecretDecision::Keep { renew_at } if renew_at == retire_at
+        ));
+        assert_eq!(
+            issued_renew_at(&rotating, &lifetimes(), rotating.move_at),
+            retire_at
+        );
+        // Step 3: the old CA leaves; the bundle shrinks, the certificate stays.
+        let after = trust(&new, None);
+        assert!(matches!(
+            judge_secret(Some(&on_new), &after, &names, retire_at),
+            SecretDecision::UpdateBundle { .. }
+        ));
+    }
+
+    #[test]
+    fn absent_is_issued_and_unmarked_is_foreign() {
+        let now = OffsetDateTime::now_utc();
+        let authority = trust(&ca(now), None);
+        let names = ServiceNames::new("tas-tls", "models");
+        assert!(matches!(
+            judge_secret(None, &authority, &names, now),
+            SecretDecision::Issue(IssueReason::Absent)
+        ));
+        let foreign = Secret::default();
+        assert_eq!(
+            judge_secret(Some(&foreign), &authority, &names, now),
+            SecretDecision::Foreign
+        );
+    }
+}
