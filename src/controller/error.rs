@@ -34,7 +34,7 @@ pub enum ReconcileError {
     },
     /// The operand certificates could not be issued.
     #[error("operand certificates")]
-    Certificates(#[from] super::operand_tls::OperandTlsError),
+    Certificates(#[from] trustyai_certs::operand_serving::OperandServingError),
 }
 
 impl ReconcileError {
@@ -153,7 +153,7 @@ mod tests {
             exists,
             encode,
             ReconcileError::kube("reading", "Secret", "x")(api_error(500, "InternalError")),
-            ReconcileError::Certificates(super::super::operand_tls::OperandTlsError::Ca(
+            ReconcileError::Certificates(trustyai_certs::operand_serving::OperandServingError::Ca(
                 trustyai_certs::operand_ca::OperandCaError::Contended {
                     namespace: "ops".into(),
                     name: "ca".into(),
@@ -175,7 +175,7 @@ mod tests {
             assert_eq!(error.refusal(), refused.then_some("boom"), "{code}");
         }
         assert!(
-            ReconcileError::Certificates(super::super::operand_tls::OperandTlsError::Ca(
+            ReconcileError::Certificates(trustyai_certs::operand_serving::OperandServingError::Ca(
                 trustyai_certs::operand_ca::OperandCaError::Contended {
                     namespace: "ops".into(),
                     name: "ca".into(),

@@ -21,10 +21,12 @@
 //! - [`children`]: the list of child kinds, each declared once (rendering, apply, watch and
 //!   cache, orphans, optional API), and the one path that applies them ([`apply`]), with
 //!   events ([`events`], written by [`event_series`], which folds repeats).
+//!   Among them, the operands' serving certificate Secrets, where no service-ca issues them:
+//!   their names and metadata here, their content and renewal in
+//!   `trustyai_certs::operand_serving`, from the operand CA that `trustyai_certs::operand_ca`
+//!   keeps and rotates with overlap.
 //! - [`model_servers`]: wiring InferenceServices and ModelMesh Deployments (the I/O around
 //!   [`wiring`]), and undoing it.
-//! - [`operand_tls`]: the operands' serving certificates, where no service-ca issues them,
-//!   from the operand CA that `trustyai_certs::operand_ca` keeps and rotates with overlap.
 //! - [`discovery`]: which optional APIs (Route, ServiceMonitor, InferenceService, Istio) exist.
 //! - [`context`]: configuration and shared state.
 //! - [`error`]: [`ReconcileError`](error::ReconcileError), with the bounded categories its
@@ -42,7 +44,6 @@ pub mod events;
 pub mod finalizer;
 pub mod migration_trigger;
 pub mod model_servers;
-pub mod operand_tls;
 pub mod pvc_plan;
 pub mod reconciler;
 pub mod resources;

@@ -2,16 +2,25 @@
 //! where no service-ca operator issues them (it does on OpenShift, from the Services'
 //! annotations). The Secret watch also serves the database credentials check, so it covers
 //! every Secret, metadata only: the operator never caches Secret data.
+//!
+//! What such a Secret holds and when it is re-issued is `trustyai_certs::operand_serving`'s;
+//! which Secrets a TrustyAIService has and their metadata (owner, labels, the issued-by marker)
+//! are decided here.
+
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
+use kube::api::ObjectMeta;
 use trustyai_certs::ServiceNames;
+use trustyai_certs::operand_serving::{
+    self, ISSUED_BY_ANNOTATION, OperandServingError, SecretDecision,
+};
 use trustyai_certs::time::OffsetDateTime;
 
 use super::super::apply;
 use super::super::error::ReconcileError;
-use super::super::operand_tls::{self, OperandTlsError, SecretDecision};
-use super::super::resources::Instance;
+use super::super::resources::{Instance, labels, names};
 use super::cache::Projection;
 use super::changes::Changes;
 use super::declaration::{Applying, Declaration, Kind, Lifecycle, Mapping, WatchSpec};
@@ -47,7 +56,7 @@ pub async fn apply(
         .operand_ca
         .get(&ctx.client)
         .await
-        .map_err(OperandTlsError::from)?;
+        .map_err(OperandServingError::from)?;
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), instance.namespace());
     let lifetimes = *ctx.operand_ca.lifetimes();
     let children: &Children = &ctx.children;
@@ -62,7 +71,7 @@ pub async fn apply(
             source,
         })?;
     let memory = &children.certificates;
-    for (secret_name, service_name) in operand_tls::serving_secrets(instance.name()) {
+    for (secret_name, service_name) in serving_secrets(instance.name()) {
         let now = OffsetDateTime::now_utc();
         let cached = cache.lookup(Some(instance.namespace()), &secret_name);
         if let Some(renew_at) =
@@ -78,7 +87,7 @@ pub async fn apply(
             .await
             .map_err(ReconcileError::kube("reading", "Secret", &secret_name))?;
         let names = ServiceNames::new(&service_name, instance.namespace());
-        let (secret, live_rv, renew_at, note) = match operand_tls::judge_secret(
+        let (secret, live_rv, renew_at, note) = match operand_serving::judge_secret(
             live.as_ref(),
             &trust,
             &names,
@@ -106,7 +115,8 @@ pub async fn apply(
                     continue;
                 };
                 tracing::info!(secret = %secret_name, "updating the operand CA bundle");
-                let secret = operand_tls::with_bundle(instance, &secret_name, &live, &trust);
+                let secret =
+                    operand_serving::with_bundle(metadata(instance, &secret_name), &live, &trust);
                 let live_rv = live.metadata.resource_version;
                 (
                     secret,
@@ -117,20 +127,13 @@ pub async fn apply(
             }
             SecretDecision::Issue(reason) => {
                 tracing::info!(secret = %secret_name, %reason, "issuing an operand certificate");
-                let secret = operand_tls::issue(
-                    instance,
+                let issued = operand_serving::issue(&trust, &names, &lifetimes, now).await?;
+                let secret = operand_serving::serving_secret(
+                    metadata(instance, &secret_name),
+                    issued,
                     &trust,
-                    &lifetimes,
-                    &secret_name,
-                    &service_name,
-                    now,
-                )
-                .await?;
-                let mut renew_at = now + lifetimes.serving * 2 / 3;
-                if let Some(retire_at) = trust.retire_at {
-                    // The bundle shrinks then.
-                    renew_at = renew_at.min(retire_at);
-                }
+                );
+                let renew_at = operand_serving::issued_renew_at(&trust, &lifetimes, now);
                 let live_rv = live.and_then(|l| l.metadata.resource_version);
                 (secret, live_rv, renew_at, reason.to_string())
             }
@@ -152,4 +155,61 @@ pub async fn apply(
     // bundle changes then.
     let changes_at = trust.changes_at();
     Ok(Some(next.map_or(changes_at, |n| n.min(changes_at))))
+}
+
+/// The two Secrets of a TrustyAIService `cr`: (Secret name, Service it serves).
+fn serving_secrets(cr: &str) -> [(String, String); 2] {
+    [
+        (names::tls(cr), names::tls(cr)),
+        (names::internal(cr), names::workload(cr)),
+    ]
+}
+
+/// The metadata of the Secret `secret_name` of `instance`: owned by it (so it goes with it),
+/// labelled as its children are, and marked as this operator's to re-issue.
+fn metadata(instance: &Instance<'_>, secret_name: &str) -> ObjectMeta {
+    ObjectMeta {
+        annotations: Some(BTreeMap::from([(
+            ISSUED_BY_ANNOTATION.to_owned(),
+            apply::FIELD_MANAGER.to_owned(),
+        )])),
+        ..instance.owned_meta(secret_name.to_owned(), labels::metadata(instance))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::test_support::{VERSION, pvc_service};
+
+    #[test]
+    fn issued_secrets_are_owned_and_marked() {
+        let service = pvc_service();
+        let instance = Instance::new(&service, VERSION).expect("instance");
+        let metadata = metadata(&instance, "tas-tls");
+        assert_eq!(metadata.name.as_deref(), Some("tas-tls"));
+        assert_eq!(
+            metadata.owner_references,
+            Some(vec![instance.owner_reference()])
+        );
+        assert_eq!(
+            metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ISSUED_BY_ANNOTATION))
+                .map(String::as_str),
+            Some(apply::FIELD_MANAGER)
+        );
+    }
+
+    #[test]
+    fn secret_names() {
+        assert_eq!(
+            serving_secrets("tas"),
+            [
+                ("tas-tls".to_owned(), "tas-tls".to_owned()),
+                ("tas-internal".to_owned(), "tas".to_owned())
+            ]
+        );
+    }
 }
