@@ -33,16 +33,6 @@ impl Default for Lifetimes {
     }
 }
 
-impl Lifetimes {
-    /// When a serving certificate issued at `issued_at` is due: two thirds of
-    /// [`Lifetimes::serving`] later, which is when to look at it again. The certificate's own
-    /// [`CertInfo::renew_at`](crate::CertInfo::renew_at) counts from its backdated `not_before`
-    /// (and its end may be cut to its CA's), so it is never later: that look finds it due.
-    pub fn serving_renew_at(&self, issued_at: time::OffsetDateTime) -> time::OffsetDateTime {
-        later(issued_at, self.serving.saturating_mul(2) / 3)
-    }
-}
-
 /// `t + by`, saturating at the end of the representable calendar (a lifetime that large means
 /// "never" for every decision made here).
 pub(crate) fn later(t: time::OffsetDateTime, by: Duration) -> time::OffsetDateTime {
@@ -50,30 +40,4 @@ pub(crate) fn later(t: time::OffsetDateTime, by: Duration) -> time::OffsetDateTi
         .ok()
         .and_then(|by| t.checked_add(by))
         .unwrap_or_else(|| time::PrimitiveDateTime::MAX.assume_utc())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_serving_certificate_is_due_at_two_thirds_of_its_lifetime_from_issue() {
-        let lifetimes = Lifetimes {
-            serving: Duration::from_secs(3000),
-            ..Lifetimes::default()
-        };
-        let issued_at = crate::testutil::t0();
-        assert_eq!(
-            lifetimes.serving_renew_at(issued_at) - issued_at,
-            time::Duration::seconds(2000)
-        );
-        let forever = Lifetimes {
-            serving: Duration::MAX,
-            ..Lifetimes::default()
-        };
-        assert_eq!(
-            forever.serving_renew_at(issued_at),
-            time::PrimitiveDateTime::MAX.assume_utc()
-        );
-    }
 }

@@ -22,7 +22,9 @@ use time::OffsetDateTime;
 
 use crate::generate::{GenerateError, KeyedCert, issue_serving};
 use crate::lifetimes::Lifetimes;
-use crate::material::{CaCert, MaterialError, ServingCert, TlsMaterial, parse_certificates};
+use crate::material::{
+    CaCert, CertInfo, MaterialError, ServingCert, TlsMaterial, parse_certificates,
+};
 use crate::names::ServiceNames;
 use crate::operand_ca::{OperandCaError, OperandTrust};
 use crate::renewal::{Signer, signer_of};
@@ -40,6 +42,9 @@ pub enum OperandServingError {
     /// The blocking task generating it panicked or was cancelled.
     #[error("the task generating the operand serving certificate failed")]
     Task(#[source] tokio::task::JoinError),
+    /// The certificate just generated could not be read back (to learn when it is due).
+    #[error("reading back the operand serving certificate just generated")]
+    ReadBack(#[source] MaterialError),
     /// The operand CA could not be read, made or stored.
     #[error(transparent)]
     Ca(#[from] OperandCaError),
@@ -138,15 +143,6 @@ pub fn judge_secret(
     SecretDecision::Keep { renew_at }
 }
 
-/// When to judge again a Secret issued at `issued_at` by [`issue`] with `lifetimes`.
-pub fn issued_renew_at(
-    trust: &OperandTrust,
-    lifetimes: &Lifetimes,
-    issued_at: OffsetDateTime,
-) -> OffsetDateTime {
-    until_bundle_shrinks(lifetimes.serving_renew_at(issued_at), trust)
-}
-
 /// `renew_at`, or earlier when the previous CA leaves the bundle: the Secret's `ca.crt` must
 /// follow then.
 fn until_bundle_shrinks(renew_at: OffsetDateTime, trust: &OperandTrust) -> OffsetDateTime {
@@ -178,6 +174,16 @@ fn trusted(
     Ok(serving)
 }
 
+/// A serving certificate and key just issued, and when to judge its Secret again.
+#[derive(Debug)]
+pub struct Issued {
+    /// The certificate and key.
+    pub keyed: KeyedCert,
+    /// What [`judge_secret`] would answer for it at once: the certificate's own renewal point
+    /// (which counts from its backdated start), or earlier when the bundle shrinks.
+    pub renew_at: OffsetDateTime,
+}
+
 /// A serving certificate and key for `names`, issued at `now` by the CA of `trust` that signs
 /// then ([`OperandTrust::signer`]). Key generation is CPU work, so it runs on the blocking pool.
 pub async fn issue(
@@ -185,12 +191,25 @@ pub async fn issue(
     names: &ServiceNames,
     lifetimes: &Lifetimes,
     now: OffsetDateTime,
-) -> Result<KeyedCert, OperandServingError> {
+) -> Result<Issued, OperandServingError> {
     let (ca, names, lifetimes) = (trust.signer(now).clone(), names.clone(), *lifetimes);
-    tokio::task::spawn_blocking(move || issue_serving(&ca, &names, &lifetimes, now))
+    let keyed = tokio::task::spawn_blocking(move || issue_serving(&ca, &names, &lifetimes, now))
         .await
         .map_err(OperandServingError::Task)?
-        .map_err(OperandServingError::Generate)
+        .map_err(OperandServingError::Generate)?;
+    let leaf_renew_at = parse_certificates(TLS_CRT, keyed.cert_pem.as_bytes())
+        .map_err(OperandServingError::ReadBack)?
+        .first()
+        .map(CertInfo::renew_at)
+        .ok_or_else(|| {
+            OperandServingError::ReadBack(MaterialError::NoCertificate {
+                what: TLS_CRT.to_owned(),
+            })
+        })?;
+    Ok(Issued {
+        keyed,
+        renew_at: until_bundle_shrinks(leaf_renew_at, trust),
+    })
 }
 
 /// The Secret with `metadata` holding `issued` and the bundle of `trust`.
@@ -296,10 +315,45 @@ mod tests {
 
     async fn issued(trust: &OperandTrust, now: OffsetDateTime) -> Secret {
         let names = ServiceNames::new("tas-tls", "models");
-        let keyed = issue(trust, &names, &lifetimes(), now)
+        let issued = issue(trust, &names, &lifetimes(), now)
             .await
             .expect("issue");
-        serving_secret(marked(), keyed, trust)
+        let judged = judge_secret(
+            Some(&serving_secret(marked(), issued.keyed.clone(), trust)),
+            trust,
+            &names,
+            now,
+        );
+        assert!(
+            matches!(judged, SecretDecision::Keep { renew_at } if renew_at == issued.renew_at),
+            "a fresh Secret is due when issue said: {judged:?} against {:?}",
+            issued.renew_at
+        );
+        serving_secret(marked(), issued.keyed, trust)
+    }
+
+    /// The certificate counts its life from its backdated start, so it falls due earlier than
+    /// two thirds of the serving lifetime after the issue; the operator looks again then, not
+    /// later.
+    #[tokio::test]
+    async fn an_issued_secret_is_looked_at_again_when_its_backdated_certificate_is_due() {
+        let now = now();
+        let backdated = Lifetimes {
+            backdate: Duration::from_secs(300),
+            ..lifetimes()
+        };
+        let authority = OperandTrust::new(ca(now), None, &backdated);
+        let names = ServiceNames::new("tas-tls", "models");
+        let issued = issue(&authority, &names, &backdated, now)
+            .await
+            .expect("issue");
+        // (3000 + 300) * 2/3 after the start, 300 s before now.
+        assert_eq!((issued.renew_at - now).whole_seconds(), 1900);
+        let secret = serving_secret(marked(), issued.keyed, &authority);
+        assert!(matches!(
+            judge_secret(Some(&secret), &authority, &names, now),
+            SecretDecision::Keep { renew_at } if renew_at == issued.renew_at
+        ));
     }
 
     #[tokio::test]
@@ -315,7 +369,6 @@ mod tests {
             panic!("a fresh certificate is kept");
         };
         assert_eq!((renew_at - now).whole_seconds(), 2000);
-        assert_eq!(issued_renew_at(&authority, &lifetimes(), now), renew_at);
         let later = now + time::Duration::seconds(2001);
         assert!(matches!(
             judge_secret(Some(&secret), &authority, &names, later),
@@ -370,10 +423,6 @@ mod tests {
             judge_secret(Some(&on_new), &rotating, &names, rotating.move_at),
             SecretDecision::Keep { renew_at } if renew_at == retire_at
         ));
-        assert_eq!(
-            issued_renew_at(&rotating, &lifetimes(), rotating.move_at),
-            retire_at
-        );
         // Step 3: the old CA leaves; the bundle shrinks, the certificate stays.
         let after = trust(&new, None);
         assert!(matches!(

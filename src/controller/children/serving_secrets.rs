@@ -128,12 +128,12 @@ pub async fn apply(
             SecretDecision::Issue(reason) => {
                 tracing::info!(secret = %secret_name, %reason, "issuing an operand certificate");
                 let issued = operand_serving::issue(&trust, &names, &lifetimes, now).await?;
+                let renew_at = issued.renew_at;
                 let secret = operand_serving::serving_secret(
                     metadata(instance, &secret_name),
-                    issued,
+                    issued.keyed,
                     &trust,
                 );
-                let renew_at = operand_serving::issued_renew_at(&trust, &lifetimes, now);
                 let live_rv = live.and_then(|l| l.metadata.resource_version);
                 (secret, live_rv, renew_at, reason.to_string())
             }
