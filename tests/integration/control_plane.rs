@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
+use support::cluster::tas_api;
 use support::wait;
 
 /// Applies the generated CRD. Until the conversion webhook is served, these tests use
@@ -52,15 +52,6 @@ async fn install_crd_without_webhook(client: &Client) {
     })
     .await;
     assert!(established.is_some(), "the CRD never became Established");
-}
-
-fn tas_api(client: &Client, ns: &str, version: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("trustyai.opendatahub.io", version, "TrustyAIService");
-    Api::namespaced_with(
-        client.clone(),
-        ns,
-        &ApiResource::from_gvk_with_plural(&gvk, "trustyaiservices"),
-    )
 }
 
 fn fixture(path: &str) -> Value {

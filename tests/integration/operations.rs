@@ -21,10 +21,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams};
-use kube::core::{ApiResource, GroupVersionKind};
-use rustls::pki_types::pem::PemObject;
 use serde_json::{Value, json};
 use support::ControlPlane;
+use support::cluster::tas_api;
 use support::operator::{Operator, free_port, http_get, http_get_accepting};
 use support::proxy::Proxy;
 use support::wait;
@@ -58,15 +57,6 @@ const HANDOVER_AFTER_RELEASE: Duration = Duration::from_secs(3);
 const HANDOVER_AFTER_SIGTERM: Duration = Duration::from_secs(30);
 
 // --- cluster helpers -----------------------------------------------------------------------
-
-fn tas_api(client: &Client, ns: &str, version: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("trustyai.opendatahub.io", version, "TrustyAIService");
-    Api::namespaced_with(
-        client.clone(),
-        ns,
-        &ApiResource::from_gvk_with_plural(&gvk, "trustyaiservices"),
-    )
-}
 
 fn tas(version: &str, name: &str) -> DynamicObject {
     serde_json::from_value(json!({
@@ -195,18 +185,7 @@ async fn connector(client: &Client, ns: &str) -> TlsConnector {
         .expect("ca.crt")
         .0
         .clone();
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&ca) {
-        roots.add(cert.expect("PEM")).expect("a CA certificate");
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("versions")
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    TlsConnector::from(Arc::new(config))
+    support::cluster::tls_connector(&ca)
 }
 
 async fn tls_connect(connector: &TlsConnector, port: u16) -> Result<TlsStream<TcpStream>, String> {

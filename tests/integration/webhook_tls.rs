@@ -7,7 +7,6 @@ use crate::support;
 use support::control_planes::{self, Concern};
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
@@ -273,16 +272,7 @@ async fn two_replicas_starting_together_share_one_ca() {
         .collect::<Result<_, _>>()
         .expect("PEM");
     assert_eq!(cas.len(), 1, "one CA in the Secret");
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(cas[0].clone()).expect("CA");
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("versions")
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let connector = support::cluster::tls_connector(&ca);
     for port in [port_a, port_b] {
         let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await

@@ -1,12 +1,12 @@
-//! A real Kubernetes control plane on loopback, started once per test binary: etcd,
+//! A real Kubernetes control plane on loopback, for the tests, `make run` and the benchmarks: etcd,
 //! kube-apiserver, kube-controller-manager (garbage collector, namespace, deployment, replicaset
 //! and the other default controllers), kube-scheduler, and kwok simulating one node so pods
 //! "run" and Deployments become Available.
 //!
-//! Every process runs under a small shell guard that kills it when the test binary's end of a
-//! pipe closes, so nothing outlives the tests, also when a test panics or the binary aborts;
-//! a janitor on the same pipe then removes the working folder (set `TRUSTYAI_KEEP_CONTROL_PLANE`
-//! to keep it for a post-mortem).
+//! Every process runs under a small shell guard that kills it when the starting process's end
+//! of a pipe closes ([`ControlPlane::stop`], or that process's exit), so nothing outlives the
+//! tests, also when a test panics or the binary aborts; a janitor on the same pipe then removes
+//! the working folder (set `TRUSTYAI_KEEP_CONTROL_PLANE` to keep it for a post-mortem).
 //! Missing binaries fail loudly with the command that builds them.
 
 use std::io::Write;

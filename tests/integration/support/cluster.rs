@@ -64,6 +64,24 @@ pub fn webhook_only_violations() -> Value {
     })
 }
 
+/// A TLS connector that trusts the CA certificates of `ca_pem` and nothing else.
+pub fn tls_connector(ca_pem: &[u8]) -> tokio_rustls::TlsConnector {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem) {
+        roots.add(cert.expect("PEM")).expect("a CA certificate");
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+}
+
 /// One key of the operator's certificate Secret in `ns`.
 pub async fn secret_field(client: &Client, ns: &str, key: &str) -> Option<Vec<u8>> {
     let secret = Api::<Secret>::namespaced(client.clone(), ns)
