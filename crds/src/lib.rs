@@ -1,5 +1,6 @@
 //! The TrustyAIService API: types of each served version, the generated CRD, and (as pure
-//! functions, with no Kubernetes client and no I/O) defaulting, validation and conversion.
+//! functions, with no Kubernetes client and no I/O) defaulting, validation and conversion, and
+//! [`review`], which plays them in admission's order for the webhooks and the offline `validate`.
 
 pub mod contract;
 pub mod conversion;
@@ -9,6 +10,7 @@ pub mod limits;
 pub mod manifests;
 pub mod patterns;
 pub mod quantity;
+pub mod review;
 mod shared_spec;
 pub mod v1;
 pub mod v1alpha1;

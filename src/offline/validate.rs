@@ -25,9 +25,10 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 use trustyai_crds::contract::{DEPRECATED_VERSION, GROUP, KIND, STORAGE_VERSION};
-use trustyai_crds::defaults::{Operation, defaulted};
+use trustyai_crds::defaults::Operation;
 use trustyai_crds::manifests::{ManifestError, TextFormat, parse_documents, render_documents};
-use trustyai_crds::validation::{FieldError, Rule, ValidationContext, Verdict, validate};
+use trustyai_crds::review::{Step, review};
+use trustyai_crds::validation::{FieldError, Rule, ValidationContext, Verdict};
 
 use super::lists::{Document, ItemDefaults, classify, list_items};
 
@@ -404,18 +405,8 @@ fn check(
         Document::Ours => {}
     }
     let label = object_label(document);
-    let new = match to_v1(document) {
-        Ok(new) => new,
-        Err(e) => {
-            return report(
-                label,
-                DocumentVerdict::Unusable {
-                    problems: vec![format!("cannot convert to v1: {e}")],
-                },
-            );
-        }
-    };
-    let old = match stored.find(&new) {
+    // Conversion keeps the name and namespace, so the document's own find the stored object.
+    let old = match stored.find(document) {
         Ok(old) => old,
         Err(problem) => {
             return report(
@@ -431,9 +422,27 @@ fn check(
     } else {
         Operation::Create
     };
-    // The mutating webhook runs first; the validating webhook sees its result.
-    let defaulted = defaulted(&new, operation);
-    let verdict = validate(&defaulted, old.map(|o| &o.object), ctx);
+    // The mutating webhook runs first, and the validating webhook sees its result: the whole
+    // chain is the defaulting step's review.
+    let (defaulted, verdict) = match review(
+        document,
+        old.map(|o| &o.object),
+        Step::Default(operation),
+        ctx,
+    ) {
+        Ok(reviewed) => (reviewed.object.into_owned(), reviewed.verdict),
+        Err(e) => {
+            return report(
+                label,
+                DocumentVerdict::Unusable {
+                    problems: vec![format!(
+                        "cannot convert to v1: {}",
+                        crate::error_chain::chain_text(&e)
+                    )],
+                },
+            );
+        }
+    };
     tracing::debug!(%location, %label, ?operation, errors = verdict.errors.len(), "checked");
     report(
         label,

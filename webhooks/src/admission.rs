@@ -1,11 +1,14 @@
 //! `POST /mutate` and `POST /validate`: the admission webhooks for TrustyAIService. The rules are
-//! `trustyai_crds::{defaults, validation}`'s; these handlers only read the review, call them and
-//! write the answer.
+//! `trustyai_crds`'s, played in admission's order by `trustyai_crds::review` (which the offline
+//! `validate` calls too); these handlers only read the review, compute the defaulting patch,
+//! call it and write the answer.
 //!
 //! The review's envelope is decoded typed; the objects are read with the shared reader
 //! (`wire`) as plain JSON, not through the TrustyAIService types: an object that breaks
 //! the types must get a denial that says what is wrong, not a generic "failed calling webhook".
 //! The reader keeps only what the rules read, within a budget proportional to the body.
+
+use std::borrow::Cow;
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -17,7 +20,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use trustyai_crds::contract::{DEPRECATED_VERSION, GROUP, KIND, PLURAL, STORAGE_VERSION};
-use trustyai_crds::defaults::{Operation, apply_defaults};
+use trustyai_crds::defaults::{Operation, apply_defaults, defaulted};
+use trustyai_crds::review::{self, Step};
 use trustyai_crds::validation::{
     FieldError, ValidationContext, denial_message, validate as validate_object,
 };
@@ -67,15 +71,14 @@ pub async fn mutate(State(state): State<WebhookState>, body: Bytes) -> Response 
                     review(&req.uid, true, None, None, Vec::new()),
                 ),
                 Some(operation) => {
-                    let mut defaulted = req.object.clone();
-                    let mut patch = apply_defaults(&mut defaulted, operation);
+                    let mut patch = apply_defaults(&mut req.object.clone(), operation);
                     if req.version == DEPRECATED_VERSION {
                         // A registration that sends v1alpha1 as is (no matchPolicy: Equivalent):
                         // its schema has no v1-only fields, so don't add them.
                         patch.0.retain(|op| !touches_v1_only_field(op));
                     }
                     tracing::debug!(operations = patch.0.len(), "defaulted");
-                    match judge(&state, &req, &defaulted) {
+                    match judge(&state, &req, Step::Default(operation)) {
                         // Warnings are `/validate`'s to give, once.
                         (ReviewOutcome::Allowed, _) => (
                             ReviewOutcome::Allowed,
@@ -107,7 +110,7 @@ pub async fn validate(State(state): State<WebhookState>, body: Bytes) -> Respons
                     review(&req.uid, true, None, None, Vec::new()),
                 )
             } else {
-                judge(&state, &req, &req.object)
+                judge(&state, &req, Step::JudgeAsIs)
             }
         }
     };
@@ -117,9 +120,9 @@ pub async fn validate(State(state): State<WebhookState>, body: Bytes) -> Respons
     response
 }
 
-/// `object` (the request's, or its defaulted form) against the rules, with the request's old
-/// object for the rules that look at changes.
-fn judge(state: &WebhookState, req: &Request, object: &Value) -> (ReviewOutcome, Response) {
+/// The request's object, defaulted if `step` says so, against the rules, with the request's
+/// old object for the rules that look at changes.
+fn judge(state: &WebhookState, req: &Request, step: Step) -> (ReviewOutcome, Response) {
     let settings = state.settings.load();
     let lookup = |name: &str| -> bool {
         // Unknown (no cache, or the cache doesn't cover the namespace) counts as present: the
@@ -134,9 +137,18 @@ fn judge(state: &WebhookState, req: &Request, object: &Value) -> (ReviewOutcome,
         allowed_image_prefixes: settings.allowed_image_prefixes.clone(),
         secret_exists: Some(&lookup),
     };
-    let new = as_v1(object);
-    let old = req.old_object.as_ref().map(as_v1);
-    let verdict = validate_object(&new, old.as_deref(), &ctx);
+    let verdict = match review::review(&req.object, req.old_object.as_ref(), step, &ctx) {
+        Ok(reviewed) => reviewed.verdict,
+        // Conversion never fails for one of our objects; anything else is judged as it is (and
+        // fails the rules with field errors).
+        Err(_) => {
+            let object = match step {
+                Step::Default(operation) => Cow::Owned(defaulted(&req.object, operation)),
+                Step::JudgeAsIs => Cow::Borrowed(&req.object),
+            };
+            validate_object(&object, req.old_object.as_ref(), &ctx)
+        }
+    };
     if verdict.is_allowed() {
         return (
             ReviewOutcome::Allowed,
@@ -152,13 +164,6 @@ fn judge(state: &WebhookState, req: &Request, object: &Value) -> (ReviewOutcome,
         ReviewOutcome::Denied,
         review(&req.uid, false, Some(status), None, verdict.warnings),
     )
-}
-
-/// The object in v1, the version the rules are written for. Conversion never fails for one of
-/// our objects; anything else is validated as it is (and fails the rules with field errors).
-fn as_v1(object: &Value) -> std::borrow::Cow<'_, Value> {
-    trustyai_crds::conversion::in_storage_version(object)
-        .unwrap_or(std::borrow::Cow::Borrowed(object))
 }
 
 fn touches_v1_only_field(op: &PatchOperation) -> bool {
