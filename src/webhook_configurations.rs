@@ -15,14 +15,37 @@ use trustyai_webhooks::routes;
 
 /// Field manager of the registrations (not of their caBundle, which the publisher owns).
 pub const FIELD_MANAGER: &str = "trustyai-operator";
-/// Webhook entry name in the ValidatingWebhookConfiguration.
-pub const VALIDATING_WEBHOOK: &str = "validate.trustyaiservices.trustyai.opendatahub.io";
-/// Webhook entry name in the MutatingWebhookConfiguration.
-pub const MUTATING_WEBHOOK: &str = "default.trustyaiservices.trustyai.opendatahub.io";
+/// One of the operator's admission webhooks: the path its server answers on, the entry name
+/// the API server reports in every refusal of it, and how its registration reaches the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdmissionWebhook {
+    /// Refuses what breaks a rule (all violations at once) and gives warnings.
+    Validating,
+    /// Adds the defaults; also refuses what breaks a rule, before the CRD's own checks run.
+    Mutating,
+}
 
-/// The registration's client config for `path` (no caBundle: the publisher owns it).
-fn client_config(endpoint: &WebhookEndpoint, path: &str) -> WebhookClientConfig {
-    endpoint.client_config(Some(path.to_owned())).into()
+impl AdmissionWebhook {
+    /// The request path on the webhook server (the router serves the same constant).
+    pub const fn path(self) -> &'static str {
+        match self {
+            Self::Validating => routes::VALIDATE,
+            Self::Mutating => routes::MUTATE,
+        }
+    }
+
+    /// The webhook's entry name in its registration.
+    pub const fn entry_name(self) -> &'static str {
+        match self {
+            Self::Validating => "validate.trustyaiservices.trustyai.opendatahub.io",
+            Self::Mutating => "default.trustyaiservices.trustyai.opendatahub.io",
+        }
+    }
+
+    /// The registration's client config (no caBundle: the publisher owns it).
+    fn client_config(self, endpoint: &WebhookEndpoint) -> WebhookClientConfig {
+        endpoint.client_config(Some(self.path().to_owned())).into()
+    }
 }
 
 fn rules() -> Vec<RuleWithOperations> {
@@ -47,9 +70,9 @@ pub fn validating(
             ..Default::default()
         },
         webhooks: Some(vec![ValidatingWebhook {
-            name: VALIDATING_WEBHOOK.into(),
+            name: AdmissionWebhook::Validating.entry_name().into(),
             admission_review_versions: vec!["v1".into()],
-            client_config: client_config(endpoint, routes::VALIDATE),
+            client_config: AdmissionWebhook::Validating.client_config(endpoint),
             failure_policy: Some("Fail".into()),
             match_policy: Some("Equivalent".into()),
             rules: Some(rules()),
@@ -72,9 +95,9 @@ pub fn mutating(
             ..Default::default()
         },
         webhooks: Some(vec![MutatingWebhook {
-            name: MUTATING_WEBHOOK.into(),
+            name: AdmissionWebhook::Mutating.entry_name().into(),
             admission_review_versions: vec!["v1".into()],
-            client_config: client_config(endpoint, routes::MUTATE),
+            client_config: AdmissionWebhook::Mutating.client_config(endpoint),
             failure_policy: Some("Fail".into()),
             match_policy: Some("Equivalent".into()),
             reinvocation_policy: Some("Never".into()),

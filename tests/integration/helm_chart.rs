@@ -92,6 +92,50 @@ fn install(cp: &ControlPlane, release: &str, ns: &str, extra: &[&str]) -> String
     out
 }
 
+/// The chart's webhook registrations are the ones the operator applies itself in local mode
+/// (`trustyai_operator::webhook_configurations`): the same entry names (the API server names
+/// them in refusals), paths, rules and policies, given the chart's Service and timeout.
+#[test]
+fn the_charts_webhook_registrations_are_the_operators() {
+    use trustyai_certs::WebhookEndpoint;
+    use trustyai_operator::webhook_configurations::{AdmissionWebhook, mutating, validating};
+
+    let objects = documents(&template(&[]));
+    let registration = |kind: &str| -> Value {
+        let found = of_kind(&objects, kind);
+        assert_eq!(found.len(), 1, "one {kind}");
+        found[0]["webhooks"].clone()
+    };
+    let chart_validating = registration("ValidatingWebhookConfiguration");
+    let chart_mutating = registration("MutatingWebhookConfiguration");
+    let service = &chart_validating[0]["clientConfig"]["service"];
+    let endpoint = WebhookEndpoint::Service {
+        name: service["name"].as_str().expect("a Service").to_owned(),
+        namespace: "trustyai-system".to_owned(),
+        port: 443,
+    };
+    let timeout = chart_validating[0]["timeoutSeconds"]
+        .as_i64()
+        .and_then(|t| i32::try_from(t).ok())
+        .expect("timeoutSeconds");
+    let ours = |value: serde_json::Result<Value>| value.expect("JSON")["webhooks"].clone();
+    assert_eq!(
+        chart_validating,
+        ours(serde_json::to_value(validating("any", &endpoint, timeout)))
+    );
+    assert_eq!(
+        chart_mutating,
+        ours(serde_json::to_value(mutating("any", &endpoint, timeout)))
+    );
+    for (webhook, chart) in [
+        (AdmissionWebhook::Validating, &chart_validating),
+        (AdmissionWebhook::Mutating, &chart_mutating),
+    ] {
+        assert_eq!(chart[0]["name"], webhook.entry_name());
+        assert_eq!(chart[0]["clientConfig"]["service"]["path"], webhook.path());
+    }
+}
+
 #[test]
 fn chart_crd_is_the_generated_crd() {
     let generated = std::fs::read_to_string(
