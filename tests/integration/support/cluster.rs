@@ -11,6 +11,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
+use trustyai_operator::webhook_configurations::AdmissionWebhook;
 
 use super::wait;
 
@@ -22,10 +23,10 @@ pub const VWC: &str = "trustyai-operator-validating";
 pub const MWC: &str = "trustyai-operator-mutating";
 /// The validating webhook's name in the registration the operator creates; the API server
 /// names it in every refusal of its.
-pub const VALIDATING_WEBHOOK: &str = "validate.trustyaiservices.trustyai.opendatahub.io";
+pub const VALIDATING_WEBHOOK: &str = AdmissionWebhook::Validating.entry_name();
 /// The defaulting webhook's name. It also denies what breaks a rule (all errors at once, before
 /// the CRD's schema and CEL rules run), so denials name it.
-pub const MUTATING_WEBHOOK: &str = "default.trustyaiservices.trustyai.opendatahub.io";
+pub const MUTATING_WEBHOOK: &str = AdmissionWebhook::Mutating.entry_name();
 
 /// TrustyAIServices in `ns`, through `version` (`v1` or `v1alpha1`).
 pub fn tas_api(client: &Client, ns: &str, version: &str) -> Api<DynamicObject> {
