@@ -3,9 +3,10 @@
 //! server hands the webhooks v1 through `matchPolicy: Equivalent`), defaulted when the step
 //! being played defaults, then judged against every rule.
 //!
-//! The defaulting webhook and `validate` default ([`Step::Default`]); the validating webhook
-//! judges what it is given ([`Step::JudgeAsIs`]): it runs after the defaulting one, and an
-//! object that skipped defaulting must not pass for one that did.
+//! `validate` plays the whole chain ([`Step::Default`]). The webhooks judge what they hold
+//! ([`Step::JudgeAsIs`]): the validating one runs after the defaulting one, and an object that
+//! skipped defaulting must not pass for one that did; the defaulting one has already defaulted,
+//! in the request's version, because its JSON patch must be in that version.
 
 use std::borrow::Cow;
 
@@ -18,10 +19,9 @@ use crate::validation::{ValidationContext, Verdict, validate};
 /// Which admission step is being played.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
-    /// Default for `Operation`, then judge (the defaulting webhook; `validate`, which plays
-    /// the whole chain).
+    /// Default for `Operation`, then judge (`validate`, which plays the whole chain).
     Default(Operation),
-    /// Judge the object as it is (the validating webhook).
+    /// Judge the object as it is (the webhooks).
     JudgeAsIs,
 }
 

@@ -1,14 +1,12 @@
 //! `POST /mutate` and `POST /validate`: the admission webhooks for TrustyAIService. The rules are
-//! `trustyai_crds`'s, played in admission's order by `trustyai_crds::review` (which the offline
-//! `validate` calls too); these handlers only read the review, compute the defaulting patch,
-//! call it and write the answer.
+//! `trustyai_crds`'s, judged through `trustyai_crds::review` (which the offline `validate` calls
+//! too); these handlers only read the review, default (the patch must be in the request's
+//! version), have it judged and write the answer.
 //!
 //! The review's envelope is decoded typed; the objects are read with the shared reader
 //! (`wire`) as plain JSON, not through the TrustyAIService types: an object that breaks
 //! the types must get a denial that says what is wrong, not a generic "failed calling webhook".
 //! The reader keeps only what the rules read, within a budget proportional to the body.
-
-use std::borrow::Cow;
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -20,7 +18,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use trustyai_crds::contract::{DEPRECATED_VERSION, GROUP, KIND, PLURAL, STORAGE_VERSION};
-use trustyai_crds::defaults::{Operation, apply_defaults, defaulted};
+use trustyai_crds::defaults::{Operation, apply_defaults};
 use trustyai_crds::review::{self, Step};
 use trustyai_crds::validation::{
     FieldError, ValidationContext, denial_message, validate as validate_object,
@@ -71,14 +69,17 @@ pub async fn mutate(State(state): State<WebhookState>, body: Bytes) -> Response 
                     review(&req.uid, true, None, None, Vec::new()),
                 ),
                 Some(operation) => {
-                    let mut patch = apply_defaults(&mut req.object.clone(), operation);
+                    // Defaulted here, in the request's version, because the patch must be in
+                    // it; the defaulted object is then judged as it is.
+                    let mut defaulted = req.object.clone();
+                    let mut patch = apply_defaults(&mut defaulted, operation);
                     if req.version == DEPRECATED_VERSION {
                         // A registration that sends v1alpha1 as is (no matchPolicy: Equivalent):
                         // its schema has no v1-only fields, so don't add them.
                         patch.0.retain(|op| !touches_v1_only_field(op));
                     }
                     tracing::debug!(operations = patch.0.len(), "defaulted");
-                    match judge(&state, &req, Step::Default(operation)) {
+                    match judge(&state, &req, &defaulted) {
                         // Warnings are `/validate`'s to give, once.
                         (ReviewOutcome::Allowed, _) => (
                             ReviewOutcome::Allowed,
@@ -110,7 +111,7 @@ pub async fn validate(State(state): State<WebhookState>, body: Bytes) -> Respons
                     review(&req.uid, true, None, None, Vec::new()),
                 )
             } else {
-                judge(&state, &req, Step::JudgeAsIs)
+                judge(&state, &req, &req.object)
             }
         }
     };
@@ -120,9 +121,9 @@ pub async fn validate(State(state): State<WebhookState>, body: Bytes) -> Respons
     response
 }
 
-/// The request's object, defaulted if `step` says so, against the rules, with the request's
-/// old object for the rules that look at changes.
-fn judge(state: &WebhookState, req: &Request, step: Step) -> (ReviewOutcome, Response) {
+/// `object` (the request's, or its defaulted form) against the rules, with the request's old
+/// object for the rules that look at changes.
+fn judge(state: &WebhookState, req: &Request, object: &Value) -> (ReviewOutcome, Response) {
     let settings = state.settings.load();
     let lookup = |name: &str| -> bool {
         // Unknown (no cache, or the cache doesn't cover the namespace) counts as present: the
@@ -137,17 +138,11 @@ fn judge(state: &WebhookState, req: &Request, step: Step) -> (ReviewOutcome, Res
         allowed_image_prefixes: settings.allowed_image_prefixes.clone(),
         secret_exists: Some(&lookup),
     };
-    let verdict = match review::review(&req.object, req.old_object.as_ref(), step, &ctx) {
+    let verdict = match review::review(object, req.old_object.as_ref(), Step::JudgeAsIs, &ctx) {
         Ok(reviewed) => reviewed.verdict,
-        // Conversion never fails for one of our objects; anything else is judged as it is (and
-        // fails the rules with field errors).
-        Err(_) => {
-            let object = match step {
-                Step::Default(operation) => Cow::Owned(defaulted(&req.object, operation)),
-                Step::JudgeAsIs => Cow::Borrowed(&req.object),
-            };
-            validate_object(&object, req.old_object.as_ref(), &ctx)
-        }
+        // Conversion never fails for one of our objects; anything else is judged as it is
+        // (and fails the rules with field errors).
+        Err(_) => validate_object(object, req.old_object.as_ref(), &ctx),
     };
     if verdict.is_allowed() {
         return (
