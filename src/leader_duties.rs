@@ -55,6 +55,7 @@ pub async fn lead(
 ) -> Result<(), LeadingError> {
     let result = loop {
         tokio::select! {
+            biased;
             _ = stop.cancelled() => break Ok(()),
             changed = leading.wait_for(|l| *l) => if changed.is_err() {
                 break Err(LeadingError::ElectionStopped);
@@ -63,6 +64,7 @@ pub async fn lead(
         if let Some(trusted) = &duties.webhooks_trusted {
             let mut trusted = trusted.clone();
             tokio::select! {
+                biased;
                 _ = stop.cancelled() => break Ok(()),
                 // A publisher that stopped is the supervisor's business; start anyway.
                 _ = trusted.wait_for(|t| *t) => {}
@@ -91,6 +93,7 @@ pub async fn lead(
             Ended(Result<Result<(), crate::controller::ControllerError>, tokio::task::JoinError>),
         }
         let end = tokio::select! {
+            biased;
             _ = stop.cancelled() => End::Stop,
             _ = leading.wait_for(|l| !*l) => End::Lost,
             joined = &mut controller => End::Ended(joined),

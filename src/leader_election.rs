@@ -131,7 +131,9 @@ async fn elect(
         // A renewal counts from when it was sent, not answered: the write may have happened
         // anywhere in between, and others time the lease from when they see it change.
         let sent = Instant::now();
-        if !was_leading {
+        if was_leading {
+            tracing::debug!("renewing the lease");
+        } else {
             held = None;
         }
         let outcome =

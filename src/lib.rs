@@ -22,5 +22,6 @@ pub mod run;
 pub mod secret_cache;
 pub mod shutdown;
 pub mod storage_migration;
+pub mod supervisor;
 pub mod uninstall;
 pub mod webhook_configurations;

@@ -12,7 +12,6 @@ use arc_swap::ArcSwap;
 use kube::Client;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use trustyai_certs::{CertMode, FileSource, Lifetimes, ServiceNames, TlsMaterial};
 use trustyai_webhooks::{
@@ -21,6 +20,7 @@ use trustyai_webhooks::{
 
 use crate::cli::RunArgs;
 use crate::controller::children::process_watches::ProcessWatches;
+use crate::supervisor::{Task, TaskError, TaskFailure, Tasks, until_stop};
 use crate::{crd_maintenance, shutdown};
 
 /// How often mounted files (certificates, the client CA) are read again for changes.
@@ -61,81 +61,9 @@ pub enum RunError {
     WebhookRegistration(#[source] kube::Error),
     #[error("configuring leader election")]
     LeaderElection(#[source] crate::leader_election::LeaderError),
-    #[error("task {task} failed")]
-    Task {
-        task: Task,
-        #[source]
-        source: TaskError,
-    },
+    #[error(transparent)]
+    Task(#[from] TaskFailure),
 }
-
-/// The supervised tasks of a running operator, by the name logs and errors give them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Task {
-    ProbeServer,
-    OpsServer,
-    CertificateLoader,
-    ProcessWatches,
-    WebhookServer,
-    CaBundlePublisher,
-    LeaderElection,
-    ReconcileLoop,
-    CertificateMaintenance,
-    CertificateFiles,
-    ClientCaFile,
-    /// A task whose join failed, so which one it was is unknown.
-    Unknown,
-}
-
-impl Task {
-    /// The name in log lines (`task` field) and errors.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Task::ProbeServer => "probe server",
-            Task::OpsServer => "ops server",
-            Task::CertificateLoader => "certificate loader",
-            Task::ProcessWatches => "process watches",
-            Task::WebhookServer => "webhook server",
-            Task::CaBundlePublisher => "caBundle publisher",
-            Task::LeaderElection => "leader election",
-            Task::ReconcileLoop => "reconcile loop",
-            Task::CertificateMaintenance => "certificate maintenance",
-            Task::CertificateFiles => "certificate files",
-            Task::ClientCaFile => "client CA file",
-            Task::Unknown => "a task",
-        }
-    }
-}
-
-impl std::fmt::Display for Task {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Why a supervised task ended while the process was meant to keep running.
-#[derive(Debug, thiserror::Error)]
-pub enum TaskError {
-    #[error("the server failed")]
-    Server(#[source] trustyai_webhooks::ServerError),
-    #[error("the election loop failed")]
-    Leader(#[source] crate::leader_election::LeaderError),
-    #[error("the leader's duties failed")]
-    Leading(#[source] crate::leader_duties::LeadingError),
-    #[error("maintaining the certificate Secret failed")]
-    Certificates(#[source] trustyai_certs::StoreError),
-    /// What feeds the task (a channel or a watch) closed.
-    #[error("its input stopped")]
-    InputStopped,
-    /// The task returned although it runs until shutdown.
-    #[error("it ended unexpectedly")]
-    EndedUnexpectedly,
-    #[error("it panicked or was cancelled")]
-    Panicked(#[source] tokio::task::JoinError),
-}
-
-/// A supervised task's result: which task, and why it failed, if it did.
-type TaskResult = (Task, Result<(), TaskError>);
 
 /// Runs the operator until a shutdown signal (exit 0) or a task failure (error).
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
@@ -152,7 +80,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         // Until the first publication the API server cannot verify this server's certificate.
         readiness.register(Readiness::CA_BUNDLE);
     }
-    let mut tasks: JoinSet<TaskResult> = JoinSet::new();
+    let mut tasks = Tasks::default();
 
     // The ops server outlives the HTTPS drain, so probes see "draining" rather than a refusal.
     let ops_stop = CancellationToken::new();
@@ -165,20 +93,18 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     if let Some(address) = args.probe_address {
         let probe_listener = bind("the probe server", address).await?;
         let (ops_stop, ops_state) = (ops_stop.clone(), ops_state.clone());
-        tasks.spawn(async move {
-            let result =
-                trustyai_webhooks::serve_ops(probe_listener, ops_state, ops_stop.cancelled_owned())
-                    .await;
-            (Task::ProbeServer, result.map_err(TaskError::Server))
+        tasks.spawn_ops(Task::ProbeServer, async move {
+            trustyai_webhooks::serve_ops(probe_listener, ops_state, ops_stop.cancelled_owned())
+                .await
+                .map_err(TaskError::Server)
         });
     }
     {
         let ops_stop = ops_stop.clone();
-        tasks.spawn(async move {
-            let result =
-                trustyai_webhooks::serve_ops(ops_listener, ops_state, ops_stop.cancelled_owned())
-                    .await;
-            (Task::OpsServer, result.map_err(TaskError::Server))
+        tasks.spawn_ops(Task::OpsServer, async move {
+            trustyai_webhooks::serve_ops(ops_listener, ops_state, ops_stop.cancelled_owned())
+                .await
+                .map_err(TaskError::Server)
         });
     }
 
@@ -196,14 +122,14 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             stop.clone(),
             metrics.clone(),
         );
-        tasks.spawn(async move {
+        tasks.spawn(Task::CertificateLoader, async move {
             loop {
                 tokio::select! {
                     biased;
-                    _ = stop.cancelled() => return (Task::CertificateLoader, Ok(())),
+                    _ = stop.cancelled() => return Ok(()),
                     changed = rx.changed() => {
                         if changed.is_err() {
-                            return (Task::CertificateLoader, Err(TaskError::InputStopped));
+                            return Err(TaskError::InputStopped);
                         }
                         let material = rx.borrow_and_update().clone();
                         load_material(&serving, &material, &readiness, &metrics);
@@ -225,11 +151,9 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let process_watches = ProcessWatches::default();
     {
         let (watches, client, stop) = (process_watches.clone(), client.clone(), stop.clone());
-        tasks.spawn(async move {
-            tokio::select! {
-                _ = stop.cancelled() => (Task::ProcessWatches, Ok(())),
-                () = watches.run(client, stop.clone()) => (Task::ProcessWatches, Err(TaskError::EndedUnexpectedly)),
-            }
+        tasks.spawn(Task::ProcessWatches, async move {
+            let work = watches.run(client, stop.clone());
+            until_stop(&stop, work, |()| TaskError::EndedUnexpectedly).await
         });
     }
     let state = WebhookState {
@@ -251,15 +175,14 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     };
     {
         let (serving, readiness, stop) = (serving.clone(), readiness.clone(), stop.clone());
-        tasks.spawn(async move {
+        tasks.spawn(Task::WebhookServer, async move {
             let drain = async move {
                 stop.cancelled().await;
                 readiness.mark_draining();
             };
-            let result =
-                trustyai_webhooks::serve_https(https_listener, router, serving, options, drain)
-                    .await;
-            (Task::WebhookServer, result.map_err(TaskError::Server))
+            trustyai_webhooks::serve_https(https_listener, router, serving, options, drain)
+                .await
+                .map_err(TaskError::Server)
         });
     }
     tracing::info!(address = %webhook_address, "webhook server listening");
@@ -289,7 +212,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             stop.clone(),
             readiness.clone(),
         );
-        tasks.spawn(async move {
+        tasks.spawn(Task::CaBundlePublisher, async move {
             let mark_ready = async move {
                 while published_rx.changed().await.is_ok() {
                     if *published_rx.borrow() {
@@ -298,11 +221,13 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
                 }
                 std::future::pending::<()>().await
             };
-            tokio::select! {
-                _ = stop.cancelled() => (Task::CaBundlePublisher, Ok(())),
-                _ = trustyai_certs::run_publisher(client, targets, rx, Some(published_tx)) => (Task::CaBundlePublisher, Err(TaskError::EndedUnexpectedly)),
-                _ = mark_ready => (Task::CaBundlePublisher, Err(TaskError::InputStopped)),
-            }
+            let work = async move {
+                tokio::select! {
+                    _ = trustyai_certs::run_publisher(client, targets, rx, Some(published_tx)) => TaskError::EndedUnexpectedly,
+                    _ = mark_ready => TaskError::InputStopped,
+                }
+            };
+            until_stop(&stop, work, |error| error).await
         });
     }
 
@@ -334,10 +259,10 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         if args.leader_election.no_leader_election {
             leading_tx.send_replace(true);
             let release = release.clone();
-            tasks.spawn(async move {
+            tasks.spawn(Task::LeaderElection, async move {
                 release.cancelled().await;
                 drop(leading_tx);
-                (Task::LeaderElection, Ok(()))
+                Ok(())
             });
         } else {
             let config = crate::leader_election::LeaderConfig {
@@ -350,79 +275,21 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             };
             config.validate().map_err(RunError::LeaderElection)?;
             let (client, release) = (client.clone(), release.clone());
-            tasks.spawn(async move {
-                let result = crate::leader_election::run(client, config, leading_tx, release).await;
-                (Task::LeaderElection, result.map_err(TaskError::Leader))
+            tasks.spawn(Task::LeaderElection, async move {
+                crate::leader_election::run(client, config, leading_tx, release)
+                    .await
+                    .map_err(TaskError::Leader)
             });
         }
         let (client, stop, metrics) = (client.clone(), stop.clone(), metrics.clone());
-        tasks.spawn(async move {
-            let result =
-                crate::leader_duties::lead(client, duties, leading_rx, stop, release, metrics)
-                    .await;
-            (Task::ReconcileLoop, result.map_err(TaskError::Leading))
+        tasks.spawn(Task::ReconcileLoop, async move {
+            crate::leader_duties::lead(client, duties, leading_rx, stop, release, metrics)
+                .await
+                .map_err(TaskError::Leading)
         });
     }
 
-    supervise(tasks, stop, ops_stop).await
-}
-
-/// Waits for the shutdown signal or the first failing task, then stops everything.
-async fn supervise(
-    mut tasks: JoinSet<TaskResult>,
-    stop: CancellationToken,
-    ops_stop: CancellationToken,
-) -> Result<(), RunError> {
-    let mut failure = None;
-    loop {
-        tokio::select! {
-            _ = stop.cancelled(), if !stop.is_cancelled() => {}
-            joined = tasks.join_next() => {
-                let Some(joined) = joined else { break };
-                let (task, result) = joined.unwrap_or_else(|e| (Task::Unknown, Err(TaskError::Panicked(e))));
-                match result {
-                    Ok(()) if stop.is_cancelled() => tracing::info!(task = task.name(), "stopped"),
-                    Ok(()) => failure = failure.or(Some(RunError::Task { task, source: TaskError::EndedUnexpectedly })),
-                    Err(source) => {
-                        tracing::error!(task = task.name(), error = &source as &dyn std::error::Error, "task failed; shutting down");
-                        failure = failure.or(Some(RunError::Task { task, source }));
-                    }
-                }
-                if failure.is_some() {
-                    stop.cancel();
-                }
-            }
-        }
-        if stop.is_cancelled() && !ops_stop.is_cancelled() {
-            // Give the HTTPS drain its time, then stop the ops server and whatever is left.
-            let stopping = tokio::time::timeout(Duration::from_secs(30), async {
-                while let Some(joined) = tasks.join_next().await {
-                    if let Ok((task, Err(error))) = joined {
-                        tracing::warn!(
-                            task = task.name(),
-                            error = &error as &dyn std::error::Error,
-                            "failed while stopping"
-                        );
-                    }
-                    if tasks.len() <= 1 {
-                        break;
-                    }
-                }
-            });
-            let _ = stopping.await;
-            ops_stop.cancel();
-            tasks.abort_all();
-            while tasks.join_next().await.is_some() {}
-            break;
-        }
-    }
-    match failure {
-        Some(e) => Err(e),
-        None => {
-            tracing::info!("stopped");
-            Ok(())
-        }
-    }
+    Ok(crate::supervisor::supervise(tasks, stop, ops_stop).await?)
 }
 
 fn load_material(
@@ -456,7 +323,7 @@ async fn start_certificates(
     args: &RunArgs,
     names: &ServiceNames,
     stop: &CancellationToken,
-    tasks: &mut JoinSet<TaskResult>,
+    tasks: &mut Tasks,
 ) -> Result<watch::Receiver<TlsMaterial>, RunError> {
     let lifetimes = Lifetimes {
         ca: args.certificates.ca_lifetime,
@@ -495,13 +362,20 @@ async fn start_certificates(
                 streaming_lists: streaming_lists(),
             };
             let (client, stop) = (client.clone(), stop.clone());
-            tasks.spawn(async move {
-                tokio::select! {
-                    _ = stop.cancelled() => (Task::CertificateMaintenance, Ok(())),
-                    result = trustyai_certs::maintain_secret(client, secret, tx, Some(recorder), Some(judged)) => {
-                        (Task::CertificateMaintenance, Err(result.err().map_or(TaskError::EndedUnexpectedly, TaskError::Certificates)))
-                    }
-                }
+            tasks.spawn(Task::CertificateMaintenance, async move {
+                let work = trustyai_certs::maintain_secret(
+                    client,
+                    secret,
+                    tx,
+                    Some(recorder),
+                    Some(judged),
+                );
+                until_stop(&stop, work, |result| {
+                    result.err().map_or(TaskError::EndedUnexpectedly, |error| {
+                        TaskError::Certificates(Box::new(error))
+                    })
+                })
+                .await
             });
             Ok(rx)
         }
@@ -515,11 +389,9 @@ async fn start_certificates(
                 .map_err(RunError::CertificateFiles)?;
             let (tx, rx) = watch::channel(material);
             let stop = stop.clone();
-            tasks.spawn(async move {
-                tokio::select! {
-                    _ = stop.cancelled() => (Task::CertificateFiles, Ok(())),
-                    _ = trustyai_certs::watch_files(source, tx, FILE_POLL_INTERVAL) => (Task::CertificateFiles, Err(TaskError::EndedUnexpectedly)),
-                }
+            tasks.spawn(Task::CertificateFiles, async move {
+                let work = trustyai_certs::watch_files(source, tx, FILE_POLL_INTERVAL);
+                until_stop(&stop, work, |_| TaskError::EndedUnexpectedly).await
             });
             Ok(rx)
         }
@@ -529,7 +401,7 @@ async fn start_certificates(
 /// The client CA bundle read from `path` now, and a task that applies each change of the file
 /// (a mounted Secret is updated in place when the API server's client certificate is rotated).
 async fn client_trust(
-    tasks: &mut JoinSet<TaskResult>,
+    tasks: &mut Tasks,
     stop: &CancellationToken,
     path: &std::path::Path,
 ) -> Result<Arc<trustyai_webhooks::ClientTrust>, RunError> {
@@ -546,11 +418,9 @@ async fn client_trust(
         })?,
     );
     let (stop, reloaded, path) = (stop.clone(), Arc::clone(&trust), path.to_owned());
-    tasks.spawn(async move {
-        tokio::select! {
-            _ = stop.cancelled() => (Task::ClientCaFile, Ok(())),
-            _ = trustyai_webhooks::reload_client_ca(reloaded, path, FILE_POLL_INTERVAL) => (Task::ClientCaFile, Err(TaskError::EndedUnexpectedly)),
-        }
+    tasks.spawn(Task::ClientCaFile, async move {
+        let work = trustyai_webhooks::reload_client_ca(reloaded, path, FILE_POLL_INTERVAL);
+        until_stop(&stop, work, |_| TaskError::EndedUnexpectedly).await
     });
     Ok(trust)
 }

@@ -132,11 +132,14 @@ async fn operator_config(
     .touched_objects();
     let (tx, rx) = mpsc::unbounded_channel::<()>();
     tokio::spawn(forward(events, tx, stop.clone()));
+    // The stop ends the watch too: it is looked at first, so that is never taken for a failure.
     tokio::select! {
+        biased;
         _ = stop.cancelled() => Ok(None),
-        ready = store.wait_until_ready() => {
-            ready.map_err(|_| ControllerError::ConfigMapWatch)?;
-            Ok(Some((store, rx)))
+        ready = store.wait_until_ready() => match ready {
+            Ok(()) => Ok(Some((store, rx))),
+            Err(_) if stop.is_cancelled() => Ok(None),
+            Err(_) => Err(ControllerError::ConfigMapWatch),
         }
     }
 }

@@ -11,6 +11,7 @@ mod cli_convert_corpus;
 mod cli_validate;
 mod control_plane;
 mod conversion;
+mod graceful_stop;
 mod helm_chart;
 mod helm_rbac;
 mod leader_election;

@@ -361,6 +361,12 @@ impl ControlPlane {
             "--use-service-account-credentials=false".into(),
             "--controllers=*".into(),
             "--concurrent-gc-syncs=5".into(),
+            // Its default, /usr/libexec/kubernetes/kubelet-plugins/volume/exec, is created on
+            // the host at start; in the working folder it goes away with the control plane.
+            format!(
+                "--flex-volume-plugin-dir={}",
+                self.dir.join("flex-volume-plugins").display()
+            ),
         ]);
         self.spawn("kube-controller-manager", &args)
     }

@@ -29,6 +29,8 @@ pub enum Concern {
     ControlPlane,
     /// `conversion`: the conversion webhook and storage-version migration.
     Conversion,
+    /// `graceful_stop`: SIGTERM at many points of the operator's life.
+    GracefulStop,
     /// `helm_chart`: installing, upgrading and uninstalling the chart.
     HelmChart,
     /// `helm_rbac`: the chart's RBAC is enough for the operator.

@@ -1,10 +1,16 @@
 //! The operator binary as a child process against the local control plane, in local mode
 //! (webhooks on 127.0.0.1), stopped with SIGTERM when dropped.
+//!
+//! A failing test explains itself: every running operator is registered, and when a test panics
+//! (an assertion, or a [`crate::support::wait`] that timed out) a panic hook prints each one's log
+//! tail, the objects on its control plane and their latest events. A hook rather than `Drop`, so
+//! an operator that outlives its test (the reconcile tests share one) is shown too.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use trustyai_local_cluster::ControlPlane;
@@ -18,6 +24,111 @@ pub struct Operator {
     pub webhook_port: u16,
     pub ops_port: u16,
     pub log: PathBuf,
+    diagnosis: Arc<Diagnosis>,
+}
+
+/// What explains a running operator's failure: where its log is and how to read its cluster.
+struct Diagnosis {
+    log: PathBuf,
+    namespace: String,
+    /// The control plane's admin kubeconfig (the operator's own may be restricted).
+    kubeconfig: PathBuf,
+}
+
+/// Every running operator of this test binary.
+static RUNNING: Mutex<Vec<Arc<Diagnosis>>> = Mutex::new(Vec::new());
+
+fn running() -> std::sync::MutexGuard<'static, Vec<Arc<Diagnosis>>> {
+    RUNNING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How many lines of an operator's log a failure shows.
+const LOG_TAIL: usize = 60;
+/// How many of the latest events a failure shows.
+const EVENT_TAIL: usize = 40;
+
+/// The last `lines` lines of the file at `path`.
+fn tail(path: &std::path::Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// kubectl's answer (or why there is none) for `args` against `kubeconfig`.
+fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> String {
+    match Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        // A failure's report must not hang on an API server that is gone.
+        .arg("--request-timeout=10s")
+        .args(args)
+        .output()
+    {
+        Ok(out) => format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) => format!("(kubectl {args:?} could not run: {e})"),
+    }
+}
+
+impl Diagnosis {
+    fn report(&self, why: &str) {
+        let objects = kubectl(
+            &self.kubeconfig,
+            &[
+                "get",
+                "trustyaiservices,deployments,pods,services,persistentvolumeclaims,leases",
+                "--all-namespaces",
+                "-o",
+                "wide",
+            ],
+        );
+        let events = kubectl(
+            &self.kubeconfig,
+            &[
+                "get",
+                "events",
+                "--all-namespaces",
+                "--sort-by=.lastTimestamp",
+            ],
+        );
+        let events: Vec<&str> = events.lines().collect();
+        eprintln!(
+            "==== {why}: the operator of namespace {ns} ====\n\
+             -- its log ({log}, last {LOG_TAIL} lines) --\n{log_tail}\n\
+             -- the objects --\n{objects}\n\
+             -- the latest events --\n{events}\n\
+             ==== end of the operator of namespace {ns} ====",
+            ns = self.namespace,
+            log = self.log.display(),
+            log_tail = tail(&self.log, LOG_TAIL),
+            events = events[events.len().saturating_sub(EVENT_TAIL)..].join("\n"),
+        );
+    }
+}
+
+/// From the first operator started on: a panic anywhere (an assertion in any test, also one
+/// beside an operator that outlives its test) first prints what explains it, then panics as
+/// before.
+fn report_on_panic() {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            previous(info);
+            report_running_operators("a test panicked");
+        }));
+    });
+}
+
+/// Prints what explains a failure for every running operator: `why` names the failure.
+fn report_running_operators(why: &str) {
+    let running: Vec<Arc<Diagnosis>> = running().clone();
+    for diagnosis in running {
+        diagnosis.report(why);
+    }
 }
 
 pub fn free_port() -> u16 {
@@ -161,11 +272,19 @@ impl Operator {
             .stderr(file)
             .spawn()
             .expect("the operator binary starts");
+        let diagnosis = Arc::new(Diagnosis {
+            log: log.clone(),
+            namespace: namespace.to_owned(),
+            kubeconfig: cp.kubeconfig.clone(),
+        });
+        report_on_panic();
+        running().push(diagnosis.clone());
         Operator {
             child,
             webhook_port,
             ops_port,
             log,
+            diagnosis,
         }
     }
 
@@ -191,9 +310,7 @@ impl Operator {
     }
 
     pub fn logs(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(60)..].join("\n")
+        tail(&self.log, LOG_TAIL)
     }
 
     /// The process id.
@@ -233,6 +350,7 @@ impl Operator {
 
 impl Drop for Operator {
     fn drop(&mut self) {
+        running().retain(|d| !Arc::ptr_eq(d, &self.diagnosis));
         if self.is_running() {
             let _ = Command::new("kill")
                 .arg("-TERM")

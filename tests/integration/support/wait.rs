@@ -22,11 +22,17 @@ pub async fn within<T>(timeout: Duration, mut check: impl AsyncFnMut() -> Option
     }
 }
 
+/// Panics with `what` and the timeout; the panic hook of `support::operator` then prints every
+/// running operator's log, objects and events.
+fn timed_out(what: &str, timeout: Duration, context: &str) -> ! {
+    panic!("timed out after {timeout:?} waiting for {what}\n{context}")
+}
+
 /// [`within`], panicking with `what` and the timeout when it runs out.
 pub async fn until<T>(what: &str, timeout: Duration, check: impl AsyncFnMut() -> Option<T>) -> T {
     match within(timeout, check).await {
         Some(value) => value,
-        None => panic!("timed out after {timeout:?} waiting for {what}"),
+        None => timed_out(what, timeout, ""),
     }
 }
 
@@ -39,9 +45,6 @@ pub async fn until_showing<T>(
 ) -> T {
     match within(timeout, check).await {
         Some(value) => value,
-        None => panic!(
-            "timed out after {timeout:?} waiting for {what}\n{}",
-            context()
-        ),
+        None => timed_out(what, timeout, &context()),
     }
 }
