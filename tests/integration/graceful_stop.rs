@@ -152,24 +152,27 @@ async fn stop_at(cp: &ControlPlane, client: &Client, index: usize, point: &StopP
     assert_orderly(&log, index);
 }
 
-/// Creates TrustyAIServices and changes them, until `churning` is cleared (at most 200 writes).
-/// Writes refused because the operator is stopping (its webhooks are gone) are expected.
+/// Creates TrustyAIServices and changes them, until `churning` is cleared (at most 400 writes).
+/// A write refused because the webhooks are not trusted yet, or no longer served while the
+/// operator stops, is expected: the next round tries again.
 async fn churn(client: Client, ns: String, churning: Arc<AtomicBool>) {
     let api = tas_api(&client, &ns, "v1");
-    for round in 0..200u32 {
+    for round in 0..400u32 {
         if !churning.load(Ordering::SeqCst) {
             return;
         }
         let name = format!("churn-{}", round % 8);
-        if round < 8 {
-            let _ = api
-                .create(&PostParams::default(), &tas("v1", &name, minimal_spec()))
-                .await;
-        } else {
-            let patch = json!({"metadata": {"labels": {"round": round.to_string()}}});
-            let _ = api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await;
+        let patch = json!({"metadata": {"labels": {"round": round.to_string()}}});
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                let _ = api
+                    .create(&PostParams::default(), &tas("v1", &name, minimal_spec()))
+                    .await;
+            }
+            _ => {}
         }
     }
 }
