@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the local control plane (kube-apiserver, kube-controller-manager,
-# kube-scheduler, etcd, kwok), helm and promcheck (Prometheus' own scrape parser and
-# rule checker, see prometheus/main.go) from their Go modules into a versioned cache
-# folder outside the repository, skipping what is already there.
+# kube-scheduler, etcd, kwok), the real node's kubelet and kube-proxy, helm and promcheck
+# (Prometheus' own scrape parser and rule checker, see prometheus/main.go) from their Go
+# modules into a versioned cache folder outside the repository, skipping what is already there.
 #
 #   dev/control-plane/build.sh          build what is missing, print the bin folder
 #   dev/control-plane/build.sh --print  only print the bin folder
@@ -48,6 +48,10 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 build kubernetes "$kver" kube-apiserver kube-controller-manager kube-scheduler -- \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
+# The real node's kubelet and kube-proxy, from the same module (a separate step, so a cache
+# made before them keeps its control-plane binaries).
+build kubernetes "$kver" kubelet kube-proxy -- \
+  k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
 build etcd "-s -w" etcd -- .
 build kwok "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$kwok" kwok -- sigs.k8s.io/kwok/cmd/kwok
 # kwok simulates nothing without Stage objects; take the "fast" set (nodes become Ready and keep

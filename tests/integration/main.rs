@@ -14,6 +14,7 @@ mod conversion;
 mod graceful_stop;
 mod helm_chart;
 mod helm_rbac;
+mod host_footprint;
 mod leader_election;
 mod operand_ca_rotation;
 mod operations;

@@ -15,7 +15,7 @@ need() { # command, what it is for, how to get it
 need cargo "builds the operator" "Install Rust with rustup (https://rustup.rs)."
 need kubectl "applies the sample and is how you look at the cluster" "Install kubectl 1.30 or newer."
 cached=1
-for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok helm promcheck; do
+for b in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy etcd kwok helm promcheck; do
   [ -x "$bin/$b" ] || cached=0
 done
 if [ $cached = 0 ]; then

@@ -533,7 +533,10 @@ impl ControlPlane {
     /// Runs `kubectl` with the admin kubeconfig and returns (success, stdout, stderr).
     pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
         let mut cmd = Command::new("kubectl");
-        cmd.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg(kubectl_cache_dir(&self.kubeconfig))
+            .args(args);
         cmd.stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
@@ -578,6 +581,13 @@ fn remove_stale_dirs() {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
+}
+
+/// kubectl's `--cache-dir` flag for a control plane's kubeconfig: beside it in the working
+/// folder, so kubectl's discovery and HTTP caches go away with it (its default is ~/.kube/cache).
+pub fn kubectl_cache_dir(kubeconfig: &Path) -> String {
+    let dir = kubeconfig.parent().unwrap_or(Path::new("."));
+    format!("--cache-dir={}", dir.join("kubectl-cache").display())
 }
 
 async fn client_for(kubeconfig: &Path) -> Result<Client, String> {

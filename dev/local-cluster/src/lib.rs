@@ -5,4 +5,4 @@
 pub mod control_plane;
 pub mod pki;
 
-pub use control_plane::{ControlPlane, bin_dir, binary};
+pub use control_plane::{ControlPlane, bin_dir, binary, kubectl_cache_dir};

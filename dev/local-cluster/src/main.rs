@@ -82,6 +82,7 @@ fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> Result<String, String
     let out = Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(kubeconfig)
+        .arg(trustyai_local_cluster::kubectl_cache_dir(kubeconfig))
         .args(args)
         .output()
         .map_err(|e| format!("kubectl: {e}"))?;

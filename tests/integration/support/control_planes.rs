@@ -31,6 +31,8 @@ pub enum Concern {
     Conversion,
     /// `graceful_stop`: SIGTERM at many points of the operator's life.
     GracefulStop,
+    /// `host_footprint`: what the control planes leave on the host.
+    HostFootprint,
     /// `helm_chart`: installing, upgrading and uninstalling the chart.
     HelmChart,
     /// `helm_rbac`: the chart's RBAC is enough for the operator.
@@ -88,6 +90,8 @@ pub fn exclusive(concern: Concern) -> Claim {
 }
 
 fn claim(concern: Concern, exclusive: bool) -> Claim {
+    // Before the first control plane starts: what the host looked like.
+    crate::support::host_footprint::before_any_control_plane();
     let mut slot = current();
     loop {
         match slot.as_mut() {

@@ -4,6 +4,7 @@ pub mod cli;
 pub mod cluster;
 pub mod control_planes;
 pub mod helm;
+pub mod host_footprint;
 pub mod operator;
 pub mod proxy;
 pub mod samples;

@@ -59,6 +59,7 @@ fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> String {
     match Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(kubeconfig)
+        .arg(trustyai_local_cluster::kubectl_cache_dir(kubeconfig))
         // A failure's report must not hang on an API server that is gone.
         .arg("--request-timeout=10s")
         .args(args)
