@@ -18,5 +18,6 @@ mod host_footprint;
 mod leader_election;
 mod operand_ca_rotation;
 mod operations;
+mod real_node;
 mod reconcile;
 mod webhook_tls;

@@ -29,6 +29,45 @@ const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
 /// Name of the simulated node.
 pub const NODE_NAME: &str = "kwok-node-0";
 
+/// Which node the control plane gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    /// kwok's: pods "run" (no container starts) and Deployments become Available; any number
+    /// of these control planes run at once.
+    Simulated,
+    /// A real kubelet with containerd, kube-proxy and a CNI bridge ([`crate::real_node`]): one
+    /// per machine, as root, with the Debian packages `make prerequisites` installs.
+    Real,
+}
+
+impl NodeKind {
+    /// Real where the machine allows it, else simulated, with the reason.
+    pub fn best_available() -> (NodeKind, Option<String>) {
+        match crate::real_node::unavailable() {
+            None => (NodeKind::Real, None),
+            Some(why) => (NodeKind::Simulated, Some(why)),
+        }
+    }
+}
+
+/// How a control plane is started.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub node: NodeKind,
+    /// Added to kube-apiserver's flags (another API server than the usual, such as one with a
+    /// feature gate off).
+    pub apiserver_flags: Vec<String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            node: NodeKind::Simulated,
+            apiserver_flags: Vec::new(),
+        }
+    }
+}
+
 /// The Service ClusterIP range; its first address (`kubernetes.default`) is
 /// [`crate::pki::KUBERNETES_SERVICE_IP`].
 pub const SERVICE_CIDR: &str = "10.96.0.0/16";
@@ -67,6 +106,10 @@ pub struct ControlPlane {
     pub bin: PathBuf,
     /// The cluster CA and the admin credentials.
     pub pki: Pki,
+    /// Which node it has.
+    pub node: NodeKind,
+    /// The real node's containerd socket (images are imported through it).
+    containerd_socket: Option<PathBuf>,
     etcd_url: String,
     guards: Mutex<Vec<Guarded>>,
 }
@@ -147,23 +190,41 @@ impl ControlPlane {
     /// Starts a control plane of its own (not the shared one). Blocking; call it outside an
     /// async context or on a thread of its own.
     pub fn start() -> Result<ControlPlane, String> {
-        Self::start_with_apiserver_flags(&[])
+        Self::start_with(Options::default())
     }
 
     /// [`Self::start`], with `flags` added to kube-apiserver's (another API server than the
     /// usual, such as one with a feature gate off).
     pub fn start_with_apiserver_flags(flags: &[&str]) -> Result<ControlPlane, String> {
+        Self::start_with(Options {
+            apiserver_flags: flags.iter().map(|f| (*f).to_owned()).collect(),
+            ..Options::default()
+        })
+    }
+
+    /// Starts a control plane of its own as `options` say. Blocking.
+    pub fn start_with(options: Options) -> Result<ControlPlane, String> {
         // The clients here and the callers' share rustls' process-wide provider.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        let real = options.node == NodeKind::Real;
+        if real && let Some(why) = crate::real_node::unavailable() {
+            return Err(format!("no real node on this machine: {why}"));
+        }
         let bin = bin_dir()?;
+        let node_binaries: &[&str] = if real {
+            &["kubelet", "kube-proxy"]
+        } else {
+            &["kwok", "kwok-stages.yaml"]
+        };
         for name in [
             "etcd",
             "kube-apiserver",
             "kube-controller-manager",
             "kube-scheduler",
-            "kwok",
-            "kwok-stages.yaml",
-        ] {
+        ]
+        .iter()
+        .chain(node_binaries)
+        {
             binary(name)?;
         }
         remove_stale_dirs();
@@ -176,7 +237,12 @@ impl ControlPlane {
         std::fs::create_dir_all(dir.join("logs")).map_err(|e| e.to_string())?;
         let pki = write_pki(&dir.join("pki")).map_err(|e| format!("writing the PKI: {e}"))?;
         let apiserver_port = free_port()?;
-        let server = format!("https://127.0.0.1:{apiserver_port}");
+        let host = if real {
+            crate::real_node::NODE_IP
+        } else {
+            "127.0.0.1"
+        };
+        let server = format!("https://{host}:{apiserver_port}");
         let kubeconfig = dir.join("kubeconfig");
         write_kubeconfig(&kubeconfig, &server, &pki)
             .map_err(|e| format!("writing the kubeconfig: {e}"))?;
@@ -187,15 +253,21 @@ impl ControlPlane {
             server,
             bin,
             pki,
+            node: options.node,
+            containerd_socket: None,
             etcd_url: String::new(),
             guards: Mutex::new(Vec::new()),
         };
-        if std::env::var_os(KEEP_ENV).is_none() {
+        let started = Instant::now();
+        if real {
+            // Also removes the working folder, after undoing the host changes.
+            cp.start_node_janitor()?;
+            crate::real_node::set_up_host(&cp.dir)?;
+        } else if std::env::var_os(KEEP_ENV).is_none() {
             cp.start_janitor()?;
         }
-        let started = Instant::now();
         cp.start_etcd()?;
-        cp.start_apiserver(apiserver_port, flags)?;
+        cp.start_apiserver(host, apiserver_port, &options.apiserver_flags)?;
         cp.wait_until(
             "kube-apiserver /readyz",
             Duration::from_secs(90),
@@ -212,12 +284,20 @@ impl ControlPlane {
         )?;
         cp.start_controller_manager()?;
         cp.start_scheduler()?;
-        cp.start_kwok()?;
+        if real {
+            cp.start_real_node()?;
+        } else {
+            cp.start_kwok()?;
+        }
         cp.wait_until(
-            "the simulated node and the default ServiceAccount",
+            "the node and the default ServiceAccount",
             Duration::from_secs(90),
             |client| async move {
-                ensure_node(&client).await?;
+                if real {
+                    node_ready(&client, crate::real_node::NODE_NAME).await?;
+                } else {
+                    ensure_node(&client).await?;
+                }
                 let sas: Api<ServiceAccount> = Api::namespaced(client, "default");
                 sas.get("default")
                     .await
@@ -235,6 +315,15 @@ impl ControlPlane {
     }
 
     fn spawn(&mut self, name: &str, args: &[String]) -> Result<(), String> {
+        self.spawn_with_env(name, args, &[])
+    }
+
+    fn spawn_with_env(
+        &mut self,
+        name: &str,
+        args: &[String],
+        env: &[(&str, &str)],
+    ) -> Result<(), String> {
         let log_path = self.dir.join("logs").join(format!("{name}.log"));
         let log = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
         let log_err = log.try_clone().map_err(|e| e.to_string())?;
@@ -243,11 +332,109 @@ impl ControlPlane {
             .arg("-c")
             .arg(GUARD)
             .arg("guard")
-            .arg(self.bin.join(name))
+            .arg(self.program(name))
             .args(args)
+            .envs(env.iter().copied())
             .stdout(log)
             .stderr(log_err);
         self.spawn_on_pipe(command, name)
+    }
+
+    /// A component's program: from the cache, or containerd from the host's packages.
+    fn program(&self, name: &str) -> PathBuf {
+        match name {
+            "containerd" => PathBuf::from("/usr/bin/containerd"),
+            _ => self.bin.join(name),
+        }
+    }
+
+    /// The janitor of a real node: holds the machine's lock for the node's life, then undoes
+    /// the host changes and removes the working folder.
+    fn start_node_janitor(&mut self) -> Result<(), String> {
+        let command = crate::real_node::janitor_command(&self.dir)?;
+        self.spawn_on_pipe(command, "the real node's janitor")?;
+        let guards = self.guards.get_mut().map_err(|e| e.to_string())?;
+        let last = guards.last_mut().ok_or("no janitor")?;
+        last.janitor = true;
+        let stdout = last.child.stdout.take().ok_or("the janitor's stdout")?;
+        crate::real_node::await_lock(stdout)
+    }
+
+    /// containerd, the kubelet and kube-proxy, after the API server.
+    fn start_real_node(&mut self) -> Result<(), String> {
+        let ports = crate::real_node::NodePorts {
+            kubelet: 10250,
+            kubelet_healthz: free_port()?,
+            kube_proxy_healthz: free_port()?,
+            kube_proxy_metrics: free_port()?,
+        };
+        let pause = crate::images::pause()?;
+        let files = crate::real_node::write_configs(
+            &self.dir,
+            &self.kubeconfig,
+            &self.pki.ca_cert,
+            &pause.reference,
+            &ports,
+        )?;
+        // A dead proxy: an image that was not imported fails at once instead of being looked
+        // for in a registry.
+        let dead_proxy = format!("http://127.0.0.1:{}", free_port()?);
+        self.spawn_with_env(
+            "containerd",
+            &[format!("--config={}", files.containerd_config.display())],
+            &[
+                ("HTTP_PROXY", &dead_proxy),
+                ("HTTPS_PROXY", &dead_proxy),
+                ("NO_PROXY", ""),
+            ],
+        )?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !files.containerd_socket.exists() {
+            if let Some(exited) = self.exited_process() {
+                return Err(format!(
+                    "{exited} exited before containerd listened\n{}",
+                    self.logs()
+                ));
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "containerd did not listen within 30 s\n{}",
+                    self.logs()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.containerd_socket = Some(files.containerd_socket.clone());
+        crate::real_node::import_image(&files.containerd_socket, &pause.archive)?;
+        let args = vec![
+            format!("--config={}", files.kubelet_config.display()),
+            format!("--kubeconfig={}", self.kubeconfig.display()),
+            format!("--root-dir={}", files.kubelet_root.display()),
+            format!("--cert-dir={}", files.kubelet_root.join("pki").display()),
+            // A flag: in the configuration file it is ignored, and the default is on the host.
+            format!("--volume-plugin-dir={}", files.volume_plugins.display()),
+            format!("--hostname-override={}", crate::real_node::NODE_NAME),
+            format!("--node-ip={}", crate::real_node::NODE_IP),
+            "--v=1".into(),
+        ];
+        self.spawn("kubelet", &args)?;
+        self.spawn(
+            "kube-proxy",
+            &[
+                format!("--config={}", files.kube_proxy_config.display()),
+                "--v=1".into(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Makes `image` available to the real node's pods (imported into its containerd).
+    pub fn import_image(&self, image: &crate::images::Image) -> Result<(), String> {
+        let socket = self
+            .containerd_socket
+            .as_ref()
+            .ok_or("this control plane has no real node")?;
+        crate::real_node::import_image(socket, &image.archive)
     }
 
     fn start_janitor(&mut self) -> Result<(), String> {
@@ -306,12 +493,12 @@ impl ControlPlane {
         self.spawn("etcd", &args)
     }
 
-    fn start_apiserver(&mut self, port: u16, flags: &[&str]) -> Result<(), String> {
+    fn start_apiserver(&mut self, host: &str, port: u16, flags: &[String]) -> Result<(), String> {
         let p = &self.pki;
         let mut args = vec![
             format!("--etcd-servers={}", self.etcd_url),
-            "--bind-address=127.0.0.1".into(),
-            "--advertise-address=127.0.0.1".into(),
+            format!("--bind-address={host}"),
+            format!("--advertise-address={host}"),
             format!("--secure-port={port}"),
             format!("--cert-dir={}", self.dir.join("apiserver").display()),
             format!("--tls-cert-file={}", p.serving_cert.display()),
@@ -324,13 +511,23 @@ impl ControlPlane {
             // TrustyAIService. Its first address is in the serving certificate (pki.rs).
             format!("--service-cluster-ip-range={SERVICE_CIDR}"),
             "--authorization-mode=RBAC".into(),
-            // A loopback advertise address needs no endpoint reconciler (as envtest does it).
-            "--endpoint-reconciler-type=none".into(),
             "--allow-privileged=true".into(),
             "--profiling=false".into(),
             "--v=1".into(),
         ];
-        args.extend(flags.iter().map(|f| (*f).to_owned()));
+        if self.node == NodeKind::Real {
+            // Pods reach it through the `kubernetes` Service, whose endpoint is the node's
+            // address; it reaches the kubelet (logs, exec) as the admin.
+            args.extend([
+                format!("--kubelet-client-certificate={}", p.admin_cert.display()),
+                format!("--kubelet-client-key={}", p.admin_key.display()),
+                "--kubelet-preferred-address-types=InternalIP".into(),
+            ]);
+        } else {
+            // A loopback advertise address needs no endpoint reconciler (as envtest does it).
+            args.push("--endpoint-reconciler-type=none".into());
+        }
+        args.extend(flags.iter().cloned());
         self.spawn("kube-apiserver", &args)
     }
 
@@ -468,13 +665,19 @@ impl ControlPlane {
     /// The last lines of every process log, for failure messages.
     pub fn logs(&self) -> String {
         let mut out = String::new();
+        let node: &[&str] = match self.node {
+            NodeKind::Simulated => &["kwok"],
+            NodeKind::Real => &["containerd", "kubelet", "kube-proxy"],
+        };
         for name in [
             "etcd",
             "kube-apiserver",
             "kube-controller-manager",
             "kube-scheduler",
-            "kwok",
-        ] {
+        ]
+        .iter()
+        .chain(node)
+        {
             let path = self.dir.join("logs").join(format!("{name}.log"));
             out.push_str(&format!("--- {} ---\n{}\n", path.display(), tail(&path)));
         }
@@ -608,6 +811,25 @@ fn write_kubeconfig(path: &Path, server: &str, pki: &Pki) -> std::io::Result<()>
         key = pki.admin_key.display(),
     );
     std::fs::write(path, text)
+}
+
+/// `Ok` once the node `name` is registered and Ready.
+async fn node_ready(client: &Client, name: &str) -> Result<(), String> {
+    let node = Api::<Node>::all(client.clone())
+        .get(name)
+        .await
+        .map_err(|e| format!("node {name}: {e}"))?;
+    let ready = node
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    if ready {
+        Ok(())
+    } else {
+        Err(format!("node {name} is not Ready yet"))
+    }
 }
 
 /// Creates the node kwok simulates (idempotent).

@@ -3,6 +3,8 @@
 //! simulated node, built by `dev/control-plane/build.sh`.
 
 pub mod control_plane;
+pub mod images;
 pub mod pki;
+pub mod real_node;
 
-pub use control_plane::{ControlPlane, bin_dir, binary, kubectl_cache_dir};
+pub use control_plane::{ControlPlane, NodeKind, Options, bin_dir, binary, kubectl_cache_dir};

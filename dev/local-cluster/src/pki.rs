@@ -62,6 +62,7 @@ pub fn write_pki(dir: &Path) -> Result<Pki, Box<dyn std::error::Error>> {
     serving.subject_alt_names = vec![
         SanType::IpAddress("127.0.0.1".parse()?),
         SanType::IpAddress(KUBERNETES_SERVICE_IP.parse()?),
+        SanType::IpAddress(crate::real_node::NODE_IP.parse()?),
         SanType::DnsName("localhost".try_into()?),
         SanType::DnsName("kubernetes".try_into()?),
         SanType::DnsName("kubernetes.default".try_into()?),

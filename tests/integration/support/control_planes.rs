@@ -18,7 +18,7 @@
 
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use trustyai_local_cluster::ControlPlane;
+use trustyai_local_cluster::{ControlPlane, NodeKind, Options};
 
 /// The groups of tests that each get a control plane of their own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,10 +43,22 @@ pub enum Concern {
     OperandCaRotation,
     /// `operations`: signals, health, metrics, restarts, budgets.
     Operations,
+    /// `real_node`: pods that really run, from images made here, on a real kubelet.
+    RealNode,
     /// `reconcile`: the reconcile loop with one operator shared by its tests.
     Reconcile,
     /// `webhook_tls`: the webhook server's certificate, its rotation and other sources.
     WebhookTls,
+}
+
+impl Concern {
+    /// The node its control plane gets: a real one where pods must really run, else kwok's.
+    fn node(self) -> NodeKind {
+        match self {
+            Concern::RealNode => NodeKind::Real,
+            _ => NodeKind::Simulated,
+        }
+    }
 }
 
 /// The control plane of the concern whose tests hold it, and how many do.
@@ -122,7 +134,11 @@ fn claim(concern: Concern, exclusive: bool) -> Claim {
                 // Start it on a thread of its own: the caller may be inside a Tokio runtime, and
                 // the readiness checks use one of their own. The lock stays held meanwhile: every
                 // other test waits for this control plane or for the end of this concern anyway.
-                let started = std::thread::spawn(ControlPlane::start)
+                let options = Options {
+                    node: concern.node(),
+                    ..Options::default()
+                };
+                let started = std::thread::spawn(move || ControlPlane::start_with(options))
                     .join()
                     .unwrap_or_else(|_| Err("the control-plane start thread panicked".into()));
                 match started {

@@ -1,7 +1,8 @@
 //! What the tests must not leave on the host: the paths outside every working folder that a
-//! control plane, a node or their clients write by default. A snapshot of them is taken before
-//! the first control plane of this test binary starts ([`before_any_control_plane`]); the
-//! `host_footprint` test compares the host with it.
+//! control plane, a node or their clients write by default, and the host's network and kernel
+//! settings a real node changes. A snapshot of them is taken before the first control plane of
+//! this test binary starts ([`before_any_control_plane`]); the `host_footprint` test compares
+//! the host with it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,12 +29,56 @@ const WATCHED: &[&str] = &[
     "~/.local/share/helm",
 ];
 
+/// The host's settings a real node changes while it runs, each read by a command.
+const SETTINGS: &[(&str, &[&str])] = &[
+    ("addresses", &["ip", "-o", "addr", "show"]),
+    ("links", &["ip", "-o", "link", "show"]),
+    ("routes", &["ip", "route", "show", "table", "all"]),
+    ("nftables ruleset", &["nft", "list", "ruleset"]),
+    ("network namespaces", &["ip", "netns", "list"]),
+    (
+        "kernel settings",
+        &[
+            "sysctl",
+            "kernel.panic",
+            "kernel.panic_on_oops",
+            "vm.overcommit_memory",
+            "net.ipv4.ip_forward",
+        ],
+    ),
+];
+
 /// How many entries below one watched path a snapshot lists at most.
 const MAX_ENTRIES: usize = 5_000;
 
-/// Each watched path: absent (`None`), or what is below it, by relative path (kind, size, mtime).
+/// Each watched path: absent (`None`), or what is below it, by relative path (kind, size,
+/// mtime); and each setting's text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Snapshot(BTreeMap<PathBuf, Option<BTreeMap<PathBuf, String>>>);
+pub struct Snapshot {
+    paths: BTreeMap<PathBuf, Option<BTreeMap<PathBuf, String>>>,
+    settings: BTreeMap<&'static str, String>,
+}
+
+/// The cgroup folder containerd makes for its namespace under each controller.
+fn cgroup_paths() -> Vec<PathBuf> {
+    std::fs::read_dir("/sys/fs/cgroup")
+        .map(|entries| entries.flatten().map(|e| e.path().join("k8s.io")).collect())
+        .unwrap_or_default()
+}
+
+fn setting(command: &[&str]) -> String {
+    match std::process::Command::new(command[0])
+        .args(&command[1..])
+        .output()
+    {
+        Ok(out) => format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) => format!("({} could not run: {e})", command[0]),
+    }
+}
 
 fn expand(path: &str) -> PathBuf {
     match path.strip_prefix("~/") {
@@ -89,24 +134,41 @@ fn listing(root: &Path) -> BTreeMap<PathBuf, String> {
 
 impl Snapshot {
     pub fn take() -> Snapshot {
-        Snapshot(
-            WATCHED
+        Snapshot {
+            paths: WATCHED
                 .iter()
+                .map(|path| expand(path))
+                .chain(cgroup_paths())
                 .map(|path| {
-                    let path = expand(path);
                     let below = path.exists().then(|| listing(&path));
                     (path, below)
                 })
                 .collect(),
-        )
+            settings: SETTINGS
+                .iter()
+                .map(|(name, command)| (*name, setting(command)))
+                .collect(),
+        }
     }
 
     /// What differs in `now`: a path that was absent and is there, or one that was there and
     /// is gone or changed below.
     pub fn differences(&self, now: &Snapshot) -> Vec<String> {
         let mut out = Vec::new();
-        for (path, before) in &self.0 {
-            let after = now.0.get(path).cloned().flatten();
+        for (name, before) in &self.settings {
+            let after = now
+                .settings
+                .get(name)
+                .map(String::as_str)
+                .unwrap_or_default();
+            if before != after {
+                out.push(format!(
+                    "the {name} changed:\nbefore:\n{before}\nnow:\n{after}"
+                ));
+            }
+        }
+        for (path, before) in &self.paths {
+            let after = now.paths.get(path).cloned().flatten();
             match (before, after) {
                 (None, None) => {}
                 (None, Some(below)) => out.push(format!(
@@ -134,7 +196,14 @@ impl Snapshot {
 static BEFORE: OnceLock<Snapshot> = OnceLock::new();
 
 /// The snapshot taken before this test binary's first control plane started (taken now if
-/// none has started yet).
+/// none has started yet), once no real node of an earlier run is still being undone.
 pub fn before_any_control_plane() -> &'static Snapshot {
-    BEFORE.get_or_init(Snapshot::take)
+    BEFORE.get_or_init(|| {
+        if let Err(e) = trustyai_local_cluster::real_node::wait_until_released(
+            std::time::Duration::from_secs(120),
+        ) {
+            panic!("the host is not at rest: {e}");
+        }
+        Snapshot::take()
+    })
 }

@@ -333,6 +333,8 @@ impl Operator {
         let deadline = Instant::now() + STOP_TIMEOUT;
         while Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {
+                // Stopped: a later failure's report is about the operators still running.
+                running().retain(|d| !Arc::ptr_eq(d, &self.diagnosis));
                 return status;
             }
             std::thread::sleep(Duration::from_millis(100));
