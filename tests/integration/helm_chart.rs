@@ -7,7 +7,7 @@
 use crate::support;
 use support::control_planes::{self, Concern};
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -15,7 +15,7 @@ use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use support::ControlPlane;
 use support::cluster::tas_api;
-use support::helm::helm;
+use support::helm::{chart_dir, helm};
 use trustyai_crds::contract::CRD_NAME;
 
 const KUBE_VERSION: &str = "1.37.2";
@@ -47,10 +47,6 @@ fn wait_established(cp: &ControlPlane) {
         None,
     );
     assert!(ok, "the CRD established: {out}{err}");
-}
-
-fn chart_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("charts/trustyai-operator")
 }
 
 /// `helm template` without `--kube-version`: the helm of `dev/control-plane/` is built, as

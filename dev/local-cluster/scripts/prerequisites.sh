@@ -25,4 +25,24 @@ if [ $cached = 0 ]; then
     echo "(once per machine; about 15 minutes on two cores, progress below)." >&2
   fi
 fi
+# The real node's parts from Debian (containerd, runc, the CNI plugins, iptables and nftables,
+# conntrack, busybox-static for the pause image, debootstrap for the operand's image), installed
+# when this runs as root and they are missing. Without them (or without root) `make run` falls
+# back to the simulated node and says why; the real-node tests fail and say the same.
+packages=(containerd runc containernetworking-plugins iptables nftables conntrack busybox-static debootstrap)
+absent=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || absent+=("$p")
+done
+if [ ${#absent[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing the real node's Debian packages: ${absent[*]}" >&2
+    if ! { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${absent[@]}" >/dev/null; }; then
+      echo "missing: ${absent[*]} (apt-get install failed; the real node needs them)" >&2
+      missing=1
+    fi
+  else
+    echo "note: no real node here without root and the Debian packages ${absent[*]}: make run uses the simulated node" >&2
+  fi
+fi
 exit $missing

@@ -428,6 +428,16 @@ impl ControlPlane {
         Ok(())
     }
 
+    /// The host pid of the real node's container `id` (a pod status's `containerID` without
+    /// `containerd://`), for reading what is in force in it from `/proc`.
+    pub fn container_pid(&self, id: &str) -> Result<u32, String> {
+        let socket = self
+            .containerd_socket
+            .as_ref()
+            .ok_or("this control plane has no real node")?;
+        crate::real_node::task_pid(socket, id)
+    }
+
     /// Makes `image` available to the real node's pods (imported into its containerd).
     pub fn import_image(&self, image: &crate::images::Image) -> Result<(), String> {
         let socket = self

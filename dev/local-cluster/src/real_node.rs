@@ -363,6 +363,26 @@ pub(crate) struct NodePorts {
     pub kube_proxy_metrics: u16,
 }
 
+/// The host pid of containerd's running task `id` (`ctr tasks ls`: TASK PID STATUS).
+pub fn task_pid(socket: &Path, id: &str) -> Result<u32, String> {
+    let out = Command::new("ctr")
+        .arg("--address")
+        .arg(socket)
+        .args(["--namespace", "k8s.io", "tasks", "ls"])
+        .output()
+        .map_err(|e| format!("ctr: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            match words.as_slice() {
+                [task, pid, "RUNNING"] if *task == id => pid.parse().ok(),
+                _ => None,
+            }
+        })
+        .ok_or_else(|| format!("no running task {id} in containerd:\n{text}"))
+}
+
 /// Imports the image archive at `archive` into the node's containerd.
 pub fn import_image(socket: &Path, archive: &Path) -> Result<(), String> {
     let out = Command::new("ctr")

@@ -4,6 +4,11 @@ use std::process::Command;
 
 use trustyai_local_cluster::ControlPlane;
 
+/// The chart's folder in the repository.
+pub fn chart_dir() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("charts/trustyai-operator")
+}
+
 /// Runs the helm built by `make control-plane`, with the control plane's kubeconfig.
 pub fn helm(cp: Option<&ControlPlane>, args: &[&str]) -> (bool, String, String) {
     let bin = trustyai_local_cluster::binary("helm").unwrap_or_else(|e| panic!("{e}"));

@@ -1,5 +1,4 @@
-//! On a real node (kubelet, containerd, kube-proxy, a CNI bridge): containers really start from
-//! images made here, and what kwok never checks is in force.
+//! A pod's container really starts from an image made here.
 
 use std::time::Duration;
 

@@ -9,6 +9,9 @@ use std::process::Command;
 use ring::digest::{SHA256, digest};
 use serde_json::{Value, json};
 
+pub mod dockerfile;
+pub mod operator;
+
 /// What runs from the image: its user, entrypoint, command, environment, ports and labels.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ImageConfig {

@@ -1,0 +1,64 @@
+//! The operator's image, from the repository's `Dockerfile`: the build stage's `RUN` is run in
+//! the repository (what the build stage copies), and the final stage is assembled from its
+//! `COPY --from` sources, with its user, entrypoint, command, ports and labels.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::{Image, dockerfile};
+
+/// The repository's root.
+pub fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Builds the operator's release binary as the Dockerfile says, then its image.
+pub fn build() -> Result<Image, String> {
+    let root = repository();
+    let dockerfile = root.join("Dockerfile");
+    let text = std::fs::read_to_string(&dockerfile)
+        .map_err(|e| format!("reading {}: {e}", dockerfile.display()))?;
+    let recipe = dockerfile::parse(&text).map_err(|e| format!("{}: {e}", dockerfile.display()))?;
+    let started = std::time::Instant::now();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(&recipe.build)
+        .current_dir(&root)
+        .output()
+        .map_err(|e| format!("running the Dockerfile's build: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "the Dockerfile's build ({}) failed:\n{}",
+            recipe.build,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    eprintln!(
+        "operator image: build stage done in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    let rootfs = super::cache_dir()?.join(format!(".operator-root-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&rootfs);
+    let result = assemble(&root, &recipe, &rootfs);
+    let _ = std::fs::remove_dir_all(&rootfs);
+    result
+}
+
+fn assemble(root: &Path, recipe: &dockerfile::Recipe, rootfs: &Path) -> Result<Image, String> {
+    let build_dir = recipe.build_dir.trim_end_matches('/');
+    for (source, destination) in &recipe.copies {
+        let relative = source
+            .strip_prefix(build_dir)
+            .and_then(|s| s.strip_prefix('/'))
+            .ok_or_else(|| {
+                format!("COPY source {source} is not under the build stage's {build_dir}")
+            })?;
+        let from = root.join(relative);
+        let to = rootfs.join(destination.trim_start_matches('/'));
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+        }
+        std::fs::copy(&from, &to).map_err(|e| format!("copying {}: {e}", from.display()))?;
+    }
+    super::build("trustyai-operator", rootfs, &recipe.config)
+}

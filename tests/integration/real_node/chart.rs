@@ -1,0 +1,312 @@
+//! The chart installed as an admin installs it, with the operator's own image (built from the
+//! Dockerfile's recipe): its pods run on the real node, and the API server reaches the webhooks
+//! through their Service.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::runtime::watcher;
+use serde_json::json;
+use tokio::sync::Mutex;
+use trustyai_local_cluster::ControlPlane;
+use trustyai_local_cluster::images::{self, Image};
+
+use crate::support::cluster::{minimal_spec, tas, tas_api};
+use crate::support::control_planes::{self, Claim, Concern};
+use crate::support::helm::helm;
+use crate::support::wait;
+
+const TIMEOUT: Duration = Duration::from_secs(180);
+const RELEASE: &str = "trustyai";
+const NAMESPACE: &str = "trustyai-system";
+const SELECTOR: &str = "app.kubernetes.io/name=trustyai-operator";
+
+/// The release every test of this module looks at, installed by the first one.
+static INSTALLED: Mutex<Option<Image>> = Mutex::const_new(None);
+
+/// The control plane with the chart installed (2 replicas of the operator's image), taken
+/// shared, or exclusively by a test that disturbs the release.
+async fn installed(exclusive: bool) -> (Claim, &'static ControlPlane) {
+    let claim = if exclusive {
+        control_planes::exclusive(Concern::RealNode)
+    } else {
+        control_planes::shared(Concern::RealNode)
+    };
+    let cp = claim.control_plane();
+    let mut installed = INSTALLED.lock().await;
+    if installed.is_none() {
+        let image = tokio::task::spawn_blocking(images::operator::build)
+            .await
+            .expect("the image build thread")
+            .unwrap_or_else(|e| panic!("the operator's image: {e}"));
+        cp.import_image(&image).expect("imported");
+        let chart = crate::support::helm::chart_dir();
+        let repository = format!("image.repository={}", image.repository());
+        let tag = format!("image.tag={}", image.tag());
+        let (ok, out, err) = helm(
+            Some(cp),
+            &[
+                "install",
+                RELEASE,
+                chart.to_str().expect("path"),
+                "--namespace",
+                NAMESPACE,
+                "--create-namespace",
+                "--set",
+                &repository,
+                "--set",
+                &tag,
+                "--set",
+                "image.pullPolicy=Never",
+                "--set",
+                "replicaCount=2",
+            ],
+        );
+        assert!(ok, "helm install: {out}{err}");
+        *installed = Some(image);
+    }
+    drop(installed);
+    let client = cp.client().await;
+    let pods: Api<Pod> = Api::namespaced(client, NAMESPACE);
+    wait::until_showing(
+        "2 operator pods Ready",
+        TIMEOUT,
+        || cp.logs(),
+        async || {
+            let list = pods
+                .list(&ListParams::default().labels(SELECTOR))
+                .await
+                .ok()?;
+            let ready = list.items.iter().filter(|p| is_ready(p)).count();
+            (ready == 2).then_some(())
+        },
+    )
+    .await;
+    (claim, cp)
+}
+
+/// A Ready pod of the operator's Deployment (not `helm test`'s pod, which has its labels too).
+fn is_ready(pod: &Pod) -> bool {
+    let of_the_deployment = pod
+        .metadata
+        .owner_references
+        .as_ref()
+        .is_some_and(|o| o.iter().any(|o| o.kind == "ReplicaSet"));
+    of_the_deployment
+        && pod.metadata.deletion_timestamp.is_none()
+        && pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+#[tokio::test]
+async fn the_operator_pods_become_ready_through_their_own_probes() {
+    let (_claim, cp) = installed(false).await;
+    let pods: Api<Pod> = Api::namespaced(cp.client().await, NAMESPACE);
+    let list = pods
+        .list(&ListParams::default().labels(SELECTOR))
+        .await
+        .expect("pods");
+    for pod in list.items.iter().filter(|p| is_ready(p)) {
+        let spec = pod.spec.as_ref().expect("a spec");
+        let container = &spec.containers[0];
+        let probe = container
+            .readiness_probe
+            .as_ref()
+            .expect("a readiness probe");
+        assert_eq!(
+            probe.http_get.as_ref().map(|g| g.path.as_deref()),
+            Some(Some("/readyz"))
+        );
+        let status = &pod
+            .status
+            .as_ref()
+            .expect("a status")
+            .container_statuses
+            .as_ref()
+            .expect("statuses")[0];
+        assert!(status.ready && status.started == Some(true), "{status:?}");
+        assert_eq!(status.restart_count, 0, "{status:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_api_server_calls_convert_mutate_and_validate_through_the_service() {
+    let (_claim, cp) = installed(false).await;
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "through-service").await;
+    // v1alpha1 in, v1 stored (/convert), defaulted (/mutate).
+    tas_api(&client, &ns, "v1alpha1")
+        .create(
+            &PostParams::default(),
+            &tas("v1alpha1", "alpha", minimal_spec()),
+        )
+        .await
+        .expect("created through v1alpha1");
+    let stored = tas_api(&client, &ns, "v1")
+        .get("alpha")
+        .await
+        .expect("read as v1");
+    assert_eq!(
+        stored.data["spec"]["replicas"], 1,
+        "defaulted: {:?}",
+        stored.data
+    );
+    // /validate: a rule only the webhook carries.
+    let mut spec = minimal_spec();
+    spec["image"] = json!("docker.io/someone/trustyai:1");
+    let err = tas_api(&client, &ns, "v1")
+        .create(&PostParams::default(), &tas("v1", "bad-image", spec))
+        .await
+        .expect_err("refused");
+    assert!(err.to_string().contains("spec.image"), "{err}");
+}
+
+#[tokio::test]
+async fn helm_test_runs_its_pod_on_the_node_and_passes() {
+    let (_claim, cp) = installed(false).await;
+    let (ok, out, err) = helm(
+        Some(cp),
+        &["test", RELEASE, "--namespace", NAMESPACE, "--timeout", "3m"],
+    );
+    assert!(ok, "helm test: {out}{err}");
+    assert!(out.contains("Phase:          Succeeded"), "{out}");
+}
+
+/// The operator's container process on the node, found through containerd.
+fn container_process(cp: &ControlPlane, pod: &Pod) -> u32 {
+    let id = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c[0].container_id.clone())
+        .expect("a container id");
+    let id = id.strip_prefix("containerd://").expect("a containerd id");
+    cp.container_pid(id).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[tokio::test]
+async fn the_security_context_and_the_memory_limit_are_in_force_in_the_running_container() {
+    let (_claim, cp) = installed(false).await;
+    let pods: Api<Pod> = Api::namespaced(cp.client().await, NAMESPACE);
+    let list = pods
+        .list(&ListParams::default().labels(SELECTOR))
+        .await
+        .expect("pods");
+    let pod = list
+        .items
+        .iter()
+        .find(|p| is_ready(p))
+        .expect("a ready pod");
+    let pid = container_process(cp, pod);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("its status");
+    let field = |name: &str| -> String {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    // runAsNonRoot with the image's USER 65532:65532.
+    assert_eq!(field("Uid:"), "65532 65532 65532 65532", "{status}");
+    assert_eq!(field("Gid:"), "65532 65532 65532 65532", "{status}");
+    // seccomp RuntimeDefault: a filter (mode 2); no privilege escalation; no capabilities.
+    assert_eq!(field("Seccomp:"), "2", "{status}");
+    assert_eq!(field("NoNewPrivs:"), "1", "{status}");
+    assert_eq!(field("CapEff:"), "0000000000000000", "{status}");
+    // readOnlyRootFilesystem: the container's root mount is read-only.
+    let mounts = std::fs::read_to_string(format!("/proc/{pid}/mounts")).expect("its mounts");
+    let root = mounts
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some("/"))
+        .expect("a root mount");
+    let options = root.split_whitespace().nth(3).unwrap_or_default();
+    assert!(options.split(',').any(|o| o == "ro"), "{root}");
+    // The memory limit (256Mi) in the container's memory cgroup.
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("its cgroups");
+    let memory = cgroups
+        .lines()
+        .find_map(|l| l.split_once(":memory:").map(|(_, p)| p.to_owned()))
+        .expect("a memory cgroup");
+    let limit = std::fs::read_to_string(format!(
+        "/sys/fs/cgroup/memory{memory}/memory.limit_in_bytes"
+    ))
+    .expect("its limit");
+    assert_eq!(limit.trim(), (256u64 * 1024 * 1024).to_string());
+}
+
+#[tokio::test]
+async fn a_deleted_operator_pod_exits_0_on_sigterm_and_is_replaced() {
+    let (_claim, cp) = installed(true).await;
+    let client = cp.client().await;
+    let pods: Api<Pod> = Api::namespaced(client, NAMESPACE);
+    let list = pods
+        .list(&ListParams::default().labels(SELECTOR))
+        .await
+        .expect("pods");
+    let pod = list
+        .items
+        .iter()
+        .find(|p| is_ready(p))
+        .expect("a ready pod");
+    let name = pod.metadata.name.clone().expect("a name");
+    // The kubelet writes the container's terminated state before the pod goes: watch for it.
+    let events = watcher::watcher(
+        pods.clone(),
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    );
+    let terminated = tokio::spawn(async move {
+        use futures::StreamExt;
+        let mut events = std::pin::pin!(events);
+        while let Some(event) = events.next().await {
+            let pods = match event {
+                Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => vec![pod],
+                _ => continue,
+            };
+            for pod in pods {
+                let state = pod
+                    .status
+                    .and_then(|s| s.container_statuses)
+                    .and_then(|c| c.into_iter().next())
+                    .and_then(|c| c.state)
+                    .and_then(|s| s.terminated);
+                if let Some(state) = state {
+                    return (state.exit_code, state.reason);
+                }
+            }
+        }
+        (-1, None)
+    });
+    pods.delete(&name, &DeleteParams::default())
+        .await
+        .expect("deleted");
+    let (code, reason) = tokio::time::timeout(TIMEOUT, terminated)
+        .await
+        .expect("terminated in time")
+        .expect("the watch");
+    assert_eq!(code, 0, "the container's exit on SIGTERM ({reason:?})");
+    // Replaced: two Ready pods again, the deleted one not among them.
+    wait::until_showing(
+        "a replacement pod Ready",
+        TIMEOUT,
+        || cp.logs(),
+        async || {
+            let list = pods
+                .list(&ListParams::default().labels(SELECTOR))
+                .await
+                .ok()?;
+            let ready: Vec<_> = list.items.iter().filter(|p| is_ready(p)).collect();
+            (ready.len() == 2
+                && ready
+                    .iter()
+                    .all(|p| p.metadata.name.as_deref() != Some(&name)))
+            .then_some(())
+        },
+    )
+    .await;
+}

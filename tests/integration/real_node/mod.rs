@@ -1,0 +1,7 @@
+//! On a real node (kubelet, containerd, kube-proxy, a CNI bridge; `trustyai_local_cluster::
+//! real_node`): containers really start from images made here, and what kwok never checks
+//! (probes, security contexts, memory limits, Services routed by kube-proxy, SIGTERM) is in
+//! force. Fails loudly on a machine that cannot run a real node.
+
+mod chart;
+mod pods;
