@@ -21,6 +21,8 @@ const TIMEOUT: Duration = Duration::from_secs(180);
 const RELEASE: &str = "trustyai";
 const NAMESPACE: &str = "trustyai-system";
 const SELECTOR: &str = "app.kubernetes.io/name=trustyai-operator";
+/// `helm test`'s pod.
+const TEST_POD: &str = "trustyai-trustyai-operator-test";
 
 /// The release every test of this module looks at, installed by the first one.
 static INSTALLED: Mutex<Option<Image>> = Mutex::const_new(None);
@@ -68,7 +70,7 @@ async fn installed(exclusive: bool) -> (Claim, &'static ControlPlane) {
     }
     drop(installed);
     let client = cp.client().await;
-    let pods: Api<Pod> = Api::namespaced(client, NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     wait::until_showing(
         "2 operator pods Ready",
         TIMEOUT,
@@ -81,6 +83,21 @@ async fn installed(exclusive: bool) -> (Claim, &'static ControlPlane) {
             let ready = list.items.iter().filter(|p| is_ready(p)).count();
             (ready == 2).then_some(())
         },
+    )
+    .await;
+    // Ready pods are in the Service's endpoints a moment before kube-proxy's rules route to
+    // them: a dry run through v1alpha1 (conversion and both admission webhooks) says when.
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let probe = tas("v1alpha1", "through-the-service", minimal_spec());
+    let api = tas_api(&client, "default", "v1alpha1");
+    wait::until_showing(
+        "the webhooks answering through their Service",
+        TIMEOUT,
+        || cp.logs(),
+        async || api.create(&dry_run, &probe).await.ok().map(|_| ()),
     )
     .await;
     (claim, cp)
@@ -165,15 +182,113 @@ async fn the_api_server_calls_convert_mutate_and_validate_through_the_service() 
     assert!(err.to_string().contains("spec.image"), "{err}");
 }
 
+/// The checks `check-install` reports, each on a line of its own.
+const CHECKS: [&str; 3] = [
+    "admission (/mutate, /validate)",
+    "conversion (/convert)",
+    "rules",
+];
+
+/// `helm test`; with `logs`, the test pod's log is printed too (only where the pod stays: a
+/// passed one is deleted before helm could read it).
+fn helm_test(cp: &ControlPlane, logs: bool) -> (bool, String, String) {
+    let mut args = vec!["test", RELEASE, "--namespace", NAMESPACE, "--timeout", "3m"];
+    if logs {
+        args.push("--logs");
+    }
+    helm(Some(cp), &args)
+}
+
 #[tokio::test]
-async fn helm_test_runs_its_pod_on_the_node_and_passes() {
+async fn helm_test_passes_with_its_real_pod_while_the_webhooks_answer() {
     let (_claim, cp) = installed(false).await;
-    let (ok, out, err) = helm(
-        Some(cp),
-        &["test", RELEASE, "--namespace", NAMESPACE, "--timeout", "3m"],
-    );
+    let (ok, out, err) = tokio::task::spawn_blocking(|| helm_test(cp, false))
+        .await
+        .expect("helm test ran");
     assert!(ok, "helm test: {out}{err}");
-    assert!(out.contains("Phase:          Succeeded"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("Phase:") && l.trim_end().ends_with("Succeeded")),
+        "{out}"
+    );
+    // A test pod that passed is deleted (hook-succeeded), with its ServiceAccount and RBAC.
+    let pods: Api<Pod> = Api::namespaced(cp.client().await, NAMESPACE);
+    wait::until("the passed test pod to be deleted", TIMEOUT, async || {
+        pods.get_opt(TEST_POD).await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn helm_test_fails_and_keeps_its_pod_without_the_webhooks() {
+    let (_claim, cp) = installed(true).await;
+    let client = cp.client().await;
+    let scale = |replicas: &str| {
+        let (ok, out, err) = cp.kubectl(
+            &[
+                "scale",
+                "deployment",
+                "-n",
+                NAMESPACE,
+                "--selector",
+                SELECTOR,
+                "--replicas",
+                replicas,
+            ],
+            None,
+        );
+        assert!(ok, "kubectl scale: {out}{err}");
+    };
+    scale("0");
+    let pods: Api<Pod> = Api::namespaced(client, NAMESPACE);
+    wait::until("the operator pods to be gone", TIMEOUT, async || {
+        let list = pods
+            .list(&ListParams::default().labels(SELECTOR))
+            .await
+            .ok()?;
+        let of_the_deployment = list.items.iter().filter(|p| {
+            p.metadata
+                .owner_references
+                .as_ref()
+                .is_some_and(|o| o.iter().any(|o| o.kind == "ReplicaSet"))
+        });
+        (of_the_deployment.count() == 0).then_some(())
+    })
+    .await;
+    // The API server cannot call the webhooks (failurePolicy: Fail): every check fails and says
+    // why, and the pod stays for `kubectl logs`.
+    let (ok, out, err) = tokio::task::spawn_blocking(|| helm_test(cp, true))
+        .await
+        .expect("helm test ran");
+    scale("2");
+    assert!(!ok, "helm test passed without an operator:\n{out}\n{err}");
+    for check in CHECKS {
+        assert!(
+            out.contains(&format!("FAILED  {check}: "))
+                || err.contains(&format!("FAILED  {check}: ")),
+            "{check} did not fail:\n{out}\n{err}"
+        );
+    }
+    assert!(
+        format!("{out}{err}").contains("failed calling webhook"),
+        "the failure does not say the API server could not call a webhook:\n{out}\n{err}"
+    );
+    let kept = pods.get_opt(TEST_POD).await.expect("read");
+    assert!(kept.is_some(), "the failed test pod is kept");
+    // The next test finds the release as installed.
+    wait::until_showing(
+        "2 operator pods Ready again",
+        TIMEOUT,
+        || cp.logs(),
+        async || {
+            let list = pods
+                .list(&ListParams::default().labels(SELECTOR))
+                .await
+                .ok()?;
+            (list.items.iter().filter(|p| is_ready(p)).count() == 2).then_some(())
+        },
+    )
+    .await;
 }
 
 /// The operator's container process on the node, found through containerd.

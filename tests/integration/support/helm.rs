@@ -1,6 +1,7 @@
 //! The helm built by `make control-plane`, for the chart tests.
 
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use trustyai_local_cluster::ControlPlane;
 
@@ -9,20 +10,36 @@ pub fn chart_dir() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("charts/trustyai-operator")
 }
 
-/// Runs the helm built by `make control-plane`, with the control plane's kubeconfig.
+/// Runs the helm built by `make control-plane`, with the control plane's kubeconfig. Helm's
+/// caches and configuration (and its Kubernetes client's discovery cache) go into the control
+/// plane's working folder, or without one into a folder removed after the call: never into the
+/// user's home.
 pub fn helm(cp: Option<&ControlPlane>, args: &[&str]) -> (bool, String, String) {
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
     let bin = trustyai_local_cluster::binary("helm").unwrap_or_else(|e| panic!("{e}"));
     let mut cmd = Command::new(bin);
     cmd.args(args);
-    // Keep helm's caches and config out of the user's home.
-    let home = std::env::temp_dir().join(format!("trustyai-helm-{}", std::process::id()));
+    let (home, temporary) = match cp {
+        Some(cp) => (cp.dir.join("helm"), false),
+        None => {
+            let n = CALLS.fetch_add(1, Ordering::SeqCst);
+            let dir =
+                std::env::temp_dir().join(format!("trustyai-helm-{}-{n}", std::process::id()));
+            (dir, true)
+        }
+    };
     cmd.env("HELM_CACHE_HOME", home.join("cache"))
+        .env("KUBECACHEDIR", home.join("kube-cache"))
         .env("HELM_CONFIG_HOME", home.join("config"))
         .env("HELM_DATA_HOME", home.join("data"));
     if let Some(cp) = cp {
         cmd.arg("--kubeconfig").arg(&cp.kubeconfig);
     }
-    let out = cmd.output().expect("helm runs");
+    let out = cmd.output();
+    if temporary {
+        let _ = std::fs::remove_dir_all(&home);
+    }
+    let out = out.expect("helm runs");
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into(),

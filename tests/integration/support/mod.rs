@@ -8,7 +8,6 @@ pub mod host_footprint;
 pub mod operator;
 pub mod proxy;
 pub mod samples;
-pub mod test_pods;
 pub mod wait;
 
 pub use trustyai_local_cluster::ControlPlane;
