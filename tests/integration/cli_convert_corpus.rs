@@ -282,6 +282,11 @@ fn kubectl_reads(path: &Path) -> Vec<Value> {
             "patch", "--local", "--type", "merge", "-p", "{}", "-o", "json", "-f",
         ])
         .arg(path)
+        // Not ~/.kube/cache.
+        .arg(format!(
+            "--cache-dir={}",
+            dir().join("kubectl-cache").display()
+        ))
         // No cluster is needed, and none may be reached by accident.
         .env("KUBECONFIG", dir().join("no-such-kubeconfig"))
         .output()
