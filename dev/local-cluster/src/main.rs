@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode};
 use std::time::Duration;
 
-use trustyai_local_cluster::ControlPlane;
+use trustyai_local_cluster::{ControlPlane, NodeKind};
 
 struct Options {
     operator: PathBuf,
@@ -18,15 +18,18 @@ struct Options {
     webhook_port: u16,
     ops_port: u16,
     logs_on_console: bool,
+    node: NodeKind,
 }
 
 fn usage() -> &'static str {
     "usage: trustyai-local-cluster --operator PATH [--kubeconfig PATH] [--sample FILE] [--namespace NS] \
-     [--webhook-port PORT] [--ops-port PORT] [--operator-logs file|console]\n\
+     [--webhook-port PORT] [--ops-port PORT] [--operator-logs file|console] [--node simulated|real]\n\
      Without --kubeconfig a local control plane is started; with it, the operator runs against that cluster.\n\
      --webhook-port (default 9443): where the operator serves its webhooks, on 127.0.0.1.\n\
      --ops-port (default 9080): /healthz, /readyz and /metrics, on 127.0.0.1.\n\
-     --operator-logs (default file): the operator's logs in target/trustyai-local/operator.log, or on this terminal."
+     --operator-logs (default file): the operator's logs in target/trustyai-local/operator.log, or on this terminal.\n\
+     --node (default simulated): kwok's node, or a real kubelet with containerd (root and the Debian packages of\n\
+     `make prerequisites`; the sample's pods then need the TrustyAI service's image imported, which is not built here yet)."
 }
 
 fn parse() -> Result<Options, String> {
@@ -39,6 +42,7 @@ fn parse() -> Result<Options, String> {
         webhook_port: 9443,
         ops_port: 9080,
         logs_on_console: false,
+        node: NodeKind::Simulated,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -66,6 +70,18 @@ fn parse() -> Result<Options, String> {
                     other => {
                         return Err(format!(
                             "--operator-logs takes file or console, not {other}\n{}",
+                            usage()
+                        ));
+                    }
+                }
+            }
+            "--node" => {
+                o.node = match value()?.as_str() {
+                    "simulated" => NodeKind::Simulated,
+                    "real" => NodeKind::Real,
+                    other => {
+                        return Err(format!(
+                            "--node takes simulated or real, not {other}\n{}",
                             usage()
                         ));
                     }
@@ -123,10 +139,17 @@ fn run(o: Options) -> Result<(), String> {
     let (kubeconfig, _control_plane) = match &o.kubeconfig {
         Some(path) => (path.clone(), None),
         None => {
+            let node = match o.node {
+                NodeKind::Simulated => "kwok's simulated node",
+                NodeKind::Real => "a real node: containerd, the kubelet, kube-proxy",
+            };
             eprintln!(
-                "starting the local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok)..."
+                "starting the local control plane (etcd, kube-apiserver, controller-manager, scheduler, {node})..."
             );
-            let cp = ControlPlane::start()?;
+            let cp = ControlPlane::start_with(trustyai_local_cluster::Options {
+                node: o.node,
+                ..trustyai_local_cluster::Options::default()
+            })?;
             (cp.kubeconfig.clone(), Some(cp))
         }
     };
