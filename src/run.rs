@@ -173,12 +173,18 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         client_trust,
         ..args.webhook_limits.https_options()
     };
+    // The reconcile loop's writes to TrustyAIServices go through these webhooks: the server
+    // drains only once the loop has finished its in-flight reconciles. Readiness turns false at
+    // the stop, so endpoints stop routing here first.
+    let reconcile_stopped = CancellationToken::new();
     {
         let (serving, readiness, stop) = (serving.clone(), readiness.clone(), stop.clone());
+        let reconcile_stopped = reconcile_stopped.clone();
         tasks.spawn(Task::WebhookServer, async move {
             let drain = async move {
                 stop.cancelled().await;
                 readiness.mark_draining();
+                reconcile_stopped.cancelled().await;
             };
             trustyai_webhooks::serve_https(https_listener, router, serving, options, drain)
                 .await
@@ -283,6 +289,8 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         }
         let (client, stop, metrics) = (client.clone(), stop.clone(), metrics.clone());
         tasks.spawn(Task::ReconcileLoop, async move {
+            // Also when the task is aborted or panics: the webhook server waits for it.
+            let _stopped = reconcile_stopped.drop_guard();
             crate::leader_duties::lead(client, duties, leading_rx, stop, release, metrics)
                 .await
                 .map_err(TaskError::Leading)

@@ -386,8 +386,9 @@ async fn every_pod_and_monitoring_value_renders_where_it_belongs_and_the_api_ser
         "extraVolumeMounts": [
             {"name": "extra-config", "mountPath": "/etc/extra", "readOnly": true},
         ],
+        // Every key of the default too: helm merges a given map into the default one.
         "securityContext": {
-            "runAsNonRoot": true, "runAsUser": 65532, "fsGroup": 65532,
+            "runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containerSecurityContext": {

@@ -10,42 +10,8 @@ use std::time::Duration;
 use crate::support::control_planes::{self, Concern};
 use crate::support::host_footprint::{Snapshot, before_any_control_plane};
 use crate::support::operator::Operator;
-use crate::support::wait;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, PostParams};
-use serde_json::json;
+use crate::support::real_pods::{self, run_to_completion};
 use trustyai_local_cluster::{ControlPlane, NodeKind, Options};
-
-/// A pod that runs to completion on `cp`'s real node (a sandbox, a network namespace, mounts,
-/// cgroups, log files: what the node's janitor must remove).
-async fn run_a_pod(cp: &ControlPlane) {
-    let client = cp.client().await;
-    let image = trustyai_local_cluster::images::pause().expect("the pause image");
-    cp.import_image(&image).expect("imported");
-    let pod: Pod = serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "footprint"},
-        "spec": {"restartPolicy": "Never", "containers": [{
-            "name": "footprint", "image": image.reference, "imagePullPolicy": "Never",
-            "command": ["/busybox", "true"]}]}
-    }))
-    .expect("a pod");
-    let pods: Api<Pod> = Api::namespaced(client, "default");
-    pods.create(&PostParams::default(), &pod)
-        .await
-        .expect("created");
-    wait::until_showing(
-        "the pod to succeed",
-        Duration::from_secs(120),
-        || cp.logs(),
-        async || {
-            let phase = pods.get("footprint").await.ok()?.status?.phase?;
-            (phase == "Succeeded").then_some(())
-        },
-    )
-    .await;
-}
 
 #[tokio::test]
 async fn the_control_planes_leave_the_host_as_they_found_it() {
@@ -72,7 +38,13 @@ async fn the_control_planes_leave_the_host_as_they_found_it() {
     .join()
     .expect("the start thread")
     .unwrap_or_else(|e| panic!("a real node: {e}"));
-    run_a_pod(&real).await;
+    // A sandbox, a network namespace, mounts, cgroups, log files: what the janitor must remove.
+    let (phase, logs) =
+        run_to_completion(&real, "default", "footprint", &["/busybox", "true"]).await;
+    assert_eq!(phase, "Succeeded", "{logs}");
+    // And one still running when the node stops: its containers, network namespace and veth
+    // must go too.
+    real_pods::start(&real, "default", "running", &["/busybox", "sleep", "3600"]).await;
     real.stop();
     trustyai_local_cluster::real_node::wait_until_released(Duration::from_secs(120))
         .expect("the real node's janitor finished");

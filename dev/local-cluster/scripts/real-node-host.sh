@@ -14,7 +14,9 @@
 #                          are iptables-nft rules: restoring the ruleset removes them all)
 #   path PATH              a path that did not exist and is removed
 #   cgroup DIR             a cgroup folder that did not exist (containerd's namespace under each
-#                          controller), removed once its processes are gone
+#                          controller): every process in it is killed (the containers: their
+#                          roots and command lines do not name the working folder), then it
+#                          is removed
 #   netns-before FILE      the network namespaces that existed before (newer cni-* ones go)
 #   workdir DIR            the node's working folder: processes rooted or running there are
 #                          killed and its mounts are unmounted first
@@ -82,7 +84,16 @@ undo_line() {
         grep -qx "$ns" "$1" || ip netns delete "$ns" 2>/dev/null
       done
       rm -f "$1" ;;
-    cgroup) [ -d "$1" ] && find "$1" -depth -type d -exec rmdir {} \; 2>/dev/null ;;
+    cgroup)
+      [ -d "$1" ] || return 0
+      local pids
+      for _ in $(seq 50); do
+        pids=$(find "$1" -name cgroup.procs -exec cat {} + 2>/dev/null)
+        [ -z "$pids" ] && break
+        kill -KILL $pids 2>/dev/null
+        sleep 0.1
+      done
+      find "$1" -depth -type d -exec rmdir {} \; 2>/dev/null ;;
     path)
       findmnt -rn -o TARGET | grep -F "$1/" | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
       rm -rf "$1" ;;

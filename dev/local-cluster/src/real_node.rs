@@ -13,6 +13,8 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::command::run;
+
 /// The node's address, a /32 on `lo` (the kubelet refuses a loopback address). The API server
 /// binds it too: pods reach it through the `kubernetes` Service.
 pub const NODE_IP: &str = "10.87.0.1";
@@ -123,38 +125,27 @@ pub fn wait_until_released(timeout: std::time::Duration) -> Result<(), String> {
     if !lock.exists() {
         return Ok(());
     }
-    let out = Command::new("flock")
-        .arg("-w")
-        .arg(timeout.as_secs().to_string())
-        .arg(&lock)
-        .arg("true")
-        .output()
-        .map_err(|e| format!("flock: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "the real-node lock was still held after {timeout:?}"
-        ))
-    }
+    run(
+        Command::new("flock")
+            .arg("-w")
+            .arg(timeout.as_secs().to_string())
+            .arg(&lock)
+            .arg("true"),
+        &format!(
+            "waiting {timeout:?} for the real-node lock {}",
+            lock.display()
+        ),
+    )
+    .map(drop)
 }
 
 /// Makes the host changes (after undoing what a crashed run left).
 pub(crate) fn set_up_host(dir: &Path) -> Result<(), String> {
-    let out = Command::new(script())
-        .arg("setup")
-        .arg(dir)
-        .output()
-        .map_err(|e| format!("running {}: {e}", script().display()))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "preparing the host for a real node: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    }
+    run(
+        Command::new(script()).arg("setup").arg(dir),
+        "preparing the host for a real node",
+    )
+    .map(drop)
 }
 
 /// The node's folders and files inside the control plane's working folder.
@@ -363,15 +354,22 @@ pub(crate) struct NodePorts {
     pub kube_proxy_metrics: u16,
 }
 
-/// The host pid of containerd's running task `id` (`ctr tasks ls`: TASK PID STATUS).
-pub fn task_pid(socket: &Path, id: &str) -> Result<u32, String> {
-    let out = Command::new("ctr")
+/// `ctr` against the node's containerd, in the namespace the kubelet uses.
+fn ctr(socket: &Path) -> Command {
+    let mut command = Command::new("ctr");
+    command
         .arg("--address")
         .arg(socket)
-        .args(["--namespace", "k8s.io", "tasks", "ls"])
-        .output()
-        .map_err(|e| format!("ctr: {e}"))?;
-    let text = String::from_utf8_lossy(&out.stdout);
+        .args(["--namespace", "k8s.io"]);
+    command
+}
+
+/// The host pid of containerd's running task `id` (`ctr tasks ls`: TASK PID STATUS).
+pub fn task_pid(socket: &Path, id: &str) -> Result<u32, String> {
+    let text = run(
+        ctr(socket).args(["tasks", "ls"]),
+        "listing containerd's tasks",
+    )?;
     text.lines()
         .find_map(|line| {
             let words: Vec<&str> = line.split_whitespace().collect();
@@ -383,23 +381,14 @@ pub fn task_pid(socket: &Path, id: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("no running task {id} in containerd:\n{text}"))
 }
 
-/// Imports the image archive at `archive` into the node's containerd.
+/// Imports the image archive at `archive` into the node's containerd (unpacked by the CRI
+/// plugin when a container first uses it).
 pub fn import_image(socket: &Path, archive: &Path) -> Result<(), String> {
-    let out = Command::new("ctr")
-        .arg("--address")
-        .arg(socket)
-        .args(["--namespace", "k8s.io", "images", "import", "--no-unpack"])
-        .arg(archive)
-        .output()
-        .map_err(|e| format!("ctr: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "importing {}: {}{}",
-            archive.display(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    }
+    run(
+        ctr(socket)
+            .args(["images", "import", "--no-unpack"])
+            .arg(archive),
+        &format!("importing {}", archive.display()),
+    )
+    .map(drop)
 }

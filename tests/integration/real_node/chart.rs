@@ -10,7 +10,7 @@ use kube::runtime::watcher;
 use serde_json::json;
 use tokio::sync::Mutex;
 use trustyai_local_cluster::ControlPlane;
-use trustyai_local_cluster::images::{self, Image};
+use trustyai_local_cluster::images;
 
 use crate::support::cluster::{minimal_spec, tas, tas_api};
 use crate::support::control_planes::{self, Claim, Concern};
@@ -24,8 +24,9 @@ const SELECTOR: &str = "app.kubernetes.io/name=trustyai-operator";
 /// `helm test`'s pod.
 const TEST_POD: &str = "trustyai-trustyai-operator-test";
 
-/// The release every test of this module looks at, installed by the first one.
-static INSTALLED: Mutex<Option<Image>> = Mutex::const_new(None);
+/// The control plane the release every test of this module looks at is installed on, by the
+/// first test on it (the concern's control plane is started anew after another concern ran).
+static INSTALLED: Mutex<Option<&'static ControlPlane>> = Mutex::const_new(None);
 
 /// The control plane with the chart installed (2 replicas of the operator's image), taken
 /// shared, or exclusively by a test that disturbs the release.
@@ -37,7 +38,7 @@ async fn installed(exclusive: bool) -> (Claim, &'static ControlPlane) {
     };
     let cp = claim.control_plane();
     let mut installed = INSTALLED.lock().await;
-    if installed.is_none() {
+    if !installed.is_some_and(|on| std::ptr::eq(on, cp)) {
         let image = tokio::task::spawn_blocking(images::operator::build)
             .await
             .expect("the image build thread")
@@ -66,25 +67,12 @@ async fn installed(exclusive: bool) -> (Claim, &'static ControlPlane) {
             ],
         );
         assert!(ok, "helm install: {out}{err}");
-        *installed = Some(image);
+        *installed = Some(cp);
     }
     drop(installed);
     let client = cp.client().await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    wait::until_showing(
-        "2 operator pods Ready",
-        TIMEOUT,
-        || cp.logs(),
-        async || {
-            let list = pods
-                .list(&ListParams::default().labels(SELECTOR))
-                .await
-                .ok()?;
-            let ready = list.items.iter().filter(|p| is_ready(p)).count();
-            (ready == 2).then_some(())
-        },
-    )
-    .await;
+    two_ready(cp, &pods, None).await;
     // Ready pods are in the Service's endpoints a moment before kube-proxy's rules route to
     // them: a dry run through v1alpha1 (conversion and both admission webhooks) says when.
     let dry_run = PostParams {
@@ -103,14 +91,45 @@ async fn installed(exclusive: bool) -> (Claim, &'static ControlPlane) {
     (claim, cp)
 }
 
-/// A Ready pod of the operator's Deployment (not `helm test`'s pod, which has its labels too).
-fn is_ready(pod: &Pod) -> bool {
-    let of_the_deployment = pod
-        .metadata
+/// A pod of the operator's Deployment (not `helm test`'s pod, which has its labels too).
+fn of_the_deployment(pod: &Pod) -> bool {
+    pod.metadata
         .owner_references
         .as_ref()
-        .is_some_and(|o| o.iter().any(|o| o.kind == "ReplicaSet"));
-    of_the_deployment
+        .is_some_and(|o| o.iter().any(|o| o.kind == "ReplicaSet"))
+}
+
+/// The Deployment's pods.
+async fn operator_pods(pods: &Api<Pod>) -> Option<Vec<Pod>> {
+    let list = pods
+        .list(&ListParams::default().labels(SELECTOR))
+        .await
+        .ok()?;
+    Some(list.items.into_iter().filter(of_the_deployment).collect())
+}
+
+/// Waits until two of the Deployment's pods are Ready, none of them named `not`.
+async fn two_ready(cp: &ControlPlane, pods: &Api<Pod>, not: Option<&str>) -> Vec<Pod> {
+    wait::until_showing(
+        "2 operator pods Ready",
+        TIMEOUT,
+        || cp.logs(),
+        async || {
+            let ready: Vec<Pod> = operator_pods(pods)
+                .await?
+                .into_iter()
+                .filter(is_ready)
+                .collect();
+            let fresh = ready.iter().all(|p| p.metadata.name.as_deref() != not);
+            (ready.len() == 2 && fresh).then_some(ready)
+        },
+    )
+    .await
+}
+
+/// A Ready pod of the operator's Deployment.
+fn is_ready(pod: &Pod) -> bool {
+    of_the_deployment(pod)
         && pod.metadata.deletion_timestamp.is_none()
         && pod
             .status
@@ -123,11 +142,7 @@ fn is_ready(pod: &Pod) -> bool {
 async fn the_operator_pods_become_ready_through_their_own_probes() {
     let (_claim, cp) = installed(false).await;
     let pods: Api<Pod> = Api::namespaced(cp.client().await, NAMESPACE);
-    let list = pods
-        .list(&ListParams::default().labels(SELECTOR))
-        .await
-        .expect("pods");
-    for pod in list.items.iter().filter(|p| is_ready(p)) {
+    for pod in &two_ready(cp, &pods, None).await {
         let spec = pod.spec.as_ref().expect("a spec");
         let container = &spec.containers[0];
         let probe = container
@@ -242,17 +257,7 @@ async fn helm_test_fails_and_keeps_its_pod_without_the_webhooks() {
     scale("0");
     let pods: Api<Pod> = Api::namespaced(client, NAMESPACE);
     wait::until("the operator pods to be gone", TIMEOUT, async || {
-        let list = pods
-            .list(&ListParams::default().labels(SELECTOR))
-            .await
-            .ok()?;
-        let of_the_deployment = list.items.iter().filter(|p| {
-            p.metadata
-                .owner_references
-                .as_ref()
-                .is_some_and(|o| o.iter().any(|o| o.kind == "ReplicaSet"))
-        });
-        (of_the_deployment.count() == 0).then_some(())
+        operator_pods(&pods).await?.is_empty().then_some(())
     })
     .await;
     // The API server cannot call the webhooks (failurePolicy: Fail): every check fails and says
@@ -276,19 +281,7 @@ async fn helm_test_fails_and_keeps_its_pod_without_the_webhooks() {
     let kept = pods.get_opt(TEST_POD).await.expect("read");
     assert!(kept.is_some(), "the failed test pod is kept");
     // The next test finds the release as installed.
-    wait::until_showing(
-        "2 operator pods Ready again",
-        TIMEOUT,
-        || cp.logs(),
-        async || {
-            let list = pods
-                .list(&ListParams::default().labels(SELECTOR))
-                .await
-                .ok()?;
-            (list.items.iter().filter(|p| is_ready(p)).count() == 2).then_some(())
-        },
-    )
-    .await;
+    two_ready(cp, &pods, None).await;
 }
 
 /// The operator's container process on the node, found through containerd.
@@ -307,16 +300,7 @@ fn container_process(cp: &ControlPlane, pod: &Pod) -> u32 {
 async fn the_security_context_and_the_memory_limit_are_in_force_in_the_running_container() {
     let (_claim, cp) = installed(false).await;
     let pods: Api<Pod> = Api::namespaced(cp.client().await, NAMESPACE);
-    let list = pods
-        .list(&ListParams::default().labels(SELECTOR))
-        .await
-        .expect("pods");
-    let pod = list
-        .items
-        .iter()
-        .find(|p| is_ready(p))
-        .expect("a ready pod");
-    let pid = container_process(cp, pod);
+    let pid = container_process(cp, &two_ready(cp, &pods, None).await[0]);
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("its status");
     let field = |name: &str| -> String {
         status
@@ -360,16 +344,11 @@ async fn a_deleted_operator_pod_exits_0_on_sigterm_and_is_replaced() {
     let (_claim, cp) = installed(true).await;
     let client = cp.client().await;
     let pods: Api<Pod> = Api::namespaced(client, NAMESPACE);
-    let list = pods
-        .list(&ListParams::default().labels(SELECTOR))
-        .await
-        .expect("pods");
-    let pod = list
-        .items
-        .iter()
-        .find(|p| is_ready(p))
-        .expect("a ready pod");
-    let name = pod.metadata.name.clone().expect("a name");
+    let name = two_ready(cp, &pods, None).await[0]
+        .metadata
+        .name
+        .clone()
+        .expect("a name");
     // The kubelet writes the container's terminated state before the pod goes: watch for it.
     let events = watcher::watcher(
         pods.clone(),
@@ -406,22 +385,5 @@ async fn a_deleted_operator_pod_exits_0_on_sigterm_and_is_replaced() {
         .expect("the watch");
     assert_eq!(code, 0, "the container's exit on SIGTERM ({reason:?})");
     // Replaced: two Ready pods again, the deleted one not among them.
-    wait::until_showing(
-        "a replacement pod Ready",
-        TIMEOUT,
-        || cp.logs(),
-        async || {
-            let list = pods
-                .list(&ListParams::default().labels(SELECTOR))
-                .await
-                .ok()?;
-            let ready: Vec<_> = list.items.iter().filter(|p| is_ready(p)).collect();
-            (ready.len() == 2
-                && ready
-                    .iter()
-                    .all(|p| p.metadata.name.as_deref() != Some(&name)))
-            .then_some(())
-        },
-    )
-    .await;
+    two_ready(cp, &pods, Some(&name)).await;
 }

@@ -7,6 +7,7 @@ pub mod helm;
 pub mod host_footprint;
 pub mod operator;
 pub mod proxy;
+pub mod real_pods;
 pub mod samples;
 pub mod wait;
 

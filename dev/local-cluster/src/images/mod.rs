@@ -9,6 +9,8 @@ use std::process::Command;
 use ring::digest::{SHA256, digest};
 use serde_json::{Value, json};
 
+use crate::command::run;
+
 pub mod dockerfile;
 pub mod operator;
 
@@ -123,21 +125,6 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
-}
-
-fn run(command: &mut Command, what: &str) -> Result<(), String> {
-    let out = command
-        .output()
-        .map_err(|e| format!("{what}: cannot run: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{what}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    }
 }
 
 /// Makes the one-layer image of `rootfs` with `config`, named `localhost/<name>:<tag>` where the
@@ -259,21 +246,11 @@ fn build_in(
 /// The configuration held by the image archive at `archive`.
 pub fn read_config(archive: &Path) -> Result<ImageConfig, String> {
     let read = |member: &str| -> Result<Vec<u8>, String> {
-        let out = Command::new("tar")
-            .arg("-xOf")
-            .arg(archive)
-            .arg(member)
-            .output()
-            .map_err(|e| e.to_string())?;
-        if out.status.success() {
-            Ok(out.stdout)
-        } else {
-            Err(format!(
-                "{member} in {}: {}",
-                archive.display(),
-                String::from_utf8_lossy(&out.stderr)
-            ))
-        }
+        run(
+            Command::new("tar").arg("-xOf").arg(archive).arg(member),
+            &format!("reading {member} in {}", archive.display()),
+        )
+        .map(String::into_bytes)
     };
     let json = |bytes: Vec<u8>| -> Result<Value, String> {
         serde_json::from_slice(&bytes).map_err(|e| e.to_string())

@@ -20,19 +20,13 @@ pub fn build() -> Result<Image, String> {
         .map_err(|e| format!("reading {}: {e}", dockerfile.display()))?;
     let recipe = dockerfile::parse(&text).map_err(|e| format!("{}: {e}", dockerfile.display()))?;
     let started = std::time::Instant::now();
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(&recipe.build)
-        .current_dir(&root)
-        .output()
-        .map_err(|e| format!("running the Dockerfile's build: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "the Dockerfile's build ({}) failed:\n{}",
-            recipe.build,
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
+    crate::command::run(
+        Command::new("sh")
+            .arg("-c")
+            .arg(&recipe.build)
+            .current_dir(&root),
+        &format!("the Dockerfile's build ({})", recipe.build),
+    )?;
     eprintln!(
         "operator image: build stage done in {:.1}s",
         started.elapsed().as_secs_f64()
