@@ -128,9 +128,7 @@ impl Drop for OperatorProcess {
 }
 
 fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    trustyai_local_cluster::free_port().map_err(|e| anyhow::anyhow!(e))
 }
 
 async fn readyz(port: u16) -> bool {

@@ -157,12 +157,31 @@ pub fn binary(name: &str) -> Result<PathBuf, String> {
     }
 }
 
-fn free_port() -> Result<u16, String> {
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
-    listener
-        .local_addr()
-        .map(|a| a.port())
-        .map_err(|e| e.to_string())
+/// A loopback port that is free now and stays free for the component it is meant for: below the
+/// kernel's ephemeral range (`net.ipv4.ip_local_port_range`), so no outgoing connection on the
+/// machine can take it as its source port between this check and the component's bind (a port
+/// the kernel picked for `:0` could, and a controller-manager then failed to start), and never
+/// handed out twice by this process. Processes start at offsets of their own.
+pub fn free_port() -> Result<u16, String> {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<usize>().ok())
+        .unwrap_or(32768);
+    const FIRST: usize = 10_000;
+    let span = low.saturating_sub(FIRST).max(1);
+    let offset = (std::process::id() as usize).wrapping_mul(7_919) % span;
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let port = FIRST + (offset + n) % span;
+        let Ok(port) = u16::try_from(port) else {
+            continue;
+        };
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    Err(format!("no free port between {FIRST} and {low}"))
 }
 
 fn tail(path: &Path) -> String {

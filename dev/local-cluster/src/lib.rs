@@ -8,4 +8,6 @@ pub mod images;
 pub mod pki;
 pub mod real_node;
 
-pub use control_plane::{ControlPlane, NodeKind, Options, bin_dir, binary, kubectl_cache_dir};
+pub use control_plane::{
+    ControlPlane, NodeKind, Options, bin_dir, binary, free_port, kubectl_cache_dir,
+};

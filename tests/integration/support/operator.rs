@@ -7,7 +7,7 @@
 //! an operator that outlives its test (the reconcile tests share one) is shown too.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -132,11 +132,10 @@ fn report_running_operators(why: &str) {
     }
 }
 
+/// A free loopback port that no outgoing connection can take meanwhile
+/// (`trustyai_local_cluster::free_port`).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    trustyai_local_cluster::free_port().unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A plain HTTP/1.1 GET on 127.0.0.1; returns the status code and body.
