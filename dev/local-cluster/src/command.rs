@@ -4,7 +4,7 @@ use std::process::Command;
 
 /// Runs `command`; its standard output when it succeeds, else an error naming `what` with
 /// everything it printed.
-pub(crate) fn run(command: &mut Command, what: &str) -> Result<String, String> {
+pub fn run(command: &mut Command, what: &str) -> Result<String, String> {
     let out = command
         .output()
         .map_err(|e| format!("{what}: cannot run it: {e}"))?;

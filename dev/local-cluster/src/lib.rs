@@ -2,7 +2,7 @@
 //! run command: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok with one
 //! simulated node, built by `dev/control-plane/build.sh`.
 
-mod command;
+pub mod command;
 pub mod control_plane;
 pub mod images;
 pub mod pki;

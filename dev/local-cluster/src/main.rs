@@ -95,22 +95,14 @@ fn parse() -> Result<Options, String> {
 }
 
 fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> Result<String, String> {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg(trustyai_local_cluster::kubectl_cache_dir(kubeconfig))
-        .args(args)
-        .output()
-        .map_err(|e| format!("kubectl: {e}"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into())
-    } else {
-        Err(format!(
-            "kubectl {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    }
+    trustyai_local_cluster::command::run(
+        Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg(trustyai_local_cluster::kubectl_cache_dir(kubeconfig))
+            .args(args),
+        &format!("kubectl {}", args.join(" ")),
+    )
 }
 
 fn stop(child: &mut Child) {
