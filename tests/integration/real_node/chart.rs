@@ -2,141 +2,19 @@
 //! Dockerfile's recipe): its pods run on the real node, and the API server reaches the webhooks
 //! through their Service.
 
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
-use tokio::sync::Mutex;
 use trustyai_local_cluster::ControlPlane;
-use trustyai_local_cluster::images;
 
+use super::release::{
+    NAMESPACE, RELEASE, SELECTOR, TEST_POD, TIMEOUT, container_process, installed, operator_pods,
+    two_ready,
+};
 use crate::support::cluster::{minimal_spec, tas, tas_api};
-use crate::support::control_planes::{self, Claim, Concern};
 use crate::support::helm::helm;
 use crate::support::wait;
-
-const TIMEOUT: Duration = Duration::from_secs(180);
-const RELEASE: &str = "trustyai";
-const NAMESPACE: &str = "trustyai-system";
-const SELECTOR: &str = "app.kubernetes.io/name=trustyai-operator";
-/// `helm test`'s pod.
-const TEST_POD: &str = "trustyai-trustyai-operator-test";
-
-/// The control plane the release every test of this module looks at is installed on, by the
-/// first test on it (the concern's control plane is started anew after another concern ran).
-static INSTALLED: Mutex<Option<&'static ControlPlane>> = Mutex::const_new(None);
-
-/// The control plane with the chart installed (2 replicas of the operator's image), taken
-/// shared, or exclusively by a test that disturbs the release.
-async fn installed(exclusive: bool) -> (Claim, &'static ControlPlane) {
-    let claim = if exclusive {
-        control_planes::exclusive(Concern::RealNode)
-    } else {
-        control_planes::shared(Concern::RealNode)
-    };
-    let cp = claim.control_plane();
-    let mut installed = INSTALLED.lock().await;
-    if !installed.is_some_and(|on| std::ptr::eq(on, cp)) {
-        let image = tokio::task::spawn_blocking(images::operator::build)
-            .await
-            .expect("the image build thread")
-            .unwrap_or_else(|e| panic!("the operator's image: {e}"));
-        cp.import_image(&image).expect("imported");
-        let chart = crate::support::helm::chart_dir();
-        let repository = format!("image.repository={}", image.repository());
-        let tag = format!("image.tag={}", image.tag());
-        let (ok, out, err) = helm(
-            Some(cp),
-            &[
-                "install",
-                RELEASE,
-                chart.to_str().expect("path"),
-                "--namespace",
-                NAMESPACE,
-                "--create-namespace",
-                "--set",
-                &repository,
-                "--set",
-                &tag,
-                "--set",
-                "image.pullPolicy=Never",
-                "--set",
-                "replicaCount=2",
-            ],
-        );
-        assert!(ok, "helm install: {out}{err}");
-        *installed = Some(cp);
-    }
-    drop(installed);
-    let client = cp.client().await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    two_ready(cp, &pods, None).await;
-    // Ready pods are in the Service's endpoints a moment before kube-proxy's rules route to
-    // them: a dry run through v1alpha1 (conversion and both admission webhooks) says when.
-    let dry_run = PostParams {
-        dry_run: true,
-        ..PostParams::default()
-    };
-    let probe = tas("v1alpha1", "through-the-service", minimal_spec());
-    let api = tas_api(&client, "default", "v1alpha1");
-    wait::until_showing(
-        "the webhooks answering through their Service",
-        TIMEOUT,
-        || cp.logs(),
-        async || api.create(&dry_run, &probe).await.ok().map(|_| ()),
-    )
-    .await;
-    (claim, cp)
-}
-
-/// A pod of the operator's Deployment (not `helm test`'s pod, which has its labels too).
-fn of_the_deployment(pod: &Pod) -> bool {
-    pod.metadata
-        .owner_references
-        .as_ref()
-        .is_some_and(|o| o.iter().any(|o| o.kind == "ReplicaSet"))
-}
-
-/// The Deployment's pods.
-async fn operator_pods(pods: &Api<Pod>) -> Option<Vec<Pod>> {
-    let list = pods
-        .list(&ListParams::default().labels(SELECTOR))
-        .await
-        .ok()?;
-    Some(list.items.into_iter().filter(of_the_deployment).collect())
-}
-
-/// Waits until two of the Deployment's pods are Ready, none of them named `not`.
-async fn two_ready(cp: &ControlPlane, pods: &Api<Pod>, not: Option<&str>) -> Vec<Pod> {
-    wait::until_showing(
-        "2 operator pods Ready",
-        TIMEOUT,
-        || cp.logs(),
-        async || {
-            let ready: Vec<Pod> = operator_pods(pods)
-                .await?
-                .into_iter()
-                .filter(is_ready)
-                .collect();
-            let fresh = ready.iter().all(|p| p.metadata.name.as_deref() != not);
-            (ready.len() == 2 && fresh).then_some(ready)
-        },
-    )
-    .await
-}
-
-/// A Ready pod of the operator's Deployment.
-fn is_ready(pod: &Pod) -> bool {
-    of_the_deployment(pod)
-        && pod.metadata.deletion_timestamp.is_none()
-        && pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
 
 #[tokio::test]
 async fn the_operator_pods_become_ready_through_their_own_probes() {
@@ -284,23 +162,11 @@ async fn helm_test_fails_and_keeps_its_pod_without_the_webhooks() {
     two_ready(cp, &pods, None).await;
 }
 
-/// The operator's container process on the node, found through containerd.
-fn container_process(cp: &ControlPlane, pod: &Pod) -> u32 {
-    let id = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|c| c[0].container_id.clone())
-        .expect("a container id");
-    let id = id.strip_prefix("containerd://").expect("a containerd id");
-    cp.container_pid(id).unwrap_or_else(|e| panic!("{e}"))
-}
-
 #[tokio::test]
 async fn the_security_context_and_the_memory_limit_are_in_force_in_the_running_container() {
     let (_claim, cp) = installed(false).await;
     let pods: Api<Pod> = Api::namespaced(cp.client().await, NAMESPACE);
-    let pid = container_process(cp, &two_ready(cp, &pods, None).await[0]);
+    let pid = container_process(cp, &two_ready(cp, &pods, None).await[0], "operator");
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("its status");
     let field = |name: &str| -> String {
         status

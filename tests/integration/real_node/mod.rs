@@ -4,4 +4,7 @@
 //! force. Fails loudly on a machine that cannot run a real node.
 
 mod chart;
+mod images;
 mod pods;
+mod release;
+mod service;

@@ -93,6 +93,59 @@ fn exec_form(args: &str, keyword: &str) -> Result<Vec<String>, String> {
         .map_err(|e| format!("{keyword} must be in exec form (a JSON array): {args:?}: {e}"))
 }
 
+/// Applies one instruction that shapes what runs from the image (`USER`, `WORKDIR`, `EXPOSE`,
+/// `LABEL`, `ENV`, `ENTRYPOINT`, `CMD`) to `config`; false for any other instruction.
+fn apply_config(
+    config: &mut ImageConfig,
+    labels: &mut BTreeMap<String, String>,
+    keyword: &str,
+    args: &str,
+) -> Result<bool, String> {
+    match keyword {
+        "USER" => config.user = Some(args.to_owned()),
+        "WORKDIR" => config.working_dir = Some(args.to_owned()),
+        "EXPOSE" => config
+            .exposed_ports
+            .extend(args.split_whitespace().map(|p| {
+                if p.contains('/') {
+                    p.to_owned()
+                } else {
+                    format!("{p}/tcp")
+                }
+            })),
+        "LABEL" => labels.extend(pairs(args)?),
+        "ENV" => config
+            .env
+            .extend(pairs(args)?.into_iter().map(|(k, v)| format!("{k}={v}"))),
+        "ENTRYPOINT" => config.entrypoint = exec_form(args, "ENTRYPOINT")?,
+        "CMD" => config.cmd = exec_form(args, "CMD")?,
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// What runs from the image a single-stage Containerfile describes: its last stage's
+/// configuration instructions, with `${NAME}` replaced from `args` (a build's `--build-arg`s);
+/// its other instructions (`FROM`, `RUN`, `COPY`, `ARG`) are the image recipe's own to follow.
+pub fn runtime_config(text: &str, args: &BTreeMap<String, String>) -> Result<ImageConfig, String> {
+    let all = instructions(text);
+    let last = all
+        .iter()
+        .rposition(|(k, _)| k == "FROM")
+        .ok_or("no FROM")?;
+    let mut config = ImageConfig::default();
+    let mut labels = BTreeMap::new();
+    for (keyword, raw) in &all[last + 1..] {
+        let mut text = raw.clone();
+        for (name, value) in args {
+            text = text.replace(&format!("${{{name}}}"), value);
+        }
+        apply_config(&mut config, &mut labels, keyword, &text)?;
+    }
+    config.labels = labels;
+    Ok(config)
+}
+
 /// Reads the recipe from a Dockerfile's text.
 pub fn parse(text: &str) -> Result<Recipe, String> {
     let all = instructions(text);
@@ -157,25 +210,7 @@ pub fn parse(text: &str) -> Result<Recipe, String> {
                     }
                 }
             }
-            "USER" => recipe.config.user = Some(args.clone()),
-            "WORKDIR" => recipe.config.working_dir = Some(args.clone()),
-            "EXPOSE" => recipe
-                .config
-                .exposed_ports
-                .extend(args.split_whitespace().map(|p| {
-                    if p.contains('/') {
-                        p.to_owned()
-                    } else {
-                        format!("{p}/tcp")
-                    }
-                })),
-            "LABEL" => labels.extend(pairs(args)?),
-            "ENV" => recipe
-                .config
-                .env
-                .extend(pairs(args)?.into_iter().map(|(k, v)| format!("{k}={v}"))),
-            "ENTRYPOINT" => recipe.config.entrypoint = exec_form(args, "ENTRYPOINT")?,
-            "CMD" => recipe.config.cmd = exec_form(args, "CMD")?,
+            _ if apply_config(&mut recipe.config, &mut labels, keyword, args)? => {}
             other => {
                 return Err(format!(
                     "the final stage's {other} is not something the image builder does"

@@ -6,13 +6,16 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ring::digest::{SHA256, digest};
+use ring::digest::{Context, SHA256, digest};
 use serde_json::{Value, json};
 
 use crate::command::run;
 
+pub mod debian;
 pub mod dockerfile;
+pub mod kube_rbac_proxy;
 pub mod operator;
+pub mod trustyai_service;
 
 /// What runs from the image: its user, entrypoint, command, environment, ports and labels.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -119,12 +122,135 @@ pub fn cache_dir() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 fn sha256_hex(bytes: &[u8]) -> String {
-    digest(&SHA256, bytes)
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(digest(&SHA256, bytes).as_ref())
+}
+
+/// The SHA-256 of a file, read in pieces (a layer can be most of a gigabyte).
+fn file_sha256_hex(path: &Path) -> Result<(String, u64), String> {
+    use std::io::Read;
+    let mut file =
+        std::fs::File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
+    let mut context = Context::new(&SHA256);
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut size = 0u64;
+    loop {
+        let n = file
+            .read(&mut buffer)
+            .map_err(|e| format!("reading {}: {e}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        size += n as u64;
+        context.update(&buffer[..n]);
+    }
+    Ok((hex(context.finish().as_ref()), size))
+}
+
+/// A digest of everything a build reads: named byte strings and whole folders (each file's path
+/// relative to its folder, its mode's executable bit and its content, in path order).
+#[derive(Default)]
+pub struct InputDigest {
+    parts: Vec<(String, Vec<u8>)>,
+}
+
+impl InputDigest {
+    pub fn bytes(mut self, name: &str, bytes: &[u8]) -> Self {
+        self.parts.push((name.to_owned(), bytes.to_vec()));
+        self
+    }
+
+    pub fn file(self, name: &str, path: &Path) -> Result<Self, String> {
+        let bytes = std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        Ok(self.bytes(name, &bytes))
+    }
+
+    pub fn folder(mut self, name: &str, root: &Path) -> Result<Self, String> {
+        use std::os::unix::fs::PermissionsExt;
+        let mut files = Vec::new();
+        let mut pending = vec![root.to_path_buf()];
+        while let Some(dir) = pending.pop() {
+            let entries =
+                std::fs::read_dir(&dir).map_err(|e| format!("listing {}: {e}", dir.display()))?;
+            for entry in entries {
+                let path = entry.map_err(|e| e.to_string())?.path();
+                if path.is_dir() {
+                    pending.push(path);
+                } else {
+                    files.push(path);
+                }
+            }
+        }
+        files.sort();
+        for path in files {
+            let relative = path
+                .strip_prefix(root)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            let executable = std::fs::metadata(&path)
+                .map(|m| m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false);
+            let bytes =
+                std::fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+            self.parts
+                .push((format!("{name}/{relative} x={executable}"), bytes));
+        }
+        Ok(self)
+    }
+
+    /// Sixteen hex digits of the digest.
+    pub fn key(&self) -> String {
+        let mut context = Context::new(&SHA256);
+        for (name, bytes) in &self.parts {
+            context.update(&(name.len() as u64).to_le_bytes());
+            context.update(name.as_bytes());
+            context.update(&(bytes.len() as u64).to_le_bytes());
+            context.update(bytes);
+        }
+        hex(&context.finish().as_ref()[..8])
+    }
+}
+
+/// The image `name` built from inputs whose digest is `key`: the cached one, or the one `make`
+/// builds (remembered under the key). One build per name at a time, across processes too.
+pub fn cached(
+    name: &str,
+    key: &str,
+    make: impl FnOnce() -> Result<Image, String>,
+) -> Result<Image, String> {
+    let cache = cache_dir()?;
+    let lock_path = cache.join(format!(".{name}.lock"));
+    let lock = std::fs::File::create(&lock_path)
+        .map_err(|e| format!("creating {}: {e}", lock_path.display()))?;
+    lock.lock()
+        .map_err(|e| format!("locking {}: {e}", lock_path.display()))?;
+    let note = cache.join(format!("{name}.{key}.ref"));
+    if let Ok(reference) = std::fs::read_to_string(&note) {
+        let reference = reference.trim();
+        let tag = reference.rsplit_once(':').map_or("", |(_, t)| t);
+        let archive = cache.join(format!("{name}-{tag}.tar"));
+        if archive.exists() {
+            return Ok(Image {
+                reference: reference.to_owned(),
+                archive,
+            });
+        }
+    }
+    let started = std::time::Instant::now();
+    let image = make()?;
+    eprintln!(
+        "image {name}: built {} in {:.1}s",
+        image.reference,
+        started.elapsed().as_secs_f64()
+    );
+    std::fs::write(&note, &image.reference)
+        .map_err(|e| format!("writing {}: {e}", note.display()))?;
+    Ok(image)
 }
 
 /// Makes the one-layer image of `rootfs` with `config`, named `localhost/<name>:<tag>` where the
@@ -166,8 +292,7 @@ fn build_in(
             .arg("."),
         &format!("archiving {}", rootfs.display()),
     )?;
-    let layer = std::fs::read(&layer_path).map_err(|e| e.to_string())?;
-    let layer_digest = sha256_hex(&layer);
+    let (layer_digest, layer_size) = file_sha256_hex(&layer_path)?;
     let image_config = json!({
         "architecture": "amd64",
         "os": "linux",
@@ -198,7 +323,7 @@ fn build_in(
         "layers": [{
             "mediaType": "application/vnd.oci.image.layer.v1.tar",
             "digest": format!("sha256:{layer_digest}"),
-            "size": layer.len(),
+            "size": layer_size,
         }],
     });
     let manifest_bytes = serde_json::to_vec(&manifest).map_err(|e| e.to_string())?;
@@ -243,29 +368,70 @@ fn build_in(
     Ok(image)
 }
 
-/// The configuration held by the image archive at `archive`.
-pub fn read_config(archive: &Path) -> Result<ImageConfig, String> {
-    let read = |member: &str| -> Result<Vec<u8>, String> {
-        run(
-            Command::new("tar").arg("-xOf").arg(archive).arg(member),
-            &format!("reading {member} in {}", archive.display()),
-        )
-        .map(String::into_bytes)
-    };
+/// A member of the image archive at `archive`, as bytes.
+fn archive_member(archive: &Path, member: &str) -> Result<Vec<u8>, String> {
+    let out = Command::new("tar")
+        .arg("-xOf")
+        .arg(archive)
+        .arg(member)
+        .output()
+        .map_err(|e| format!("reading {member} in {}: {e}", archive.display()))?;
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        Err(format!(
+            "reading {member} in {}: {}",
+            archive.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// The member name of the blob a descriptor names.
+fn blob_member(descriptor: &Value) -> Result<String, String> {
+    descriptor["digest"]
+        .as_str()
+        .and_then(|d| d.strip_prefix("sha256:"))
+        .map(|d| format!("blobs/sha256/{d}"))
+        .ok_or_else(|| "a descriptor without a sha256 digest".to_owned())
+}
+
+/// The manifest of the image archive at `archive` (its index's first).
+fn read_manifest(archive: &Path) -> Result<Value, String> {
     let json = |bytes: Vec<u8>| -> Result<Value, String> {
         serde_json::from_slice(&bytes).map_err(|e| e.to_string())
     };
-    let blob = |digest: &Value| -> Result<Value, String> {
-        let digest = digest
-            .as_str()
-            .and_then(|d| d.strip_prefix("sha256:"))
-            .ok_or("a descriptor without a sha256 digest")?;
-        json(read(&format!("blobs/sha256/{digest}"))?)
-    };
-    let index = json(read("index.json")?)?;
-    let manifest = blob(&index["manifests"][0]["digest"])?;
-    let config = blob(&manifest["config"]["digest"])?;
+    let index = json(archive_member(archive, "index.json")?)?;
+    json(archive_member(
+        archive,
+        &blob_member(&index["manifests"][0])?,
+    )?)
+}
+
+/// The configuration held by the image archive at `archive`.
+pub fn read_config(archive: &Path) -> Result<ImageConfig, String> {
+    let manifest = read_manifest(archive)?;
+    let bytes = archive_member(archive, &blob_member(&manifest["config"])?)?;
+    let config: Value = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
     Ok(ImageConfig::from_image_json(&config))
+}
+
+/// The paths (without a leading `./`) in the one layer of the image archive at `archive`.
+pub fn read_layer_paths(archive: &Path) -> Result<Vec<String>, String> {
+    let manifest = read_manifest(archive)?;
+    let layer = blob_member(&manifest["layers"][0])?;
+    let listing = run(
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("tar -xOf \"$0\" \"$1\" | tar -t"))
+            .arg(archive)
+            .arg(&layer),
+        &format!("listing {layer} in {}", archive.display()),
+    )?;
+    Ok(listing
+        .lines()
+        .map(|l| l.trim_start_matches("./").to_owned())
+        .collect())
 }
 
 /// The pause image every pod's sandbox runs: Debian's static busybox, sleeping.

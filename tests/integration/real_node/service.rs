@@ -1,0 +1,166 @@
+//! A TrustyAIService's pods on the real node, under the operator installed by its chart: the
+//! TrustyAI service and kube-rbac-proxy start from the images built here, the claim binds to a
+//! static PersistentVolume, Ready comes from the containers' own probes, and a deleted pod is
+//! replaced as Kubernetes does it.
+
+use std::os::unix::fs::PermissionsExt;
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::json;
+use trustyai_local_cluster::ControlPlane;
+
+use super::release::{TIMEOUT, container_process, installed};
+use crate::support::cluster::{tas, tas_api};
+use crate::support::wait;
+
+/// The TrustyAI service image's user (its Containerfile's `USER`).
+const SERVICE_UID: u32 = 1001;
+
+/// A PersistentVolume on the node's disk (a folder of the control plane's, removed with it),
+/// writable by the service's user.
+async fn host_volume(cp: &ControlPlane, name: &str) {
+    let dir = cp.dir.join("volumes").join(name);
+    std::fs::create_dir_all(&dir).expect("the volume's folder");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("writable");
+    let pv: PersistentVolume = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "hostPath": {"path": dir, "type": "Directory"},
+        }
+    }))
+    .expect("a PersistentVolume");
+    Api::<PersistentVolume>::all(cp.client().await)
+        .create(&PostParams::default(), &pv)
+        .await
+        .expect("created");
+}
+
+/// The TrustyAIService's Ready pod whose name is not `not`, once its Ready condition says so.
+async fn ready_pod(cp: &ControlPlane, pods: &Api<Pod>, cr: &str, not: Option<&str>) -> Pod {
+    let selector = format!("app.kubernetes.io/instance={cr}");
+    wait::until_showing(
+        &format!("a Ready pod of {cr}"),
+        TIMEOUT,
+        || cp.logs(),
+        async || {
+            let list = pods
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .ok()?;
+            list.items.into_iter().find(|p| {
+                p.metadata.deletion_timestamp.is_none()
+                    && p.metadata.name.as_deref() != not
+                    && p.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+        },
+    )
+    .await
+}
+
+/// The numeric uid a process runs as.
+fn process_uid(pid: u32) -> u32 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("its status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().next())
+        .and_then(|uid| uid.parse().ok())
+        .expect("a Uid line")
+}
+
+#[tokio::test]
+async fn a_trustyai_service_runs_from_its_images_with_its_claim_bound_and_is_healed() {
+    let (_claim, cp) = installed(false).await;
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "service-pods").await;
+    let pv = format!("{ns}-data");
+    host_volume(cp, &pv).await;
+    let spec = json!({
+        "storage": {"format": "PVC", "folder": "/inputs", "size": "1Gi", "pv": pv},
+        "metrics": {"schedule": "5s"},
+    });
+    tas_api(&client, &ns, "v1")
+        .create(&PostParams::default(), &tas("v1", "demo", spec))
+        .await
+        .expect("created");
+
+    // The claim binds to the volume it names.
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    wait::until_showing(
+        "demo-pvc Bound",
+        TIMEOUT,
+        || cp.logs(),
+        async || {
+            let claim = claims.get("demo-pvc").await.ok()?;
+            let bound = claim.status?.phase? == "Bound";
+            (bound && claim.spec?.volume_name.as_deref() == Some(pv.as_str())).then_some(())
+        },
+    )
+    .await;
+
+    // Both containers Ready through their own probes, the service as its image's user.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let pod = ready_pod(cp, &pods, "demo", None).await;
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.clone())
+        .expect("container statuses");
+    for status in &statuses {
+        assert!(status.ready, "{status:?}");
+    }
+    let service = container_process(cp, &pod, "trustyai-service");
+    assert_eq!(process_uid(service), SERVICE_UID);
+    let cmdline = std::fs::read(format!("/proc/{service}/cmdline")).expect("its command line");
+    assert!(
+        String::from_utf8_lossy(&cmdline).contains("trustyai_service.main"),
+        "{}",
+        String::from_utf8_lossy(&cmdline)
+    );
+    container_process(cp, &pod, "kube-rbac-proxy");
+
+    // The TrustyAIService reports Ready.
+    let api = tas_api(&client, &ns, "v1");
+    wait::until_showing(
+        "demo Ready",
+        TIMEOUT,
+        || cp.logs(),
+        async || {
+            let object = api.get("demo").await.ok()?;
+            let conditions = object.data["status"]["conditions"].as_array()?.clone();
+            conditions
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                .then_some(())
+        },
+    )
+    .await;
+
+    // A deleted pod is replaced by a new one that becomes Ready on the same claim.
+    let name = pod.metadata.name.clone().expect("a name");
+    pods.delete(&name, &DeleteParams::default())
+        .await
+        .expect("deleted");
+    let replacement = ready_pod(cp, &pods, "demo", Some(&name)).await;
+    let claim_of = |pod: &Pod| {
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.volumes.as_ref())
+            .and_then(|v| {
+                v.iter()
+                    .find_map(|v| v.persistent_volume_claim.as_ref())
+                    .map(|c| c.claim_name.clone())
+            })
+    };
+    assert_eq!(claim_of(&replacement).as_deref(), Some("demo-pvc"));
+}
