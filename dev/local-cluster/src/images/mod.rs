@@ -423,7 +423,7 @@ pub fn read_layer_paths(archive: &Path) -> Result<Vec<String>, String> {
     let listing = run(
         Command::new("sh")
             .arg("-c")
-            .arg(format!("tar -xOf \"$0\" \"$1\" | tar -t"))
+            .arg("tar -xOf \"$0\" \"$1\" | tar -t")
             .arg(archive)
             .arg(&layer),
         &format!("listing {layer} in {}", archive.display()),
