@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the local control plane (kube-apiserver, kube-controller-manager,
-# kube-scheduler, etcd, kwok), the real node's kubelet and kube-proxy, helm and promcheck
+# kube-scheduler, etcd, kwok), the real node's kubelet, kube-proxy and CoreDNS, helm and promcheck
 # (Prometheus' own scrape parser and rule checker, see prometheus/main.go) from their Go
 # modules into a versioned cache folder outside the repository, skipping what is already there.
 #
@@ -19,9 +19,10 @@ etcd=$(pin etcd go.etcd.io/etcd/server/v3)
 kwok=$(pin kwok sigs.k8s.io/kwok)
 helm=$(pin helm helm.sh/helm/v3)
 prom=$(pin prometheus github.com/prometheus/prometheus)
+dns=$(pin coredns github.com/coredns/coredns)
 recipe=2 # bump when the build flags below change
 cache_root=${TRUSTYAI_CONTROL_PLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/trustyai-operator/control-plane}
-bin="$cache_root/k8s-$k8s-etcd-$etcd-kwok-$kwok-helm-$helm-prom-$prom-r$recipe/bin"
+bin="$cache_root/k8s-$k8s-etcd-$etcd-kwok-$kwok-helm-$helm-prom-$prom-dns-$dns-r$recipe/bin"
 
 if [ "${1:-}" = "--print" ]; then echo "$bin"; exit 0; fi
 mkdir -p "$bin"
@@ -75,4 +76,6 @@ for p in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
 done
 build helm "$hver" helm -- helm.sh/helm/v3/cmd/helm
 build prometheus "-s -w" promcheck -- .
+# The real node's cluster DNS.
+build coredns "-s -w" coredns -- github.com/coredns/coredns
 echo "$bin"

@@ -231,7 +231,7 @@ impl ControlPlane {
         }
         let bin = bin_dir()?;
         let node_binaries: &[&str] = if real {
-            &["kubelet", "kube-proxy"]
+            &["kubelet", "kube-proxy", "coredns"]
         } else {
             &["kwok", "kwok-stages.yaml"]
         };
@@ -386,6 +386,7 @@ impl ControlPlane {
             kubelet_healthz: free_port()?,
             kube_proxy_healthz: free_port()?,
             kube_proxy_metrics: free_port()?,
+            dns_ready: free_port()?,
         };
         let pause = crate::images::pause()?;
         let files = crate::real_node::write_configs(
@@ -444,6 +445,27 @@ impl ControlPlane {
                 "--v=1".into(),
             ],
         )?;
+        self.spawn(
+            "coredns",
+            &["-conf".into(), files.corefile.display().to_string()],
+        )?;
+        // Ready once its Kubernetes plugin has synced: a pod started after this resolves names.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !http_ok(ports.dns_ready, "/ready") {
+            if let Some(exited) = self.exited_process() {
+                return Err(format!(
+                    "{exited} exited before CoreDNS was ready\n{}",
+                    self.logs()
+                ));
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "CoreDNS was not ready within 60 s\n{}",
+                    self.logs()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
         Ok(())
     }
 
@@ -696,7 +718,7 @@ impl ControlPlane {
         let mut out = String::new();
         let node: &[&str] = match self.node {
             NodeKind::Simulated => &["kwok"],
-            NodeKind::Real => &["containerd", "kubelet", "kube-proxy"],
+            NodeKind::Real => &["containerd", "kubelet", "kube-proxy", "coredns"],
         };
         for name in [
             "etcd",
@@ -891,4 +913,25 @@ async fn ensure_node(client: &Client) -> Result<(), String> {
         .await
         .map(|_| ())
         .map_err(|e| e.to_string())
+}
+
+/// Whether `GET http://127.0.0.1:<port><path>` answers 200.
+fn http_ok(port: u16, path: &str) -> bool {
+    use std::io::{Read, Write};
+    let timeout = Duration::from_secs(2);
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        timeout,
+    ) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(timeout));
+    if stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .is_err()
+    {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).is_ok() && head.ends_with(b" 200")
 }

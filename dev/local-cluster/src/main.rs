@@ -1,14 +1,26 @@
 //! `trustyai-local-cluster`: the README's run command. Starts the local control plane (or uses
-//! the cluster of `--kubeconfig`), starts the operator against it with its webhooks on
-//! `https://127.0.0.1:<port>`, applies a sample TrustyAIService, and prints what to look at.
-//! Ctrl-C stops everything and leaves nothing running. The operator's own logs go to a file
-//! (its path is printed) unless `--operator-logs console`, so the terminal keeps what to do next.
+//! the cluster of `--kubeconfig`) and the operator: on a real node as an admin installs it (the
+//! chart, with the operator's, the TrustyAI service's and kube-rbac-proxy's images built here),
+//! else as a process on this host with its webhooks on `https://127.0.0.1:<port>`. Then it
+//! applies a sample TrustyAIService and prints what to look at. Ctrl-C stops everything and
+//! leaves nothing running. A host process's logs go to a file (its path is printed) unless
+//! `--operator-logs console`, so the terminal keeps what to do next.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode};
 use std::time::Duration;
 
+use trustyai_local_cluster::images::{self, Image, kube_rbac_proxy::Flavour};
 use trustyai_local_cluster::{ControlPlane, NodeKind};
+
+/// Where the operator runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OperatorIn {
+    /// Pods of the chart's Deployment, from the operator's image (needs the real node).
+    Pod,
+    /// A process on this host, from `--operator`.
+    Host,
+}
 
 struct Options {
     operator: PathBuf,
@@ -18,18 +30,29 @@ struct Options {
     webhook_port: u16,
     ops_port: u16,
     logs_on_console: bool,
-    node: NodeKind,
+    /// `None`: real where the machine allows it.
+    node: Option<NodeKind>,
+    /// `None`: in pods on a real node, on the host otherwise.
+    operator_in: Option<OperatorIn>,
 }
+
+/// The chart's release and namespace when the operator runs in pods.
+const RELEASE: &str = "trustyai";
+const OPERATOR_NAMESPACE: &str = "trustyai-operator-system";
 
 fn usage() -> &'static str {
     "usage: trustyai-local-cluster --operator PATH [--kubeconfig PATH] [--sample FILE] [--namespace NS] \
      [--webhook-port PORT] [--ops-port PORT] [--operator-logs file|console] [--node simulated|real]\n\
+     [--operator-in pod|host]\n\
      Without --kubeconfig a local control plane is started; with it, the operator runs against that cluster.\n\
-     --webhook-port (default 9443): where the operator serves its webhooks, on 127.0.0.1.\n\
-     --ops-port (default 9080): /healthz, /readyz and /metrics, on 127.0.0.1.\n\
-     --operator-logs (default file): the operator's logs in target/trustyai-local/operator.log, or on this terminal.\n\
-     --node (default simulated): kwok's node, or a real kubelet with containerd (root and the Debian packages of\n\
-     `make prerequisites`; the sample's pods then need the TrustyAI service's image imported, which is not built here yet)."
+     --node (default: real where the machine allows it, else simulated, saying why): a real kubelet with\n\
+     containerd (root and the Debian packages of `make prerequisites`), or kwok's simulated node.\n\
+     --operator-in (default: pod on a real node, host otherwise): pod installs the chart with the images built\n\
+     here (the operator's from the Dockerfile, the TrustyAI service's, kube-rbac-proxy's); host runs --operator\n\
+     as a process here, for quick iteration.\n\
+     --webhook-port (default 9443), --ops-port (default 9080): a host process's ports on 127.0.0.1 (webhooks;\n\
+     /healthz, /readyz, /metrics).\n\
+     --operator-logs (default file): a host process's logs in target/trustyai-local/operator.log, or on this terminal."
 }
 
 fn parse() -> Result<Options, String> {
@@ -42,7 +65,8 @@ fn parse() -> Result<Options, String> {
         webhook_port: 9443,
         ops_port: 9080,
         logs_on_console: false,
-        node: NodeKind::Simulated,
+        node: None,
+        operator_in: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -75,10 +99,22 @@ fn parse() -> Result<Options, String> {
                     }
                 }
             }
+            "--operator-in" => {
+                o.operator_in = Some(match value()?.as_str() {
+                    "pod" => OperatorIn::Pod,
+                    "host" => OperatorIn::Host,
+                    other => {
+                        return Err(format!(
+                            "--operator-in takes pod or host, not {other}\n{}",
+                            usage()
+                        ));
+                    }
+                })
+            }
             "--node" => {
                 o.node = match value()?.as_str() {
-                    "simulated" => NodeKind::Simulated,
-                    "real" => NodeKind::Real,
+                    "simulated" => Some(NodeKind::Simulated),
+                    "real" => Some(NodeKind::Real),
                     other => {
                         return Err(format!(
                             "--node takes simulated or real, not {other}\n{}",
@@ -120,76 +156,83 @@ fn stop(child: &mut Child) {
     let _ = child.kill();
 }
 
-fn run(o: Options) -> Result<(), String> {
-    if !o.operator.is_file() {
-        return Err(format!(
-            "operator binary {} not found: run `cargo build` first (make run does)",
-            o.operator.display()
-        ));
+fn create_namespace(kubeconfig: &std::path::Path, name: &str) -> Result<(), String> {
+    kubectl(kubeconfig, &["create", "namespace", name])
+        .map(|_| ())
+        .or_else(|e| {
+            if e.contains("AlreadyExists") {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })
+}
+
+/// The node to start: the one asked for, else real where the machine allows it.
+fn choose_node(asked: Option<NodeKind>) -> NodeKind {
+    match asked {
+        Some(node) => node,
+        None => {
+            let (node, why_not_real) = NodeKind::best_available();
+            if let Some(why) = why_not_real {
+                eprintln!("no real node on this machine ({why}): kwok's simulated node instead");
+            }
+            node
+        }
     }
+}
+
+fn run(o: Options) -> Result<(), String> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let (kubeconfig, _control_plane) = match &o.kubeconfig {
+    let (kubeconfig, control_plane) = match &o.kubeconfig {
         Some(path) => (path.clone(), None),
         None => {
-            let node = match o.node {
+            let node = choose_node(o.node);
+            let what = match node {
                 NodeKind::Simulated => "kwok's simulated node",
                 NodeKind::Real => "a real node: containerd, the kubelet, kube-proxy",
             };
             eprintln!(
-                "starting the local control plane (etcd, kube-apiserver, controller-manager, scheduler, {node})..."
+                "starting the local control plane (etcd, kube-apiserver, controller-manager, scheduler, {what})..."
             );
             let cp = ControlPlane::start_with(trustyai_local_cluster::Options {
-                node: o.node,
+                node,
                 ..trustyai_local_cluster::Options::default()
             })?;
             (cp.kubeconfig.clone(), Some(cp))
         }
     };
-    kubectl(&kubeconfig, &["create", "namespace", &o.namespace]).or_else(|e| {
-        if e.contains("AlreadyExists") {
-            Ok(String::new())
-        } else {
-            Err(e)
+    let real_node = control_plane
+        .as_ref()
+        .filter(|cp| cp.node == NodeKind::Real);
+    let operator_in = match (o.operator_in, real_node) {
+        (Some(OperatorIn::Pod), None) => {
+            return Err(
+                "--operator-in pod needs the local control plane's real node (its images are imported there)"
+                    .into(),
+            );
         }
-    })?;
-    let operator_ns = "trustyai-operator-system";
-    kubectl(&kubeconfig, &["create", "namespace", operator_ns]).or_else(|e| {
-        if e.contains("AlreadyExists") {
-            Ok(String::new())
-        } else {
-            Err(e)
-        }
-    })?;
-
-    eprintln!("starting the operator ({})...", o.operator.display());
+        (Some(chosen), _) => chosen,
+        (None, Some(_)) => OperatorIn::Pod,
+        (None, None) => OperatorIn::Host,
+    };
+    create_namespace(&kubeconfig, &o.namespace)?;
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let log_path = root.join("target/trustyai-local/operator.log");
-    let mut command = Command::new(&o.operator);
-    if !o.logs_on_console {
-        let file = std::fs::create_dir_all(log_path.parent().unwrap_or(&root))
-            .and_then(|()| std::fs::File::create(&log_path))
-            .map_err(|e| format!("the operator log {}: {e}", log_path.display()))?;
-        command.stderr(file);
-        eprintln!("operator logs: {}", log_path.display());
-    }
-    let mut operator = command
-        .arg("run")
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("--namespace")
-        .arg(operator_ns)
-        .arg("--local-webhook-address")
-        .arg(format!("127.0.0.1:{}", o.webhook_port))
-        .arg("--create-webhook-configurations")
-        .arg("--ops-address")
-        .arg(format!("127.0.0.1:{}", o.ops_port))
-        .spawn()
-        .map_err(|e| format!("starting the operator: {e}"))?;
+    let mut operator = match (operator_in, real_node) {
+        (OperatorIn::Pod, Some(cp)) => {
+            install_chart(cp)?;
+            None
+        }
+        _ => Some(start_on_host(&o, &kubeconfig, &log_path)?),
+    };
 
     // The operator applies the CRD itself; wait for it before applying the sample.
     let mut crd_ready = false;
     for _ in 0..150 {
-        if let Ok(Some(status)) = operator.try_wait() {
+        if let Some(child) = operator.as_mut()
+            && let Ok(Some(status)) = child.try_wait()
+        {
             return Err(format!("the operator exited early ({status})"));
         }
         if kubectl(
@@ -209,7 +252,9 @@ fn run(o: Options) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(200));
     }
     if !crd_ready {
-        stop(&mut operator);
+        if let Some(child) = operator.as_mut() {
+            stop(child);
+        }
         return Err("the operator did not install the CRD within 30s".into());
     }
     let sample = o.sample.display().to_string();
@@ -217,8 +262,8 @@ fn run(o: Options) -> Result<(), String> {
         Ok(out) => eprint!("{out}"),
         Err(e) => eprintln!("applying the sample failed: {e}"),
     }
-    if o.kubeconfig.is_none() {
-        provide_volumes(&kubeconfig, &o.namespace);
+    if let Some(cp) = &control_plane {
+        provide_volumes(cp, &o.namespace);
     }
 
     let cluster = if o.kubeconfig.is_some() {
@@ -226,20 +271,32 @@ fn run(o: Options) -> Result<(), String> {
     } else {
         "a local control plane"
     };
+    let where_it_runs = match operator_in {
+        OperatorIn::Pod => format!(
+            "The operator runs as pods of the chart's release {RELEASE} in {OPERATOR_NAMESPACE}, on a real node"
+        ),
+        OperatorIn::Host => format!("The operator runs on this host against {cluster}"),
+    };
+    let operator_lines = match operator_in {
+        OperatorIn::Pod => format!(
+            "  kubectl get pods -n {OPERATOR_NAMESPACE}     # the operator's pods (helm test {RELEASE} -n {OPERATOR_NAMESPACE} checks them)\n  kubectl logs -n {OPERATOR_NAMESPACE} -l app.kubernetes.io/name=trustyai-operator -f\n"
+        ),
+        OperatorIn::Host => format!(
+            "  curl -s http://127.0.0.1:{ops}/readyz   # operator readiness; /metrics for Prometheus\n{logs}",
+            ops = o.ops_port,
+            logs = if o.logs_on_console {
+                String::new()
+            } else {
+                format!("  tail -f {}\n", log_path.display())
+            },
+        ),
+    };
     let what_to_run = format!(
-        "\n  export KUBECONFIG={kc}\n  kubectl get tas -A -o wide      # ready, reason, storage, image, observed generation\n  kubectl describe tas -n {ns}    # conditions and events\n  kubectl get deploy,svc,pvc -n {ns}\n  curl -s http://127.0.0.1:{ops}/readyz   # operator readiness; /metrics for Prometheus\n{logs}",
+        "\n  export KUBECONFIG={kc}\n  kubectl get tas -A -o wide      # ready, reason, storage, image, observed generation\n  kubectl describe tas -n {ns}    # conditions and events\n  kubectl get pods,deploy,svc,pvc -n {ns}   # the TrustyAI service's pods and objects\n{operator_lines}",
         kc = kubeconfig.display(),
         ns = o.namespace,
-        ops = o.ops_port,
-        logs = if o.logs_on_console {
-            String::new()
-        } else {
-            format!("  tail -f {}\n", log_path.display())
-        },
     );
-    println!(
-        "\nThe operator is running against {cluster}.\n{what_to_run}\nPress Ctrl-C to stop everything."
-    );
+    println!("\n{where_it_runs}.\n{what_to_run}\nPress Ctrl-C to stop everything.");
     let mut announced_ready = false;
     let mut polls: u32 = 0;
 
@@ -248,10 +305,14 @@ fn run(o: Options) -> Result<(), String> {
     loop {
         if rx.recv_timeout(Duration::from_millis(500)).is_ok() {
             eprintln!("stopping...");
-            stop(&mut operator);
+            if let Some(child) = operator.as_mut() {
+                stop(child);
+            }
             return Ok(());
         }
-        if let Ok(Some(status)) = operator.try_wait() {
+        if let Some(child) = operator.as_mut()
+            && let Ok(Some(status)) = child.try_wait()
+        {
             return Err(format!("the operator exited ({status})"));
         }
         polls = polls.wrapping_add(1);
@@ -264,6 +325,97 @@ fn run(o: Options) -> Result<(), String> {
             );
         }
     }
+}
+
+/// Starts the operator binary on this host, with its webhook configurations pointing here.
+fn start_on_host(
+    o: &Options,
+    kubeconfig: &std::path::Path,
+    log_path: &std::path::Path,
+) -> Result<Child, String> {
+    if !o.operator.is_file() {
+        return Err(format!(
+            "operator binary {} not found: run `cargo build` first (make run does)",
+            o.operator.display()
+        ));
+    }
+    create_namespace(kubeconfig, OPERATOR_NAMESPACE)?;
+    eprintln!("starting the operator ({})...", o.operator.display());
+    let mut command = Command::new(&o.operator);
+    if !o.logs_on_console {
+        let file = log_path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::File::create(log_path))
+            .map_err(|e| format!("the operator log {}: {e}", log_path.display()))?;
+        command.stderr(file);
+        eprintln!("operator logs: {}", log_path.display());
+    }
+    command
+        .arg("run")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--namespace")
+        .arg(OPERATOR_NAMESPACE)
+        .arg("--local-webhook-address")
+        .arg(format!("127.0.0.1:{}", o.webhook_port))
+        .arg("--create-webhook-configurations")
+        .arg("--ops-address")
+        .arg(format!("127.0.0.1:{}", o.ops_port))
+        .spawn()
+        .map_err(|e| format!("starting the operator: {e}"))
+}
+
+/// Builds the images (each cached by its inputs), imports them into the real node and installs
+/// the chart as an admin would, waiting until the operator's pods are Ready.
+fn install_chart(cp: &ControlPlane) -> Result<(), String> {
+    eprintln!(
+        "building the images (the operator's release build from the Dockerfile, the TrustyAI service's, \
+         kube-rbac-proxy's; cached after the first time)..."
+    );
+    let service = std::thread::spawn(images::trustyai_service::build);
+    let proxy = std::thread::spawn(|| images::kube_rbac_proxy::build(Flavour::OpenDataHub));
+    let operator = images::operator::build()?;
+    let joined = |handle: std::thread::JoinHandle<Result<Image, String>>| {
+        handle
+            .join()
+            .map_err(|_| "an image build thread panicked".to_owned())?
+    };
+    let service = joined(service)?;
+    let proxy = joined(proxy)?;
+    for image in [&operator, &service, &proxy] {
+        eprintln!("importing {} into the node's containerd", image.reference);
+        cp.import_image(image)?;
+    }
+    let chart = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../charts/trustyai-operator");
+    eprintln!("helm install {RELEASE} (2 operator pods; waits until they are Ready)...");
+    let helm = trustyai_local_cluster::binary("helm")?;
+    let home = cp.dir.join("helm");
+    let out = trustyai_local_cluster::command::run(
+        Command::new(helm)
+            .env("HELM_CACHE_HOME", home.join("cache"))
+            .env("KUBECACHEDIR", home.join("kube-cache"))
+            .env("HELM_CONFIG_HOME", home.join("config"))
+            .env("HELM_DATA_HOME", home.join("data"))
+            .arg("--kubeconfig")
+            .arg(&cp.kubeconfig)
+            .args(["install", RELEASE])
+            .arg(chart)
+            .args(["--namespace", OPERATOR_NAMESPACE, "--create-namespace"])
+            .args(["--wait", "--timeout", "5m"])
+            .arg("--set")
+            .arg(format!("image.repository={}", operator.repository()))
+            .arg("--set")
+            .arg(format!("image.tag={}", operator.tag()))
+            .args(["--set", "image.pullPolicy=Never", "--set", "replicaCount=2"])
+            .arg("--set")
+            .arg(format!("service.serviceImage={}", service.reference))
+            .arg("--set")
+            .arg(format!("service.kubeRbacProxyImage={}", proxy.reference)),
+        "helm install",
+    )?;
+    eprint!("{out}");
+    Ok(())
 }
 
 /// Whether every TrustyAIService in `namespace` has `Ready=True` (and there is at least one).
@@ -285,11 +437,13 @@ fn samples_ready(kubeconfig: &std::path::Path, namespace: &str) -> bool {
     })
 }
 
-/// The local control plane has no storage provisioner; play one: a hostPath PersistentVolume
-/// pre-bound to the claim `<name>-pvc` of every TrustyAIService in `namespace`.
-fn provide_volumes(kubeconfig: &std::path::Path, namespace: &str) {
+/// The local control plane has no storage provisioner; play one: a PersistentVolume on a
+/// folder of the control plane's (removed with it, writable by the service's user) pre-bound
+/// to the claim `<name>-pvc` of every TrustyAIService in `namespace`.
+fn provide_volumes(cp: &ControlPlane, namespace: &str) {
+    use std::os::unix::fs::PermissionsExt;
     let names = match kubectl(
-        kubeconfig,
+        &cp.kubeconfig,
         &[
             "get",
             "tas",
@@ -307,13 +461,35 @@ fn provide_volumes(kubeconfig: &std::path::Path, namespace: &str) {
     };
     for name in names.split_whitespace() {
         let claim = format!("{name}-pvc");
-        let pv = format!(
-            r#"{{"apiVersion":"v1","kind":"PersistentVolume","metadata":{{"name":"{namespace}-{claim}"}},"spec":{{"capacity":{{"storage":"1Gi"}},"accessModes":["ReadWriteOnce"],"persistentVolumeReclaimPolicy":"Retain","hostPath":{{"path":"/tmp/{namespace}-{claim}"}},"claimRef":{{"namespace":"{namespace}","name":"{claim}"}}}}}}"#
-        );
-        let file = std::env::temp_dir().join(format!("trustyai-pv-{namespace}-{claim}.json"));
-        let applied = std::fs::write(&file, pv)
+        let folder = cp.dir.join("volumes").join(format!("{namespace}-{claim}"));
+        let made = std::fs::create_dir_all(&folder).and_then(|()| {
+            std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o777))
+        });
+        if let Err(e) = made {
+            eprintln!("making {} failed: {e}", folder.display());
+            return;
+        }
+        let pv = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": format!("{namespace}-{claim}")},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "hostPath": {"path": folder, "type": "Directory"},
+                "claimRef": {"namespace": namespace, "name": claim},
+            }
+        });
+        let file = cp.dir.join(format!("pv-{namespace}-{claim}.json"));
+        let applied = std::fs::write(&file, pv.to_string())
             .map_err(|e| e.to_string())
-            .and_then(|()| kubectl(kubeconfig, &["apply", "-f", &file.display().to_string()]));
+            .and_then(|()| {
+                kubectl(
+                    &cp.kubeconfig,
+                    &["apply", "-f", &file.display().to_string()],
+                )
+            });
         match applied {
             Ok(out) => eprint!("{out}"),
             Err(e) => eprintln!("providing a volume for {claim} failed: {e}"),

@@ -1,6 +1,7 @@
 //! A real node beside the control plane: containerd (an instance of its own: socket, root and
-//! state in the working folder), the kubelet, kube-proxy in iptables mode and a CNI bridge, so
-//! pods really run their containers from images made here ([`crate::images`]).
+//! state in the working folder), the kubelet, kube-proxy in iptables mode, a CNI bridge and
+//! CoreDNS as the cluster's DNS, so pods really run their containers from images made here
+//! ([`crate::images`]) and resolve `<service>.<namespace>.svc` as in any cluster.
 //!
 //! The host changes it needs (an address on `lo`, the bridge, a route, kernel settings, the
 //! rules kube-proxy writes, paths the parts write whatever their configuration says) are made by
@@ -18,6 +19,8 @@ use crate::command::run;
 /// The node's address, a /32 on `lo` (the kubelet refuses a loopback address). The API server
 /// binds it too: pods reach it through the `kubernetes` Service.
 pub const NODE_IP: &str = "10.87.0.1";
+/// The cluster's DNS domain: a Service is `<name>.<namespace>.svc.cluster.local`.
+pub const CLUSTER_DOMAIN: &str = "cluster.local";
 /// The node's name.
 pub const NODE_NAME: &str = "trustyai-node";
 /// The pods' addresses, on the bridge `trustyai0` (its address is the first).
@@ -150,6 +153,7 @@ pub(crate) fn set_up_host(dir: &Path) -> Result<(), String> {
 
 /// The node's folders and files inside the control plane's working folder.
 pub(crate) struct NodeFiles {
+    pub corefile: PathBuf,
     pub containerd_config: PathBuf,
     pub containerd_socket: PathBuf,
     pub kubelet_config: PathBuf,
@@ -158,7 +162,7 @@ pub(crate) struct NodeFiles {
     pub kube_proxy_config: PathBuf,
 }
 
-/// Writes the configuration of containerd, the CNI bridge, the kubelet and kube-proxy.
+/// Writes the configuration of containerd, the CNI bridge, the kubelet, kube-proxy and CoreDNS.
 pub(crate) fn write_configs(
     dir: &Path,
     kubeconfig: &Path,
@@ -253,6 +257,28 @@ state = "{state}"
     )?;
     let resolv = node.join("resolv.conf");
     write(&resolv, "nameserver 127.0.0.1\n".into())?;
+    // Cluster DNS on the node's address (pods reach it by their route to the node), answering
+    // for the cluster's names only: nothing is forwarded off the host.
+    let corefile = node.join("Corefile");
+    write(
+        &corefile,
+        format!(
+            r#".:53 {{
+    bind {NODE_IP}
+    errors
+    ready 127.0.0.1:{ready}
+    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
+        kubeconfig {kubeconfig}
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }}
+    cache 5
+}}
+"#,
+            ready = ports.dns_ready,
+            kubeconfig = kubeconfig.display(),
+        ),
+    )?;
     let kubelet_config = node.join("kubelet.yaml");
     write(
         &kubelet_config,
@@ -282,7 +308,8 @@ containerRuntimeEndpoint: unix://{socket}
 podLogsDir: {pod_logs}
 staticPodPath: {static_pods}
 resolvConf: {resolv}
-clusterDomain: cluster.local
+clusterDomain: {CLUSTER_DOMAIN}
+clusterDNS: ["{NODE_IP}"]
 serializeImagePulls: false
 maxPods: 110
 evictionHard:
@@ -336,6 +363,7 @@ conntrack:
         ),
     )?;
     Ok(NodeFiles {
+        corefile,
         containerd_config,
         containerd_socket: socket,
         kubelet_config,
@@ -352,6 +380,8 @@ pub(crate) struct NodePorts {
     pub kubelet_healthz: u16,
     pub kube_proxy_healthz: u16,
     pub kube_proxy_metrics: u16,
+    /// CoreDNS's readiness endpoint (`/ready`) on 127.0.0.1.
+    pub dns_ready: u16,
 }
 
 /// `ctr` against the node's containerd, in the namespace the kubelet uses.
