@@ -15,6 +15,7 @@ debootstrap --variant=minbase trixie "$root" "$mirror" >"$root.log" 2>&1 || {
   tail -n 30 "$root.log" >&2; rm -f "$root.log"; exit 1
 }
 rm -f "$root.log"
+chmod 755 "$root" # mktemp made it private; it is the image's /
 # apt's downloaded archives are not part of a base.
 rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
 tar -C "$root" --numeric-owner -cf "$out.partial" .

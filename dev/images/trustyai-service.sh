@@ -30,6 +30,7 @@ trap cleanup EXIT
 unpack() { # root
   mkdir -p "$1"
   tar -C "$1" --numeric-owner -xf "$base"
+  chmod 755 "$1"
   cp /etc/resolv.conf "$1/etc/resolv.conf"
   mount -t proc proc "$1/proc"
   mount --rbind /dev "$1/dev"

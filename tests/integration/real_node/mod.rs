@@ -4,6 +4,7 @@
 //! force. Fails loudly on a machine that cannot run a real node.
 
 mod chart;
+mod database;
 mod images;
 mod pods;
 mod release;

@@ -14,6 +14,7 @@ use crate::command::run;
 pub mod debian;
 pub mod dockerfile;
 pub mod kube_rbac_proxy;
+pub mod mariadb;
 pub mod operator;
 pub mod trustyai_service;
 
