@@ -68,8 +68,6 @@ pub enum RunError {
 /// Runs the operator until a shutdown signal (exit 0) or a task failure (error).
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let client = crate::kube_client::client(args.kubeconfig.as_deref()).await?;
-    // Before the first watch: whether watches stream their first list.
-    crate::list_strategy::detect(&client).await;
     let stop = CancellationToken::new();
     shutdown::cancel_on_signal(stop.clone());
 
@@ -107,6 +105,10 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
                 .map_err(TaskError::Server)
         });
     }
+    // Before the first watch: whether watches stream their first list. After the ops server
+    // starts, so probes get an answer ("not ready") while an unreachable API server holds the
+    // question until its timeout.
+    crate::list_strategy::detect(&client).await;
 
     // TLS material first: nothing can be served without it.
     let local = args.local_webhook_address.is_some();
