@@ -408,22 +408,9 @@ impl ControlPlane {
                 ("NO_PROXY", ""),
             ],
         )?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !files.containerd_socket.exists() {
-            if let Some(exited) = self.exited_process() {
-                return Err(format!(
-                    "{exited} exited before containerd listened\n{}",
-                    self.logs()
-                ));
-            }
-            if Instant::now() > deadline {
-                return Err(format!(
-                    "containerd did not listen within 30 s\n{}",
-                    self.logs()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        self.wait_for("containerd listening", Duration::from_secs(30), || {
+            files.containerd_socket.exists()
+        })?;
         self.containerd_socket = Some(files.containerd_socket.clone());
         crate::real_node::import_image(&files.containerd_socket, &pause.archive)?;
         let args = vec![
@@ -450,17 +437,28 @@ impl ControlPlane {
             &["-conf".into(), files.corefile.display().to_string()],
         )?;
         // Ready once its Kubernetes plugin has synced: a pod started after this resolves names.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !http_ok(ports.dns_ready, "/ready") {
+        self.wait_for("CoreDNS ready", Duration::from_secs(60), || {
+            http_ok(ports.dns_ready, "/ready")
+        })
+    }
+
+    /// Waits until `done`, failing with the processes' logs when one of them exits first or
+    /// `timeout` passes.
+    fn wait_for(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        mut done: impl FnMut() -> bool,
+    ) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        while !done() {
             if let Some(exited) = self.exited_process() {
-                return Err(format!(
-                    "{exited} exited before CoreDNS was ready\n{}",
-                    self.logs()
-                ));
+                return Err(format!("{exited} exited before {what}\n{}", self.logs()));
             }
             if Instant::now() > deadline {
                 return Err(format!(
-                    "CoreDNS was not ready within 60 s\n{}",
+                    "not {what} within {} s\n{}",
+                    timeout.as_secs(),
                     self.logs()
                 ));
             }

@@ -5,7 +5,10 @@
 
 mod chart;
 mod database;
+mod handover;
 mod images;
+mod load;
 mod pods;
 mod release;
 mod service;
+mod upgrade;

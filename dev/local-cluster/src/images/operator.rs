@@ -14,11 +14,24 @@ pub fn repository() -> PathBuf {
 
 /// Builds the operator's release binary as the Dockerfile says, then its image.
 pub fn build() -> Result<Image, String> {
+    build_labelled(&[])
+}
+
+/// As [`build`], with labels beyond the Dockerfile's: the same binary under another image
+/// (another tag), as a rebuild that changed only metadata gives (an upgrade to test with).
+pub fn build_labelled(extra_labels: &[(&str, &str)]) -> Result<Image, String> {
     let root = repository();
     let dockerfile = root.join("Dockerfile");
     let text = std::fs::read_to_string(&dockerfile)
         .map_err(|e| format!("reading {}: {e}", dockerfile.display()))?;
-    let recipe = dockerfile::parse(&text).map_err(|e| format!("{}: {e}", dockerfile.display()))?;
+    let mut recipe =
+        dockerfile::parse(&text).map_err(|e| format!("{}: {e}", dockerfile.display()))?;
+    for (key, value) in extra_labels {
+        recipe
+            .config
+            .labels
+            .insert((*key).to_owned(), (*value).to_owned());
+    }
     let started = std::time::Instant::now();
     crate::command::run(
         Command::new("sh")

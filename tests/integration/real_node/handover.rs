@@ -1,0 +1,70 @@
+//! The chart's two operator pods elect one leader; when the leader's pod is deleted the other
+//! takes over, and the API server's calls to the webhooks keep being answered meanwhile.
+
+use std::time::Instant;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams};
+
+use super::load::{AdmissionLoad, store};
+use super::release::{NAMESPACE, TIMEOUT, installed, two_ready};
+use crate::support::wait;
+
+/// The operator's leader Lease (its `--lease-name` default; the chart keeps it).
+const LEASE: &str = "trustyai-operator-leader";
+
+/// The pod among `pods` whose process holds the Lease (its identity is
+/// `<pod name>-<pid>-<start>`).
+async fn leader_among(leases: &Api<Lease>, pods: &[String]) -> Option<String> {
+    let holder = leases.get_opt(LEASE).await.ok()??.spec?.holder_identity?;
+    pods.iter()
+        .find(|pod| holder.starts_with(&format!("{pod}-")))
+        .cloned()
+}
+
+#[tokio::test]
+async fn a_deleted_leader_pod_hands_over_while_admission_keeps_answering() {
+    let (_claim, cp) = installed(true).await;
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "handover-load").await;
+    store(&client, &ns).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
+    let names: Vec<String> = two_ready(cp, &pods, None)
+        .await
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    let leader = wait::until_showing(
+        "one of the pods leading",
+        TIMEOUT,
+        || cp.logs(),
+        async || leader_among(&leases, &names).await,
+    )
+    .await;
+
+    let load = AdmissionLoad::start(&client, &ns);
+    let deleted = Instant::now();
+    pods.delete(&leader, &DeleteParams::default())
+        .await
+        .expect("deleted");
+    let survivor: Vec<String> = names.iter().filter(|n| **n != leader).cloned().collect();
+    let next = wait::until_showing(
+        "the other pod leading",
+        TIMEOUT,
+        || cp.logs(),
+        async || leader_among(&leases, &survivor).await,
+    )
+    .await;
+    let handover = deleted.elapsed();
+    two_ready(cp, &pods, Some(&leader)).await;
+    let seen = load.finish().await;
+    eprintln!(
+        "leader {leader} deleted: {next} led after {:.1}s; {} requests answered, {} failed",
+        handover.as_secs_f64(),
+        seen.answered,
+        seen.failures.len()
+    );
+    seen.assert_none_failed("the handover");
+}
