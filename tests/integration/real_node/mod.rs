@@ -11,4 +11,5 @@ mod load;
 mod pods;
 mod release;
 mod service;
+mod uninstall;
 mod upgrade;

@@ -25,6 +25,11 @@ pub const TEST_POD: &str = "trustyai-trustyai-operator-test";
 /// first test on it (the concern's control plane is started anew after another concern ran).
 static INSTALLED: Mutex<Option<&'static ControlPlane>> = Mutex::const_new(None);
 
+/// Says the release is gone from `cp` (a test uninstalled it): the next test installs it again.
+pub async fn forget_release() {
+    *INSTALLED.lock().await = None;
+}
+
 /// The images the release runs, built here: the operator's, and the TrustyAI service's and
 /// OpenDataHub's kube-rbac-proxy, which the operator's ConfigMap names for TrustyAIServices.
 pub struct Images {

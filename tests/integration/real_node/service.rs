@@ -19,7 +19,7 @@ const SERVICE_UID: u32 = 1001;
 
 /// A PersistentVolume on the node's disk (a folder of the control plane's, removed with it),
 /// writable by the service's user.
-async fn host_volume(cp: &ControlPlane, name: &str) {
+pub async fn host_volume(cp: &ControlPlane, name: &str) {
     let dir = cp.dir.join("volumes").join(name);
     std::fs::create_dir_all(&dir).expect("the volume's folder");
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("writable");
@@ -43,7 +43,7 @@ async fn host_volume(cp: &ControlPlane, name: &str) {
 }
 
 /// The TrustyAIService's Ready pod whose name is not `not`, once its Ready condition says so.
-async fn ready_pod(cp: &ControlPlane, pods: &Api<Pod>, cr: &str, not: Option<&str>) -> Pod {
+pub async fn ready_pod(cp: &ControlPlane, pods: &Api<Pod>, cr: &str, not: Option<&str>) -> Pod {
     let selector = format!("app.kubernetes.io/instance={cr}");
     wait::until_showing(
         &format!("a Ready pod of {cr}"),
