@@ -3,6 +3,7 @@
 //! (probes, security contexts, memory limits, Services routed by kube-proxy, SIGTERM) is in
 //! force. Fails loudly on a machine that cannot run a real node.
 
+mod cert_modes;
 mod chart;
 mod database;
 mod handover;
