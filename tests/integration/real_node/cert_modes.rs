@@ -1,6 +1,8 @@
-//! The chart's `existingSecret` certificate mode, served from the operator's pods: the admin's
-//! own CA and serving certificate, mounted from their Secret; the operator puts that CA into the
-//! registrations and the CRD, and the API server reaches the webhooks with it.
+//! The chart's certificate modes that need no component beyond the cluster, served from the
+//! operator's pods: `existingSecret` (the admin's own CA and serving certificate, mounted from
+//! their Secret; the operator puts that CA into the registrations and the CRD) and
+//! `certManager` (a Secret shaped as cert-manager writes it, and the CA put where cert-manager's
+//! cainjector puts it, since neither runs here). The API server reaches the webhooks with it.
 
 use std::collections::BTreeMap;
 
@@ -21,10 +23,18 @@ use crate::support::wait;
 /// The chart's webhook Service for the release.
 const WEBHOOK_SERVICE: &str = "trustyai-trustyai-operator-webhook";
 const SECRET: &str = "admin-webhook-tls";
+/// The Secret the chart's Certificate names in certManager mode.
+const CERT_MANAGER_SECRET: &str = "trustyai-trustyai-operator-webhook-tls";
+const CRD: &str = "trustyaiservices.trustyai.opendatahub.io";
 
-/// A kubernetes.io/tls Secret with `tls.crt`, `tls.key` and `ca.crt`: a new CA and a serving
-/// certificate it signed for the webhook Service's names. Returns the CA's PEM.
-async fn admin_secret(client: &kube::Client) -> String {
+/// A kubernetes.io/tls Secret `name` with `tls.crt`, `tls.key` and `ca.crt` (as cert-manager
+/// and admins write them): a new CA and a serving certificate it signed for the webhook
+/// Service's names, replacing any Secret of that name. Returns the CA's PEM.
+async fn tls_secret(
+    client: &kube::Client,
+    name: &str,
+    annotations: BTreeMap<String, String>,
+) -> String {
     let lifetimes = Lifetimes::default();
     let now = trustyai_certs::time::OffsetDateTime::now_utc();
     let ca = generate_ca(&lifetimes, now).expect("a CA");
@@ -48,83 +58,90 @@ async fn admin_secret(client: &kube::Client) -> String {
     ]);
     let secret = Secret {
         metadata: ObjectMeta {
-            name: Some(SECRET.into()),
+            name: Some(name.into()),
+            annotations: Some(annotations),
             ..ObjectMeta::default()
         },
         type_: Some("kubernetes.io/tls".into()),
         data: Some(data),
         ..Secret::default()
     };
-    Api::<Secret>::namespaced(client.clone(), NAMESPACE)
+    let secrets = Api::<Secret>::namespaced(client.clone(), NAMESPACE);
+    let _ = secrets.delete(name, &Default::default()).await;
+    wait::until("the old Secret gone", TIMEOUT, async || {
+        secrets.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    secrets
         .create(&PostParams::default(), &secret)
         .await
-        .expect("the admin's Secret");
+        .expect("the Secret");
     ca.cert_pem
 }
 
-#[tokio::test]
-async fn an_existing_secret_serves_the_webhooks_from_the_pods() {
-    let (_claim, cp) = installed(true).await;
-    let client = cp.client().await;
-    let ca = admin_secret(&client).await;
+/// `helm upgrade` of the release with `values` added.
+async fn upgrade(cp: &'static trustyai_local_cluster::ControlPlane, values: Vec<String>) {
     let chart = chart_dir();
     let (ok, out, err) = tokio::task::spawn_blocking(move || {
-        helm(
-            Some(cp),
-            &[
-                "upgrade",
-                RELEASE,
-                chart.to_str().expect("path"),
-                "--namespace",
-                NAMESPACE,
-                "--reuse-values",
-                "--set",
-                "certs.mode=existingSecret",
-                "--set",
-                &format!("certs.existingSecret={SECRET}"),
-            ],
-        )
+        let mut args = vec![
+            "upgrade",
+            RELEASE,
+            chart.to_str().expect("path"),
+            "--namespace",
+            NAMESPACE,
+            "--reuse-values",
+        ];
+        for value in &values {
+            args.extend(["--set", value.as_str()]);
+        }
+        helm(Some(cp), &args)
     })
     .await
     .expect("helm ran");
     assert!(ok, "helm upgrade: {out}{err}");
-    // The CRD's conversion webhook trusts the admin's CA once a pod of the new release has
-    // published it.
+}
+
+/// Waits until the CRD's conversion webhook trusts `ca`, the pods are Ready, and a create
+/// through v1alpha1 (conversion, defaulting, validation through the Service) succeeds; then
+/// uninstalls the release, so the next test installs it as usual.
+async fn served_with(cp: &'static trustyai_local_cluster::ControlPlane, ca: &str, ns: &str) {
+    let client = cp.client().await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     wait::until_showing(
-        "the admin's CA in the CRD",
+        "the CA in the CRD",
         TIMEOUT,
         || cp.logs(),
         async || {
-            let crd = crds
-                .get("trustyaiservices.trustyai.opendatahub.io")
+            let bundle = crds
+                .get(CRD)
                 .await
-                .ok()?;
-            let bundle = crd.spec.conversion?.webhook?.client_config?.ca_bundle?;
+                .ok()?
+                .spec
+                .conversion?
+                .webhook?
+                .client_config?
+                .ca_bundle?;
             (String::from_utf8_lossy(&bundle.0).trim() == ca.trim()).then_some(())
         },
     )
     .await;
     let pods = Api::namespaced(client.clone(), NAMESPACE);
     two_ready(cp, &pods, None).await;
-    // Conversion, defaulting and validation, through the Service, with that CA.
-    let ns = cp.namespace(&client, "existing-secret").await;
-    let api = tas_api(&client, &ns, "v1alpha1");
+    let api = tas_api(&client, ns, "v1alpha1");
     wait::until_showing(
-        "the webhooks answering with the admin's certificate",
+        "the webhooks answering with that certificate",
         TIMEOUT,
         || cp.logs(),
         async || {
             api.create(
                 &PostParams::default(),
-                &tas("v1alpha1", "admin-ca", minimal_spec()),
+                &tas("v1alpha1", "through-the-service", minimal_spec()),
             )
             .await
             .ok()
         },
     )
     .await;
-    // The next test installs the release as usual.
     forget_release().await;
     let (ok, out, err) = tokio::task::spawn_blocking(move || {
         helm(
@@ -135,4 +152,94 @@ async fn an_existing_secret_serves_the_webhooks_from_the_pods() {
     .await
     .expect("helm ran");
     assert!(ok, "helm uninstall: {out}{err}");
+}
+
+#[tokio::test]
+async fn an_existing_secret_serves_the_webhooks_from_the_pods() {
+    let (_claim, cp) = installed(true).await;
+    let client = cp.client().await;
+    let ca = tls_secret(&client, SECRET, BTreeMap::new()).await;
+    upgrade(
+        cp,
+        vec![
+            "certs.mode=existingSecret".into(),
+            format!("certs.existingSecret={SECRET}"),
+        ],
+    )
+    .await;
+    let ns = cp.namespace(&client, "existing-secret").await;
+    served_with(cp, &ca, &ns).await;
+}
+
+#[tokio::test]
+async fn a_cert_manager_secret_serves_the_webhooks_from_the_pods() {
+    let (_claim, cp) = installed(true).await;
+    let client = cp.client().await;
+    // cert-manager's kinds, so the chart's Issuer and Certificate can be created.
+    let fixture = format!(
+        "{}/tests/fixtures/crds/cert-manager.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (ok, applied, err) = cp.kubectl(
+        &["apply", "--server-side", "-o", "name", "-f", &fixture],
+        None,
+    );
+    assert!(ok, "{err}");
+    let mut established = vec!["wait", "--for=condition=Established", "--timeout=60s"];
+    established.extend(applied.lines());
+    let (ok, out, err) = cp.kubectl(&established, None);
+    assert!(ok, "cert-manager's CRDs established: {out}{err}");
+    // What cert-manager writes for the chart's Certificate.
+    let annotations = BTreeMap::from([
+        (
+            "cert-manager.io/certificate-name".to_owned(),
+            "trustyai-trustyai-operator-webhook".to_owned(),
+        ),
+        (
+            "cert-manager.io/issuer-name".to_owned(),
+            "trustyai-trustyai-operator-selfsigned".to_owned(),
+        ),
+        (
+            "cert-manager.io/issuer-kind".to_owned(),
+            "Issuer".to_owned(),
+        ),
+        (
+            "cert-manager.io/issuer-group".to_owned(),
+            "cert-manager.io".to_owned(),
+        ),
+    ]);
+    let ca = tls_secret(&client, CERT_MANAGER_SECRET, annotations).await;
+    upgrade(cp, vec!["certs.mode=certManager".into()]).await;
+    // cainjector's part: the CA into every object annotated cert-manager.io/inject-ca-from.
+    // caBundle is base64, as every byte field of the API (ByteString writes it so).
+    let bundle = serde_json::to_value(ByteString(ca.clone().into_bytes()))
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .expect("base64");
+    let crd_patch = format!(
+        r#"{{"spec":{{"conversion":{{"webhook":{{"clientConfig":{{"caBundle":"{bundle}"}}}}}}}}}}"#
+    );
+    let ns = cp.namespace(&client, "cert-manager").await;
+    wait::until_showing("the CA injected as cainjector does", TIMEOUT, || cp.logs(), async || {
+        let mut done = cp
+            .kubectl(&["patch", "crd", CRD, "--type=merge", "-p", &crd_patch], None)
+            .0;
+        for kind in ["validatingwebhookconfiguration", "mutatingwebhookconfiguration"] {
+            let suffix = if kind.starts_with("validating") {
+                "validating"
+            } else {
+                "mutating"
+            };
+            let name = format!("trustyai-trustyai-operator-{suffix}");
+            let patch = format!(
+                r#"[{{"op":"replace","path":"/webhooks/0/clientConfig/caBundle","value":"{bundle}"}}]"#
+            );
+            done &= cp
+                .kubectl(&["patch", kind, &name, "--type=json", "-p", &patch], None)
+                .0;
+        }
+        done.then_some(())
+    })
+    .await;
+    served_with(cp, &ca, &ns).await;
 }
