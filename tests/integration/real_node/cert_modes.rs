@@ -128,13 +128,17 @@ async fn served_with(cp: &'static trustyai_local_cluster::ControlPlane, ca: &str
     let pods = Api::namespaced(client.clone(), NAMESPACE);
     two_ready(cp, &pods, None).await;
     let api = tas_api(&client, ns, "v1alpha1");
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
     wait::until_showing(
         "the webhooks answering with that certificate",
         TIMEOUT,
         || cp.logs(),
         async || {
             api.create(
-                &PostParams::default(),
+                &dry_run,
                 &tas("v1alpha1", "through-the-service", minimal_spec()),
             )
             .await
