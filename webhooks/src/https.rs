@@ -31,6 +31,15 @@ use crate::tls::{ALPN_H2, ServingCertificate, TlsError, server_config};
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
 /// Longest such pause; the backoff doubles up to here while the errors continue.
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// How long an HTTP/1.1 connection stays open once the server drains, answering each request
+/// with `Connection: close`, before it is closed. HTTP/1.1 has no GOAWAY: a client may be
+/// writing a request on an idle keep-alive connection at the moment the server closes it, and
+/// that request fails (`write: broken pipe`; a POST is not retried). The API server calls
+/// admission and conversion webhooks over HTTP/1.1 from a connection pool, so closing its idle
+/// connections at once failed about one request per rolling update under load. Within the
+/// grace each busy connection carries one more request and is closed by that answer, in order;
+/// only one idle for the whole grace is closed by the server.
+const HTTP1_DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 /// Limits and timeouts of [`serve_https`]. `HttpsOptions::default()` suits the apiserver's
 /// webhook calls; override single fields with `..HttpsOptions::default()`.
@@ -350,16 +359,29 @@ async fn serve_connection(
     };
 
     let alpn = stream.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+    let http1 = alpn.as_deref() != Some(ALPN_H2);
     let activity = Arc::new(Activity::new());
     let service = {
         let activity = Arc::clone(&activity);
+        let draining_now = drain.clone();
         hyper::service::service_fn(move |mut request: Request<Incoming>| {
             request.extensions_mut().insert(ConnectInfo(remote));
             let busy = activity.begin();
             let response = app.clone().oneshot(request);
+            let draining_now = draining_now.clone();
             async move {
-                let response = response.await;
+                let mut response = response.await;
                 drop(busy);
+                // See HTTP1_DRAIN_GRACE: the client closes this connection after the answer.
+                if let Ok(response) = &mut response
+                    && http1
+                    && *draining_now.borrow()
+                {
+                    response.headers_mut().insert(
+                        hyper::header::CONNECTION,
+                        hyper::header::HeaderValue::from_static("close"),
+                    );
+                }
                 response
             }
         })
@@ -371,6 +393,12 @@ async fn serve_connection(
     let result = tokio::select! {
         result = connection.as_mut() => result,
         () = draining(&mut drain) => {
+            if http1 {
+                tokio::select! {
+                    result = connection.as_mut() => return log_connection_end(remote, result),
+                    () = tokio::time::sleep(HTTP1_DRAIN_GRACE) => {}
+                }
+            }
             connection.as_mut().graceful_shutdown();
             connection.await
         }
@@ -381,6 +409,10 @@ async fn serve_connection(
             connection.await
         }
     };
+    log_connection_end(remote, result);
+}
+
+fn log_connection_end<E: std::fmt::Display>(remote: SocketAddr, result: Result<(), E>) {
     if let Err(err) = result {
         tracing::debug!(%remote, error = %err, "connection ended with an error");
     }

@@ -295,6 +295,7 @@ pub enum HttpClient {
 pub struct TestResponse {
     pub status: StatusCode,
     pub version: Version,
+    pub headers: hyper::HeaderMap,
     pub body: String,
 }
 
@@ -352,10 +353,12 @@ impl HttpClient {
         };
         let status = response.status();
         let version = response.version();
+        let headers = response.headers().clone();
         let bytes = response.into_body().collect().await?.to_bytes();
         Ok(TestResponse {
             status,
             version,
+            headers,
             body: String::from_utf8_lossy(&bytes).into_owned(),
         })
     }

@@ -426,6 +426,53 @@ async fn shutdown_answers_in_flight_requests_and_refuses_new_connections() {
     server.stopped().await.expect("clean shutdown");
 }
 
+/// HTTP/1.1 has no GOAWAY: a draining server answers on a kept-alive connection with
+/// `Connection: close` instead of closing it under a client that may be sending on it.
+#[tokio::test]
+async fn a_draining_server_answers_on_an_idle_http11_connection_and_closes_it_by_that_answer() {
+    let ca = TestCa::new("test CA");
+    let (hold, _control) = hold();
+    let mut server = TestServer::start(
+        test_router(hold),
+        ca.leaf().serving_certificate(),
+        HttpsOptions::default(),
+    )
+    .await;
+    let mut kept = HttpClient::connect(
+        server.addr,
+        client_config(&ca.cert_der, &[HTTP11], BOTH_VERSIONS),
+    )
+    .await;
+    let first = kept.get("/version").await.expect("response");
+    assert_eq!(first.status, StatusCode::OK);
+    assert!(!first.headers.contains_key("connection"), "{first:?}");
+
+    server.begin_shutdown();
+    let mut refused = false;
+    for _ in 0..500 {
+        match TcpStream::connect(server.addr).await {
+            Err(_) => {
+                refused = true;
+                break;
+            }
+            Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+    assert!(refused, "the listener did not close");
+    // Served while draining; one answer says the connection closes after it.
+    let mut closing = None;
+    for _ in 0..100 {
+        let response = kept.get("/version").await.expect("answered while draining");
+        assert_eq!(response.status, StatusCode::OK);
+        if response.headers.get("connection").map(|v| v.as_bytes()) == Some(b"close") {
+            closing = Some(response);
+            break;
+        }
+    }
+    assert!(closing.is_some(), "no answer said Connection: close");
+    server.stopped().await.expect("clean shutdown");
+}
+
 #[tokio::test]
 async fn the_drain_timeout_bounds_shutdown() {
     let ca = TestCa::new("test CA");
