@@ -1,7 +1,5 @@
 //! The chart's two operator pods elect one leader; when the leader's pod is deleted another
-//! takes over. (Whether every admission request is answered meanwhile is
-//! `upgrade::helm_upgrade_to_a_new_image_fails_no_admission_or_conversion_request`'s question,
-//! ignored until the drain stops racing the API server's pooled connections.)
+//! takes over, and the API server's calls to the webhooks keep being answered meanwhile.
 
 use std::time::Instant;
 
@@ -9,6 +7,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
 
+use super::load::{AdmissionLoad, store};
 use super::release::{NAMESPACE, TIMEOUT, installed, operator_pods, two_ready};
 use crate::support::wait;
 
@@ -25,9 +24,11 @@ async fn leader_among(leases: &Api<Lease>, pods: &[String]) -> Option<String> {
 }
 
 #[tokio::test]
-async fn a_deleted_leader_pod_hands_the_lease_over() {
+async fn a_deleted_leader_pod_hands_over_while_admission_keeps_answering() {
     let (_claim, cp) = installed(true).await;
     let client = cp.client().await;
+    let ns = cp.namespace(&client, "handover-load").await;
+    store(&client, &ns).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
     let names: Vec<String> = two_ready(cp, &pods, None)
@@ -43,6 +44,7 @@ async fn a_deleted_leader_pod_hands_the_lease_over() {
     )
     .await;
 
+    let load = AdmissionLoad::start(&client, &ns);
     let deleted = Instant::now();
     pods.delete(&leader, &DeleteParams::default())
         .await
@@ -66,8 +68,12 @@ async fn a_deleted_leader_pod_hands_the_lease_over() {
     .await;
     let handover = deleted.elapsed();
     two_ready(cp, &pods, Some(&leader)).await;
+    let seen = load.finish().await;
     eprintln!(
-        "leader {leader} deleted: {next} led after {:.1}s",
-        handover.as_secs_f64()
+        "leader {leader} deleted: {next} led after {:.1}s; {} requests answered, {} failed",
+        handover.as_secs_f64(),
+        seen.answered,
+        seen.failures.len()
     );
+    seen.assert_none_failed("the handover");
 }
