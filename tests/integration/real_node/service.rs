@@ -18,8 +18,9 @@ use crate::support::wait;
 const SERVICE_UID: u32 = 1001;
 
 /// A PersistentVolume on the node's disk (a folder of the control plane's, removed with it),
-/// writable by the service's user.
-pub async fn host_volume(cp: &ControlPlane, name: &str) {
+/// writable by the service's user, reserved for the claim `claim` in `namespace` (a claim of
+/// another test with no class could take a free volume first).
+pub async fn host_volume(cp: &ControlPlane, name: &str, namespace: &str, claim: &str) {
     let dir = cp.dir.join("volumes").join(name);
     std::fs::create_dir_all(&dir).expect("the volume's folder");
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("writable");
@@ -33,6 +34,7 @@ pub async fn host_volume(cp: &ControlPlane, name: &str) {
             "persistentVolumeReclaimPolicy": "Retain",
             "storageClassName": "",
             "hostPath": {"path": dir, "type": "Directory"},
+            "claimRef": {"namespace": namespace, "name": claim},
         }
     }))
     .expect("a PersistentVolume");
@@ -84,7 +86,7 @@ async fn a_trustyai_service_runs_from_its_images_with_its_claim_bound_and_is_hea
     let client = cp.client().await;
     let ns = cp.namespace(&client, "service-pods").await;
     let pv = format!("{ns}-data");
-    host_volume(cp, &pv).await;
+    host_volume(cp, &pv, &ns, "demo-pvc").await;
     let spec = json!({
         "storage": {"format": "PVC", "folder": "/inputs", "size": "1Gi", "pv": pv},
         "metrics": {"schedule": "5s"},

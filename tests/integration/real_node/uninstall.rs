@@ -21,7 +21,7 @@ async fn helm_uninstall_keeps_the_crd_and_the_trustyai_services_whose_pods_keep_
     let client = cp.client().await;
     let ns = cp.namespace(&client, "uninstall").await;
     let pv = format!("{ns}-data");
-    host_volume(cp, &pv).await;
+    host_volume(cp, &pv, &ns, "kept-pvc").await;
     let spec = json!({
         "storage": {"format": "PVC", "folder": "/inputs", "size": "1Gi", "pv": pv},
         "metrics": {"schedule": "5s"},

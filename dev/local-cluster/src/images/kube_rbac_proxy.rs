@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use super::{Image, ImageConfig, InputDigest, cache_dir, cached, trustyai_service::operand_source};
+use super::{Image, ImageConfig, InputDigest, cached, trustyai_service::operand_source};
 use crate::command::run;
 
 /// The upstream release whose module the Go module proxy serves.
@@ -47,7 +47,7 @@ pub fn build(flavour: Flavour) -> Result<Image, String> {
         }
     };
     cached(name, &key, || {
-        let work = cache_dir()?.join(format!(".{name}-build-{}", std::process::id()));
+        let work = super::scratch_dir(&format!("{name}-build"))?;
         let result = build_in(name, &source, &work);
         let _ = run(
             Command::new("chmod").args(["-R", "u+w"]).arg(&work),

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use super::{Image, ImageConfig, InputDigest, cache_dir, cached, debian};
+use super::{Image, ImageConfig, InputDigest, cached, debian};
 use crate::command::run;
 
 /// The image's user and group (the package's `mysql`, given a fixed id by the recipe).
@@ -21,7 +21,7 @@ pub fn build() -> Result<Image, String> {
         .key();
     cached("mariadb", &key, || {
         let base = debian::base()?;
-        let root = cache_dir()?.join(format!(".mariadb-root-{}", std::process::id()));
+        let root = super::scratch_dir("mariadb-root")?;
         let result = run(
             Command::new(&recipe).arg(&base).arg(&root),
             "building MariaDB's root (dev/images/mariadb.sh)",

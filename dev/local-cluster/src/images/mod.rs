@@ -111,6 +111,14 @@ impl Image {
     }
 }
 
+/// A folder name in the cache for one build's scratch work, unique to this call (builds of
+/// several threads and processes share the cache).
+pub fn scratch_dir(prefix: &str) -> Result<PathBuf, String> {
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    Ok(cache_dir()?.join(format!(".{prefix}-{}-{n}", std::process::id())))
+}
+
 /// Where built images are kept: beside the control-plane binaries' folder.
 pub fn cache_dir() -> Result<PathBuf, String> {
     let bin = crate::bin_dir()?;
@@ -258,7 +266,7 @@ pub fn cached(
 /// tag is the content's digest; an archive already cached under that tag is reused.
 pub fn build(name: &str, rootfs: &Path, config: &ImageConfig) -> Result<Image, String> {
     let cache = cache_dir()?;
-    let work = cache.join(format!(".build-{name}-{}", std::process::id()));
+    let work = scratch_dir(&format!("build-{name}"))?;
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(work.join("blobs/sha256")).map_err(|e| e.to_string())?;
     let result = build_in(name, rootfs, config, &cache, &work);
@@ -355,7 +363,9 @@ fn build_in(
         work.join("oci-layout"),
         br#"{"imageLayoutVersion":"1.0.0"}"#,
     )?;
-    let partial = archive.with_extension("tar.partial");
+    // Written in this build's own folder, then renamed: a build of the same content in another
+    // thread or process writes its own and the rename keeps one whole archive.
+    let partial = work.join("image.tar");
     run(
         Command::new("tar")
             .arg("-C")
@@ -443,7 +453,7 @@ pub fn pause() -> Result<Image, String> {
             "/bin/busybox is missing: install Debian's busybox-static (make prerequisites)".into(),
         );
     }
-    let root = cache_dir()?.join(format!(".pause-root-{}", std::process::id()));
+    let root = scratch_dir("pause-root")?;
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).map_err(|e| e.to_string())?;
     std::fs::copy(busybox, root.join("busybox")).map_err(|e| e.to_string())?;

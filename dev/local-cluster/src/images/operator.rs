@@ -44,7 +44,7 @@ pub fn build_labelled(extra_labels: &[(&str, &str)]) -> Result<Image, String> {
         "operator image: build stage done in {:.1}s",
         started.elapsed().as_secs_f64()
     );
-    let rootfs = super::cache_dir()?.join(format!(".operator-root-{}", std::process::id()));
+    let rootfs = super::scratch_dir("operator-root")?;
     let _ = std::fs::remove_dir_all(&rootfs);
     let result = assemble(&root, &recipe, &rootfs);
     let _ = std::fs::remove_dir_all(&rootfs);

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use std::process::Command;
 
-use super::{Image, InputDigest, cache_dir, cached, debian, dockerfile, operator::repository};
+use super::{Image, InputDigest, cached, debian, dockerfile, operator::repository};
 use crate::command::run;
 
 /// The folder of the operand sources (`trustyai-service/`, `kube-rbac-proxy-odh/`):
@@ -54,7 +54,7 @@ pub fn build() -> Result<Image, String> {
         .key();
     cached("trustyai-service", &key, || {
         let base = debian::base()?;
-        let root = cache_dir()?.join(format!(".trustyai-service-root-{}", std::process::id()));
+        let root = super::scratch_dir("trustyai-service-root")?;
         let result = assemble(&source, &recipe, &base, &root, &key);
         let _ = std::fs::remove_dir_all(&root);
         result
