@@ -279,4 +279,19 @@ mod tests {
             Some("three")
         );
     }
+
+    #[test]
+    fn a_containerfiles_runtime_config_takes_its_last_stage_and_build_args() {
+        let text = "ARG BASE=x\nFROM builder AS b\nUSER 0\nFROM ${BASE}\nUSER root\n\
+                    RUN pip install .\nUSER 1001\nEXPOSE 8081 4443/tcp\n\
+                    CMD [\"python\", \"-m\", \"app\"]\n\
+                    LABEL version=\"${VERSION}\" title=\"App\"\n";
+        let args = BTreeMap::from([("VERSION".to_owned(), "1.2".to_owned())]);
+        let config = runtime_config(text, &args).expect("a config");
+        assert_eq!(config.user.as_deref(), Some("1001"));
+        assert_eq!(config.exposed_ports, ["8081/tcp", "4443/tcp"]);
+        assert_eq!(config.cmd, ["python", "-m", "app"]);
+        assert_eq!(config.labels["version"], "1.2");
+        assert_eq!(config.labels["title"], "App");
+    }
 }
