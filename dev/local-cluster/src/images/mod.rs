@@ -466,3 +466,32 @@ pub fn pause() -> Result<Image, String> {
     let _ = std::fs::remove_dir_all(&root);
     image
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_input_digest_changes_with_a_files_content_or_mode_and_only_then() {
+        let dir = std::env::temp_dir().join(format!("trustyai-digest-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sub")).expect("folder");
+        std::fs::write(dir.join("sub/a"), "one").expect("file");
+        let key = || {
+            InputDigest::default()
+                .bytes("recipe", b"r")
+                .folder("source", &dir)
+                .expect("read")
+                .key()
+        };
+        let first = key();
+        assert_eq!(key(), first, "the same inputs give the same key");
+        std::fs::write(dir.join("sub/a"), "two").expect("file");
+        let changed = key();
+        assert_ne!(changed, first);
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.join("sub/a"), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        assert_ne!(key(), changed, "the executable bit is an input");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
