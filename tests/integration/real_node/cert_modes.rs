@@ -15,9 +15,8 @@ use trustyai_certs::lifetimes::Lifetimes;
 use trustyai_certs::material::CaCert;
 use trustyai_certs::names::ServiceNames;
 
-use super::release::{NAMESPACE, RELEASE, TIMEOUT, forget_release, installed, two_ready};
+use super::release::{NAMESPACE, TIMEOUT, installed, two_ready, uninstall, upgrade};
 use crate::support::cluster::{minimal_spec, tas, tas_api};
-use crate::support::helm::{chart_dir, helm};
 use crate::support::wait;
 
 /// The chart's webhook Service for the release.
@@ -79,28 +78,6 @@ async fn tls_secret(
     ca.cert_pem
 }
 
-/// `helm upgrade` of the release with `values` added.
-async fn upgrade(cp: &'static trustyai_local_cluster::ControlPlane, values: Vec<String>) {
-    let chart = chart_dir();
-    let (ok, out, err) = tokio::task::spawn_blocking(move || {
-        let mut args = vec![
-            "upgrade",
-            RELEASE,
-            chart.to_str().expect("path"),
-            "--namespace",
-            NAMESPACE,
-            "--reuse-values",
-        ];
-        for value in &values {
-            args.extend(["--set", value.as_str()]);
-        }
-        helm(Some(cp), &args)
-    })
-    .await
-    .expect("helm ran");
-    assert!(ok, "helm upgrade: {out}{err}");
-}
-
 /// Waits until the CRD's conversion webhook trusts `ca`, the pods are Ready, and a create
 /// through v1alpha1 (conversion, defaulting, validation through the Service) succeeds; then
 /// uninstalls the release, so the next test installs it as usual.
@@ -146,16 +123,7 @@ async fn served_with(cp: &'static trustyai_local_cluster::ControlPlane, ca: &str
         },
     )
     .await;
-    forget_release().await;
-    let (ok, out, err) = tokio::task::spawn_blocking(move || {
-        helm(
-            Some(cp),
-            &["uninstall", RELEASE, "--namespace", NAMESPACE, "--wait"],
-        )
-    })
-    .await
-    .expect("helm ran");
-    assert!(ok, "helm uninstall: {out}{err}");
+    uninstall(cp).await;
 }
 
 #[tokio::test]

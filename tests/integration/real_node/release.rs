@@ -194,3 +194,39 @@ pub fn container_process(cp: &ControlPlane, pod: &Pod, container: &str) -> u32 {
     let id = id.strip_prefix("containerd://").expect("a containerd id");
     cp.container_pid(id).unwrap_or_else(|e| panic!("{e}"))
 }
+
+/// `helm upgrade` of the release with `values` added.
+pub async fn upgrade(cp: &'static ControlPlane, values: Vec<String>) {
+    let chart = crate::support::helm::chart_dir();
+    let (ok, out, err) = tokio::task::spawn_blocking(move || {
+        let mut args = vec![
+            "upgrade",
+            RELEASE,
+            chart.to_str().expect("path"),
+            "--namespace",
+            NAMESPACE,
+            "--reuse-values",
+        ];
+        for value in &values {
+            args.extend(["--set", value.as_str()]);
+        }
+        helm(Some(cp), &args)
+    })
+    .await
+    .expect("helm ran");
+    assert!(ok, "helm upgrade: {out}{err}");
+}
+
+/// `helm uninstall` of the release; the next test installs it again.
+pub async fn uninstall(cp: &'static ControlPlane) {
+    forget_release().await;
+    let (ok, out, err) = tokio::task::spawn_blocking(move || {
+        helm(
+            Some(cp),
+            &["uninstall", RELEASE, "--namespace", NAMESPACE, "--wait"],
+        )
+    })
+    .await
+    .expect("helm ran");
+    assert!(ok, "helm uninstall: {out}{err}");
+}

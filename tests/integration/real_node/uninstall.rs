@@ -9,10 +9,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
-use super::release::{NAMESPACE, RELEASE, SELECTOR, TIMEOUT, forget_release, installed};
+use super::release::{NAMESPACE, RELEASE, SELECTOR, TIMEOUT, installed, uninstall};
 use super::service::{host_volume, ready_pod};
 use crate::support::cluster::{tas, tas_api};
-use crate::support::helm::helm;
 use crate::support::wait;
 
 #[tokio::test]
@@ -33,16 +32,7 @@ async fn helm_uninstall_keeps_the_crd_and_the_trustyai_services_whose_pods_keep_
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let before = ready_pod(cp, &pods, "kept", None).await;
 
-    forget_release().await;
-    let (ok, out, err) = tokio::task::spawn_blocking(move || {
-        helm(
-            Some(cp),
-            &["uninstall", RELEASE, "--namespace", NAMESPACE, "--wait"],
-        )
-    })
-    .await
-    .expect("helm ran");
-    assert!(ok, "helm uninstall: {out}{err}");
+    uninstall(cp).await;
 
     let operator_pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     wait::until_showing(

@@ -9,8 +9,7 @@ use kube::api::Api;
 use trustyai_local_cluster::images;
 
 use super::load::AdmissionLoad;
-use super::release::{NAMESPACE, RELEASE, SELECTOR, TIMEOUT, installed, operator_pods};
-use crate::support::helm::{chart_dir, helm};
+use super::release::{NAMESPACE, SELECTOR, TIMEOUT, installed, operator_pods, upgrade};
 use crate::support::wait;
 
 /// The image every container of the Deployment's pods runs, once the rollout is complete.
@@ -50,26 +49,7 @@ async fn helm_upgrade_to_a_new_image_fails_no_admission_or_conversion_request() 
 
     let load = AdmissionLoad::start(&client, &ns);
     let started = Instant::now();
-    let tag = format!("image.tag={}", image.tag());
-    let chart = chart_dir();
-    let (ok, out, err) = tokio::task::spawn_blocking(move || {
-        helm(
-            Some(cp),
-            &[
-                "upgrade",
-                RELEASE,
-                chart.to_str().expect("path"),
-                "--namespace",
-                NAMESPACE,
-                "--reuse-values",
-                "--set",
-                &tag,
-            ],
-        )
-    })
-    .await
-    .expect("helm ran");
-    assert!(ok, "helm upgrade: {out}{err}");
+    upgrade(cp, vec![format!("image.tag={}", image.tag())]).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     wait::until_showing(
