@@ -7,9 +7,12 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use trustyai_certs::generate::{generate_ca, issue_serving};
 use trustyai_certs::lifetimes::Lifetimes;
 use trustyai_certs::material::CaCert;
@@ -182,36 +185,72 @@ async fn a_cert_manager_secret_serves_the_webhooks_from_the_pods() {
     ]);
     let ca = tls_secret(&client, CERT_MANAGER_SECRET, annotations).await;
     upgrade(cp, vec!["certs.mode=certManager".into()]).await;
-    // cainjector's part: the CA into every object annotated cert-manager.io/inject-ca-from.
-    // caBundle is base64, as every byte field of the API (ByteString writes it so).
-    let bundle = serde_json::to_value(ByteString(ca.clone().into_bytes()))
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .expect("base64");
-    let crd_patch = format!(
-        r#"{{"spec":{{"conversion":{{"webhook":{{"clientConfig":{{"caBundle":"{bundle}"}}}}}}}}}}"#
-    );
+    // cainjector's part, as cainjector does it: for as long as the test runs, the CA goes back
+    // into every object annotated cert-manager.io/inject-ca-from whenever it differs there (the
+    // rollout's old pods, self-signed, keep publishing their own CA until they are gone).
+    let injector = tokio::spawn(inject_ca(client.clone(), ca.clone()));
+    let _stop_injecting = AbortOnDrop(injector);
     let ns = cp.namespace(&client, "cert-manager").await;
-    wait::until_showing("the CA injected as cainjector does", TIMEOUT, || cp.logs(), async || {
-        let mut done = cp
-            .kubectl(&["patch", "crd", CRD, "--type=merge", "-p", &crd_patch], None)
-            .0;
-        for kind in ["validatingwebhookconfiguration", "mutatingwebhookconfiguration"] {
-            let suffix = if kind.starts_with("validating") {
-                "validating"
-            } else {
-                "mutating"
-            };
-            let name = format!("trustyai-trustyai-operator-{suffix}");
-            let patch = format!(
-                r#"[{{"op":"replace","path":"/webhooks/0/clientConfig/caBundle","value":"{bundle}"}}]"#
-            );
-            done &= cp
-                .kubectl(&["patch", kind, &name, "--type=json", "-p", &patch], None)
-                .0;
-        }
-        done.then_some(())
-    })
-    .await;
     served_with(cp, &ca, &ns).await;
+}
+
+/// Aborts the task when the test ends, however it ends.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// What cert-manager's cainjector does for the chart's objects: puts `ca` into the CRD's
+/// conversion webhook and into every webhook of both registrations whenever one holds
+/// anything else. Runs until aborted.
+async fn inject_ca(client: kube::Client, ca: String) {
+    let bundle = ByteString(ca.into_bytes());
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let registration =
+        |resource: ApiResource| Api::<DynamicObject>::all_with(client.clone(), &resource);
+    let validating = registration(ApiResource::erase::<ValidatingWebhookConfiguration>(&()));
+    let mutating = registration(ApiResource::erase::<MutatingWebhookConfiguration>(&()));
+    let params = PatchParams::default();
+    let differs = |found: Option<&ByteString>| found != Some(&bundle);
+    loop {
+        if let Ok(crd) = crds.get(CRD).await {
+            let found = crd
+                .spec
+                .conversion
+                .as_ref()
+                .and_then(|c| c.webhook.as_ref())
+                .and_then(|w| w.client_config.as_ref())
+                .and_then(|c| c.ca_bundle.as_ref());
+            if differs(found) {
+                let patch = serde_json::json!({"spec": {"conversion": {"webhook":
+                    {"clientConfig": {"caBundle": bundle}}}}});
+                let _ = crds.patch(CRD, &params, &Patch::Merge(patch)).await;
+            }
+        }
+        for (api, suffix) in [(&validating, "validating"), (&mutating, "mutating")] {
+            let name = format!("trustyai-trustyai-operator-{suffix}");
+            let Ok(mut config) = api.get(&name).await else {
+                continue;
+            };
+            let Some(webhooks) = config.data["webhooks"].as_array_mut() else {
+                continue;
+            };
+            let encoded = serde_json::to_value(&bundle).unwrap_or_default();
+            if webhooks
+                .iter()
+                .all(|w| w["clientConfig"]["caBundle"] == encoded)
+            {
+                continue;
+            }
+            for webhook in webhooks.iter_mut() {
+                webhook["clientConfig"]["caBundle"] = encoded.clone();
+            }
+            let _ = api.replace(&name, &PostParams::default(), &config).await;
+        }
+        // cainjector reacts to watch events; a short poll stands in for them.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
