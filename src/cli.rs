@@ -315,6 +315,12 @@ pub struct RunArgs {
     #[command(flatten)]
     pub webhook_limits: WebhookLimitArgs,
 
+    /// The verb a caller of a TrustyAIService's API needs on its Service (`services/<cr>`):
+    /// `get` for every request, or the one the HTTP method gives (`get` to read, `create` to
+    /// upload). A change rolls the TrustyAIServices' pods.
+    #[arg(long, value_enum, default_value_t = crate::controller::ServiceAccess::Get)]
+    pub service_access: crate::controller::ServiceAccess,
+
     /// ClusterRole (token and subject access reviews) each TrustyAIService's kube-rbac-proxy
     /// ServiceAccount is bound to; a Helm release may name it differently.
     #[arg(long, default_value = trustyai_crds::contract::PROXY_CLUSTER_ROLE)]

@@ -248,6 +248,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         let mut config =
             crate::controller::ControllerConfig::new(&args.names.namespace).with_image_env();
         config.proxy_cluster_role = args.proxy_cluster_role.clone();
+        config.service_access = args.service_access;
         config.allowed_image_prefixes = args.allowed_image_prefixes.clone();
         config.operand_ca_secret = args.names.operand_ca_secret.clone();
         config.operand_cert_lifetime = args.certificates.operand_cert_lifetime;

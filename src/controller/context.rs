@@ -16,6 +16,7 @@ use super::children::process_watches::ProcessWatches;
 use super::discovery::OptionalApis;
 use super::events::Events;
 use super::resources::cluster_role_binding::DEFAULT_PROXY_CLUSTER_ROLE;
+use super::resources::config_map::ServiceAccess;
 use crate::metrics::Metrics;
 use trustyai_certs::operand_ca::{DEFAULT_CA_SECRET, OperandCa};
 
@@ -44,6 +45,8 @@ pub struct ControllerConfig {
     pub operator_version: String,
     /// ClusterRole the per-instance proxy ServiceAccount is bound to.
     pub proxy_cluster_role: String,
+    /// The verbs each TrustyAIService's kube-rbac-proxy checks on `services/<cr>`.
+    pub service_access: ServiceAccess,
     /// Image prefixes `spec.image` may use, unless the operator ConfigMap's
     /// `allowedImagePrefixes` names others.
     pub allowed_image_prefixes: Vec<String>,
@@ -78,6 +81,7 @@ impl std::fmt::Debug for ControllerConfig {
             .field("operator_namespace", &self.operator_namespace)
             .field("operator_version", &self.operator_version)
             .field("proxy_cluster_role", &self.proxy_cluster_role)
+            .field("service_access", &self.service_access)
             .field("allowed_image_prefixes", &self.allowed_image_prefixes)
             .field("env_service_image", &self.env_service_image)
             .field("env_kube_rbac_proxy_image", &self.env_kube_rbac_proxy_image)
@@ -101,6 +105,7 @@ impl ControllerConfig {
             operator_namespace: operator_namespace.into(),
             operator_version: crate::VERSION.to_owned(),
             proxy_cluster_role: DEFAULT_PROXY_CLUSTER_ROLE.to_owned(),
+            service_access: ServiceAccess::default(),
             allowed_image_prefixes: Vec::new(),
             env_service_image: None,
             env_kube_rbac_proxy_image: None,

@@ -53,6 +53,7 @@ pub mod triggers;
 pub mod wiring;
 
 pub use context::ControllerConfig;
+pub use resources::config_map::ServiceAccess;
 pub use runner::{ControllerError, run_controller};
 
 #[cfg(test)]

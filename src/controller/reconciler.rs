@@ -273,6 +273,7 @@ async fn provision(
         istio_wanted: survey.istio_wanted || istio_kept,
         proxy_cluster_role: &ctx.config.proxy_cluster_role,
         operator_namespace: &ctx.config.operator_namespace,
+        service_access: ctx.config.service_access,
     };
     match children::apply_all(ctx, instance, inputs).await {
         Ok(applied) => Ok(Provisioned {

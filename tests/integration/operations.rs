@@ -189,14 +189,7 @@ async fn connector(client: &Client, ns: &str) -> TlsConnector {
 }
 
 async fn tls_connect(connector: &TlsConnector, port: u16) -> Result<TlsStream<TcpStream>, String> {
-    let tcp = TcpStream::connect(("127.0.0.1", port))
-        .await
-        .map_err(|e| format!("connect: {e}"))?;
-    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
-    connector
-        .connect(name, tcp)
-        .await
-        .map_err(|e| format!("TLS handshake: {e}"))
+    support::https::connect(connector, &format!("127.0.0.1:{port}"), "127.0.0.1").await
 }
 
 /// The head of a `POST path` with a JSON body of `length` bytes, closing after the answer.
@@ -204,56 +197,6 @@ fn post_head(path: &str, length: usize) -> String {
     format!(
         "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n"
     )
-}
-
-/// Reads one HTTP/1.1 answer (with a Content-Length) and returns its status and JSON body.
-async fn read_answer(stream: &mut TlsStream<TcpStream>) -> Result<(u16, Value), String> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        if let Some(answer) = parse_answer(&buf)? {
-            return Ok(answer);
-        }
-        match tokio::time::timeout(Duration::from_secs(20), stream.read(&mut chunk)).await {
-            Err(_) => return Err("no complete answer within 20s".into()),
-            Ok(Ok(0)) => {
-                return Err(format!(
-                    "connection closed after {} bytes of the answer",
-                    buf.len()
-                ));
-            }
-            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
-            Ok(Err(e)) => return Err(format!("reading the answer after {} bytes: {e}", buf.len())),
-        }
-    }
-}
-
-/// A complete answer in `buf`, `None` while incomplete.
-fn parse_answer(buf: &[u8]) -> Result<Option<(u16, Value)>, String> {
-    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return Ok(None);
-    };
-    let head = String::from_utf8_lossy(&buf[..end]).to_string();
-    let status: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("bad status line: {head}"))?;
-    let length: usize = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
-        .ok_or_else(|| format!("no Content-Length: {head}"))?;
-    let body = &buf[end + 4..];
-    if body.len() < length {
-        return Ok(None);
-    }
-    let value = serde_json::from_slice(&body[..length])
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body[..length]).to_string()));
-    Ok(Some((status, value)))
 }
 
 /// One POST over a fresh TLS connection.
@@ -271,7 +214,7 @@ async fn post(
         .write_all(&request)
         .await
         .map_err(|e| format!("write: {e}"))?;
-    read_answer(&mut stream).await
+    support::https::read_answer(&mut stream).await
 }
 
 /// A validating AdmissionReview for a CREATE of an object the rules deny (a foreign image).
@@ -964,7 +907,7 @@ async fn admission_request(
             .write_all(&body[half..])
             .await
             .map_err(|e| format!("writing the rest of the body: {e}"))?;
-        read_answer(&mut stream).await
+        support::https::read_answer(&mut stream).await
     }
     .await;
     (
@@ -1466,7 +1409,7 @@ async fn readyz_is_false_before_the_certificate_is_loaded_and_while_draining() {
         .write_all(&body[half..])
         .await
         .expect("the rest of the body");
-    let answer = read_answer(&mut stream)
+    let answer = support::https::read_answer(&mut stream)
         .await
         .expect("the held request's answer");
     assert_denied(&answer, "held");

@@ -10,6 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
 use kube::runtime::reflector;
 use serde_json::{Value, json};
+
+use crate::controller::resources::config_map::ServiceAccess;
 use tokio::sync::watch;
 use trustyai_crds::TrustyAIService;
 
@@ -108,6 +110,7 @@ impl Harness {
             istio_wanted: false,
             proxy_cluster_role: DEFAULT_PROXY_CLUSTER_ROLE,
             operator_namespace: OPERATOR_NAMESPACE,
+            service_access: ServiceAccess::Get,
         }
     }
 

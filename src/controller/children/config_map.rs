@@ -14,7 +14,12 @@ pub const DECLARATION: Declaration = Declaration {
     applies_with: always,
     lifecycle: Lifecycle::Owned,
     applying: Applying::Rendered {
-        render: |instance, _| render_one(&config_map::kube_rbac_proxy_config(instance)),
+        render: |instance, inputs| {
+            render_one(&config_map::kube_rbac_proxy_config(
+                instance,
+                inputs.service_access,
+            ))
+        },
         keep_live: None,
         must_replace: None,
     },

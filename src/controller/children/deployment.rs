@@ -78,6 +78,7 @@ pub const DECLARATION: Declaration = Declaration {
                     images: inputs.images,
                     custom_ca_bundle: inputs.custom_ca_bundle,
                     db_ca_exists: inputs.db_ca_exists,
+                    service_access: inputs.service_access,
                 },
             )?)
         },

@@ -53,6 +53,7 @@ use super::db_secret::DbSecretError;
 use super::discovery::OptionalApis;
 use super::error::{ReconcileError, is_not_found};
 use super::resources::Instance;
+use super::resources::config_map::ServiceAccess;
 use super::resources::images::Images;
 use cache::KindCache;
 use changes::Changes;
@@ -253,6 +254,8 @@ pub struct Inputs<'a> {
     pub proxy_cluster_role: &'a str,
     /// The operator's namespace (of the shared ServiceMonitor).
     pub operator_namespace: &'a str,
+    /// The verbs kube-rbac-proxy checks.
+    pub service_access: ServiceAccess,
 }
 
 /// Applies every child of `instance`, in the order of [`DECLARATIONS`], and reports what

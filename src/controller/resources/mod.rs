@@ -181,6 +181,7 @@ pub(crate) fn non_empty(value: Option<&str>) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
+    use super::config_map::ServiceAccess;
     use super::*;
     use crate::controller::test_support::{
         VERSION, database_service, migration_service, pvc_service, with_spec,
@@ -195,6 +196,7 @@ mod tests {
             images: &images,
             custom_ca_bundle: true,
             db_ca_exists: true,
+            service_access: ServiceAccess::Get,
         };
         let json = |v: &dyn erased::Json| v.json();
         let mut out = vec![
@@ -203,7 +205,10 @@ mod tests {
                 &instance,
                 cluster_role_binding::DEFAULT_PROXY_CLUSTER_ROLE,
             )),
-            json(&config_map::kube_rbac_proxy_config(&instance)),
+            json(&config_map::kube_rbac_proxy_config(
+                &instance,
+                ServiceAccess::Get,
+            )),
             json(&services::tls_service(&instance)),
             json(&services::internal_service(&instance)),
             json(&deployment::deployment(&instance, &inputs).expect("deployment")),

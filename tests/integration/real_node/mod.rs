@@ -3,6 +3,7 @@
 //! (probes, security contexts, memory limits, Services routed by kube-proxy, SIGTERM) is in
 //! force. Fails loudly on a machine that cannot run a real node.
 
+mod access;
 mod cert_modes;
 mod chart;
 mod database;
@@ -12,5 +13,6 @@ mod load;
 mod pods;
 mod release;
 mod service;
+mod service_api;
 mod uninstall;
 mod upgrade;

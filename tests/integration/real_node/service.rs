@@ -80,6 +80,44 @@ fn process_uid(pid: u32) -> u32 {
         .expect("a Uid line")
 }
 
+/// Waits until the TrustyAIService `cr` in `ns` reports Ready.
+pub async fn service_ready(cp: &ControlPlane, client: &kube::Client, ns: &str, cr: &str) {
+    let api = tas_api(client, ns, "v1");
+    wait::until_showing(
+        &format!("{cr} Ready"),
+        TIMEOUT,
+        || cp.logs(),
+        async || {
+            let object = api.get(cr).await.ok()?;
+            let conditions = object.data["status"]["conditions"].as_array()?.clone();
+            conditions
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+/// Creates the TrustyAIService `cr` in PVC mode in `ns`, its claim `<cr>-pvc` reserved a
+/// volume on the node's disk, and waits until it is Ready; returns its Ready pod.
+pub async fn pvc_service(cp: &ControlPlane, client: &kube::Client, ns: &str, cr: &str) -> Pod {
+    let pv = format!("{ns}-{cr}");
+    host_volume(cp, &pv, ns, &format!("{cr}-pvc")).await;
+    let spec = json!({
+        "storage": {"format": "PVC", "folder": "/inputs", "size": "1Gi", "pv": pv},
+        "metrics": {"schedule": "5s"},
+    });
+    tas_api(client, ns, "v1")
+        .create(&PostParams::default(), &tas("v1", cr, spec))
+        .await
+        .expect("created");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pod = ready_pod(cp, &pods, cr, None).await;
+    service_ready(cp, client, ns, cr).await;
+    pod
+}
+
 #[tokio::test]
 async fn a_trustyai_service_runs_from_its_images_with_its_claim_bound_and_is_healed() {
     let (_claim, cp) = installed(false).await;
@@ -132,21 +170,7 @@ async fn a_trustyai_service_runs_from_its_images_with_its_claim_bound_and_is_hea
     container_process(cp, &pod, "kube-rbac-proxy");
 
     // The TrustyAIService reports Ready.
-    let api = tas_api(&client, &ns, "v1");
-    wait::until_showing(
-        "demo Ready",
-        TIMEOUT,
-        || cp.logs(),
-        async || {
-            let object = api.get("demo").await.ok()?;
-            let conditions = object.data["status"]["conditions"].as_array()?.clone();
-            conditions
-                .iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                .then_some(())
-        },
-    )
-    .await;
+    service_ready(cp, &client, &ns, "demo").await;
 
     // A deleted pod is replaced by a new one that becomes Ready on the same claim.
     let name = pod.metadata.name.clone().expect("a name");

@@ -5,6 +5,7 @@ pub mod cluster;
 pub mod control_planes;
 pub mod helm;
 pub mod host_footprint;
+pub mod https;
 pub mod operator;
 pub mod proxy;
 pub mod real_pods;

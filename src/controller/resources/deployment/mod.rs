@@ -3,7 +3,8 @@
 //! The pod template depends only on the spec, the resolved images and the presence of the
 //! optional CA objects, so it changes (and the pods roll) exactly when one of those does; the
 //! operator version appears only in the Deployment's own labels. No config-hash annotation is
-//! needed: the only rendered config, the kube-rbac-proxy ConfigMap, is fixed per instance.
+//! needed: the only rendered config, the kube-rbac-proxy ConfigMap, changes only with the
+//! operator's [`ServiceAccess`], which the template names itself when it is not the default.
 //!
 //! Differences from the Go operator: `spec.replicas` is honoured; the selector and the pod
 //! labels carry no version; the pods follow the `restricted` security profile and both
@@ -23,6 +24,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use trustyai_crds::defaults::DEFAULT_REPLICAS;
 
+use super::config_map::ServiceAccess;
 use super::images::Images;
 use super::services::PROMETHEUS_ANNOTATIONS;
 use super::{BuildError, Instance, labels, names};
@@ -38,7 +40,15 @@ pub struct DeploymentInputs<'a> {
     pub custom_ca_bundle: bool,
     /// The `<cr>-db-ca` Secret exists (used in DATABASE and migration modes only).
     pub db_ca_exists: bool,
+    /// The verbs kube-rbac-proxy checks: the pods roll when it changes, since the proxy reads
+    /// its configuration at start only.
+    pub service_access: ServiceAccess,
 }
+
+/// Pod template annotation naming the non-default [`ServiceAccess`] the pods' kube-rbac-proxy
+/// was started with. Absent for the default, so the template of a TrustyAIService the Go
+/// operator ran is unchanged.
+pub const SERVICE_ACCESS_ANNOTATION: &str = "trustyai.opendatahub.io/service-access";
 
 /// The Deployment `<cr>`, owned by the TrustyAIService.
 pub fn deployment(
@@ -59,10 +69,16 @@ pub fn deployment(
         &inputs.images.kube_rbac_proxy.image,
         volumes::proxy_mounts(instance, plan),
     );
-    let pod_annotations: BTreeMap<String, String> = PROMETHEUS_ANNOTATIONS
+    let mut pod_annotations: BTreeMap<String, String> = PROMETHEUS_ANNOTATIONS
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
+    if inputs.service_access != ServiceAccess::default() {
+        pod_annotations.insert(
+            SERVICE_ACCESS_ANNOTATION.to_owned(),
+            inputs.service_access.as_str().to_owned(),
+        );
+    }
 
     Ok(Deployment {
         metadata: instance.owned_meta(names::workload(cr), labels::metadata(instance)),

@@ -31,6 +31,7 @@ fn render_with(service: &TrustyAIService, version: &str, ca: bool, db_ca: bool) 
             images: &images,
             custom_ca_bundle: ca,
             db_ca_exists: db_ca,
+            service_access: ServiceAccess::Get,
         },
     )
     .expect("deployment")
@@ -448,6 +449,7 @@ fn image_change_changes_the_template() {
             images: &images(),
             custom_ca_bundle: false,
             db_ca_exists: false,
+            service_access: ServiceAccess::Get,
         },
     )
     .expect("a");
@@ -457,6 +459,7 @@ fn image_change_changes_the_template() {
             images: &other,
             custom_ca_bundle: false,
             db_ca_exists: false,
+            service_access: ServiceAccess::Get,
         },
     )
     .expect("b");
@@ -474,7 +477,8 @@ fn unknown_format_is_an_error() {
             &DeploymentInputs {
                 images: &images,
                 custom_ca_bundle: false,
-                db_ca_exists: false
+                db_ca_exists: false,
+                service_access: ServiceAccess::Get,
             }
         ),
         Err(BuildError::UnknownStorageFormat("S3".into()))
@@ -495,4 +499,31 @@ fn go_created_deployment_must_be_recreated() {
         .get_or_insert_default()
         .insert("app.kubernetes.io/version".into(), "1.39.0".into());
     assert!(must_recreate(&go, &desired));
+}
+
+#[test]
+fn only_a_non_default_service_access_is_named_in_the_pod_template() {
+    let annotations = |access| {
+        let service = pvc_service();
+        let instance = Instance::new(&service, VERSION).expect("instance");
+        let images = images();
+        let inputs = DeploymentInputs {
+            images: &images,
+            custom_ca_bundle: false,
+            db_ca_exists: false,
+            service_access: access,
+        };
+        let rendered = deployment(&instance, &inputs).expect("deployment");
+        rendered
+            .spec
+            .template
+            .metadata
+            .and_then(|m| m.annotations)
+            .unwrap_or_default()
+    };
+    assert!(!annotations(ServiceAccess::Get).contains_key(SERVICE_ACCESS_ANNOTATION));
+    assert_eq!(
+        annotations(ServiceAccess::HttpMethod)[SERVICE_ACCESS_ANNOTATION],
+        "http-method"
+    );
 }
