@@ -4,6 +4,7 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
+use trustyai_local_cluster::images::{self, kube_rbac_proxy::Flavour};
 
 use super::release::{NAMESPACE, TIMEOUT, installed, is_ready, uninstall, upgrade};
 use super::service::{pvc_service, service_ready};
@@ -108,6 +109,70 @@ async fn with_http_method_access_reading_needs_get_and_uploading_needs_create() 
     let api = ServiceApi::of(&client, &ns, "demo").await;
     api.wait_reachable(&writer).await;
     let upload = upload_body();
+    let answer = api.call(&reader, "POST", UPLOAD, Some(&upload)).await;
+    assert_eq!(status(answer), 403, "an upload with get only");
+    let answer = api.call(&writer, "POST", UPLOAD, Some(&upload)).await;
+    assert_eq!(status(answer), 200, "an upload with create");
+    let answer = api.call(&reader, "GET", "/info", None).await;
+    assert_eq!(status(answer), 200, "a read with get");
+    uninstall(cp).await;
+}
+
+#[tokio::test]
+async fn with_upstream_kube_rbac_proxy_the_verbs_follow_the_http_method() {
+    let upstream = tokio::task::spawn_blocking(|| {
+        images::kube_rbac_proxy::build(Flavour::Upstream)
+            .unwrap_or_else(|e| panic!("upstream kube-rbac-proxy's image: {e}"))
+    })
+    .await
+    .expect("the build thread");
+    let (_claim, cp) = installed(true).await;
+    cp.import_image(&upstream).expect("imported");
+    upgrade(
+        cp,
+        vec![format!("service.kubeRbacProxyImage={}", upstream.reference)],
+    )
+    .await;
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "access-upstream").await;
+    pvc_service(cp, &client, &ns, "demo").await;
+    // Only pods running upstream's proxy serve.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    wait::until_showing(
+        "only demo pods running upstream kube-rbac-proxy, Ready",
+        TIMEOUT,
+        || cp.logs(),
+        async || {
+            let list = pods
+                .list(&ListParams::default().labels("app.kubernetes.io/instance=demo"))
+                .await
+                .ok()?;
+            let upstream_proxy = |p: &Pod| {
+                p.spec.as_ref().is_some_and(|s| {
+                    s.containers
+                        .iter()
+                        .any(|c| c.image.as_deref() == Some(upstream.reference.as_str()))
+                })
+            };
+            let serving = |p: &Pod| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            };
+            (!list.items.is_empty() && list.items.iter().all(|p| upstream_proxy(p) && serving(p)))
+                .then_some(())
+        },
+    )
+    .await;
+    service_ready(cp, &client, &ns, "demo").await;
+
+    let reader = caller(&client, &ns, "reader", &["get"], "demo").await;
+    let writer = caller(&client, &ns, "writer", &["get", "create"], "demo").await;
+    let api = ServiceApi::of(&client, &ns, "demo").await;
+    api.wait_reachable(&writer).await;
+    let upload = upload_body();
+    // The rendered `verb: get` is not read: an upload needs `create`.
     let answer = api.call(&reader, "POST", UPLOAD, Some(&upload)).await;
     assert_eq!(status(answer), 403, "an upload with get only");
     let answer = api.call(&writer, "POST", UPLOAD, Some(&upload)).await;
