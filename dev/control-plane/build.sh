@@ -28,16 +28,32 @@ if [ "${1:-}" = "--print" ]; then echo "$bin"; exit 0; fi
 mkdir -p "$bin"
 export CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false"
 
+# A folder with Go sources of its own (promcheck) is built anew when they change: the digest of
+# its sources, go.mod and go.sum is kept beside the binary. The other folders only pin modules,
+# whose versions name the cache folder.
+sources_digest() { # dir
+  local files=("$here/$1"/*.go)
+  [ -e "${files[0]}" ] || return 0
+  cat "${files[@]}" "$here/$1/go.mod" "$here/$1/go.sum" | sha256sum | cut -d' ' -f1
+}
+
 build() { # dir ldflags output-names... -- packages...
   local dir=$1 ldflags=$2; shift 2
-  local outs=() pkgs=() missing=0
+  local outs=() pkgs=() missing=0 digest
   while [ "$1" != "--" ]; do outs+=("$1"); shift; done; shift; pkgs=("$@")
-  for o in "${outs[@]}"; do [ -x "$bin/$o" ] || missing=1; done
+  digest=$(sources_digest "$dir")
+  for o in "${outs[@]}"; do
+    [ -x "$bin/$o" ] || missing=1
+    if [ -n "$digest" ] && [ "$(cat "$bin/.$o.sources" 2>/dev/null)" != "$digest" ]; then missing=1; fi
+  done
   if [ $missing = 0 ]; then echo "cached: ${outs[*]}" >&2; return; fi
   echo "building: ${outs[*]} (in $dir)" >&2
   local start=$SECONDS
   (cd "$here/$dir" && go build -ldflags "$ldflags" -o "$bin/.tmp-$dir/" "${pkgs[@]}")
-  for o in "${outs[@]}"; do mv "$bin/.tmp-$dir/$o" "$bin/$o"; done
+  for o in "${outs[@]}"; do
+    mv "$bin/.tmp-$dir/$o" "$bin/$o"
+    if [ -n "$digest" ]; then echo "$digest" > "$bin/.$o.sources"; fi
+  done
   rmdir "$bin/.tmp-$dir"
   echo "built: ${outs[*]} in $((SECONDS - start))s" >&2
 }
