@@ -16,7 +16,7 @@ pub const DECLARATION: Declaration = Declaration {
     applying: Applying::Rendered {
         render: |instance, inputs| {
             Ok(vec![
-                wanted(&service_monitor::local(instance))?,
+                wanted(&service_monitor::local(instance, inputs.apis.service_ca()))?,
                 Wanted {
                     shared: true,
                     ..wanted(&service_monitor::central(inputs.operator_namespace))?

@@ -1,9 +1,16 @@
 //! ServiceMonitors (`monitoring.coreos.com/v1`) that let Prometheus scrape the `trustyai_*`
-//! metrics from the `http` port of the internal Services:
+//! metrics from the internal Services:
 //!
-//! - local `<cr>` in the TrustyAIService's namespace, owned by it;
+//! - local `<cr>` in the TrustyAIService's namespace, owned by it. It scrapes the `https` port
+//!   (the service's TLS API listener, 4443): the TrustyAI service serves `/q/metrics` only on
+//!   its API listeners, and its plain `http` port (8080) answers 404 there. The server's
+//!   certificate is verified against the CA bundle of the namespace (the `ca.crt` of the
+//!   `<cr>-internal` Secret, which holds both CAs during a rotation; on OpenShift, the
+//!   service CA's `openshift-service-ca.crt` ConfigMap) for the name `<cr>.<namespace>.svc`.
 //! - central `trustyai-metrics` in the operator namespace, shared by every TrustyAIService,
-//!   selecting all namespaces, with no owner (it outlives any one TrustyAIService).
+//!   selecting all namespaces, with no owner (it outlives any one TrustyAIService). It keeps
+//!   the Go operator's endpoint (`http`), since one endpoint cannot name each target's server
+//!   name and CA.
 //!
 //! The local one selects only this instance's Services (`app.kubernetes.io/instance: <cr>`):
 //! the Go operator's selected every `part-of: trustyai` Service in the namespace, so with two
@@ -23,8 +30,12 @@ pub fn api_resource() -> ApiResource {
     )
 }
 
-/// The local ServiceMonitor `<cr>`.
-pub fn local(instance: &Instance<'_>) -> DynamicObject {
+/// The ConfigMap OpenShift's service CA operator publishes in every namespace, and its key.
+pub const OPENSHIFT_SERVICE_CA: (&str, &str) = ("openshift-service-ca.crt", "service-ca.crt");
+
+/// The local ServiceMonitor `<cr>`; `service_ca`: the serving certificates come from
+/// OpenShift's service CA (else from the operator's operand CA).
+pub fn local(instance: &Instance<'_>, service_ca: bool) -> DynamicObject {
     let cr = instance.name();
     service_monitor(
         instance.owned_meta(
@@ -42,6 +53,7 @@ pub fn local(instance: &Instance<'_>) -> DynamicObject {
             contract_labels::INSTANCE: cr,
             contract_labels::PART_OF: contract_labels::PART_OF_VALUE,
         }),
+        tls_endpoint(instance, service_ca),
     )
 }
 
@@ -68,6 +80,7 @@ pub fn central(operator_namespace: &str) -> DynamicObject {
         metadata,
         json!({ "any": true }),
         json!({ contract_labels::PART_OF: contract_labels::PART_OF_VALUE }),
+        endpoint(),
     )
 }
 
@@ -75,6 +88,7 @@ fn service_monitor(
     metadata: ObjectMeta,
     namespace_selector: Value,
     match_labels: Value,
+    endpoint: Value,
 ) -> DynamicObject {
     let resource = api_resource();
     DynamicObject {
@@ -85,12 +99,30 @@ fn service_monitor(
         metadata,
         data: json!({
             "spec": {
-                "endpoints": [endpoint()],
+                "endpoints": [endpoint],
                 "namespaceSelector": namespace_selector,
                 "selector": { "matchLabels": match_labels }
             }
         }),
     }
+}
+
+/// The scrape endpoint of the local ServiceMonitor: the `https` port, verified.
+fn tls_endpoint(instance: &Instance<'_>, service_ca: bool) -> Value {
+    let ca = if service_ca {
+        let (name, key) = OPENSHIFT_SERVICE_CA;
+        json!({ "configMap": { "name": name, "key": key } })
+    } else {
+        json!({ "secret": { "name": names::internal(instance.name()), "key": "ca.crt" } })
+    };
+    let mut endpoint = endpoint();
+    endpoint["port"] = json!(services::HTTPS_PORT_NAME);
+    endpoint["scheme"] = json!("https");
+    endpoint["tlsConfig"] = json!({
+        "ca": ca,
+        "serverName": format!("{}.{}.svc", instance.name(), instance.namespace()),
+    });
+    endpoint
 }
 
 /// The Go operator's scrape endpoint (its empty `bearerTokenSecret.key` included, so objects it
@@ -121,7 +153,7 @@ mod tests {
     fn local_shape() {
         let service = pvc_service();
         let instance = Instance::new(&service, VERSION).expect("instance");
-        let value = serde_json::to_value(local(&instance)).expect("json");
+        let value = serde_json::to_value(local(&instance, false)).expect("json");
         assert_eq!(value["apiVersion"], "monitoring.coreos.com/v1");
         assert_eq!(value["kind"], "ServiceMonitor");
         assert_eq!(value["metadata"]["name"], "tas");
@@ -142,7 +174,31 @@ mod tests {
                 "app.kubernetes.io/part-of": "trustyai"
             }})
         );
-        assert_eq!(value["spec"]["endpoints"], json!([endpoint()]));
+        assert_eq!(
+            value["spec"]["endpoints"],
+            json!([tls_endpoint(&instance, false)])
+        );
+    }
+
+    #[test]
+    fn the_local_endpoint_scrapes_the_tls_port_verifying_the_server() {
+        let service = pvc_service();
+        let instance = Instance::new(&service, VERSION).expect("instance");
+        let e = tls_endpoint(&instance, false);
+        assert_eq!(e["port"], "https");
+        assert_eq!(e["scheme"], "https");
+        assert_eq!(e["path"], "/q/metrics");
+        assert_eq!(
+            e["tlsConfig"],
+            json!({"ca": {"secret": {"name": "tas-internal", "key": "ca.crt"}},
+                   "serverName": "tas.models.svc"})
+        );
+        assert!(e["tlsConfig"].get("insecureSkipVerify").is_none());
+        let on_openshift = tls_endpoint(&instance, true);
+        assert_eq!(
+            on_openshift["tlsConfig"]["ca"],
+            json!({"configMap": {"name": "openshift-service-ca.crt", "key": "service-ca.crt"}})
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod images;
 mod load;
 mod pods;
 mod release;
+mod scrape;
 mod service;
 mod service_api;
 mod uninstall;
