@@ -19,6 +19,22 @@ fn status(answer: Result<(u16, serde_json::Value), String>) -> u16 {
     answer.unwrap_or_else(|e| panic!("no answer: {e}")).0
 }
 
+/// Through `demo-tls` in `ns`: a token with `get` on the Service reads but may not upload; one
+/// with `create` too uploads.
+async fn reading_needs_get_and_uploading_create(client: &kube::Client, ns: &str) {
+    let reader = caller(client, ns, "reader", &["get"], "demo").await;
+    let writer = caller(client, ns, "writer", &["get", "create"], "demo").await;
+    let api = ServiceApi::of(client, ns, "demo").await;
+    api.wait_reachable(&writer).await;
+    let upload = upload_body();
+    let answer = api.call(&reader, "POST", UPLOAD, Some(&upload)).await;
+    assert_eq!(status(answer), 403, "an upload with get only");
+    let answer = api.call(&writer, "POST", UPLOAD, Some(&upload)).await;
+    assert_eq!(status(answer), 200, "an upload with create");
+    let answer = api.call(&reader, "GET", "/info", None).await;
+    assert_eq!(status(answer), 200, "a read with get");
+}
+
 #[tokio::test]
 async fn get_on_this_service_only_uploads_and_reads_spd_and_a_stranger_gets_403() {
     let (_claim, cp) = installed(false).await;
@@ -104,17 +120,7 @@ async fn with_http_method_access_reading_needs_get_and_uploading_needs_create() 
     .await;
     service_ready(cp, &client, &ns, "demo").await;
 
-    let reader = caller(&client, &ns, "reader", &["get"], "demo").await;
-    let writer = caller(&client, &ns, "writer", &["get", "create"], "demo").await;
-    let api = ServiceApi::of(&client, &ns, "demo").await;
-    api.wait_reachable(&writer).await;
-    let upload = upload_body();
-    let answer = api.call(&reader, "POST", UPLOAD, Some(&upload)).await;
-    assert_eq!(status(answer), 403, "an upload with get only");
-    let answer = api.call(&writer, "POST", UPLOAD, Some(&upload)).await;
-    assert_eq!(status(answer), 200, "an upload with create");
-    let answer = api.call(&reader, "GET", "/info", None).await;
-    assert_eq!(status(answer), 200, "a read with get");
+    reading_needs_get_and_uploading_create(&client, &ns).await;
     uninstall(cp).await;
 }
 
@@ -167,17 +173,7 @@ async fn with_upstream_kube_rbac_proxy_the_verbs_follow_the_http_method() {
     .await;
     service_ready(cp, &client, &ns, "demo").await;
 
-    let reader = caller(&client, &ns, "reader", &["get"], "demo").await;
-    let writer = caller(&client, &ns, "writer", &["get", "create"], "demo").await;
-    let api = ServiceApi::of(&client, &ns, "demo").await;
-    api.wait_reachable(&writer).await;
-    let upload = upload_body();
-    // The rendered `verb: get` is not read: an upload needs `create`.
-    let answer = api.call(&reader, "POST", UPLOAD, Some(&upload)).await;
-    assert_eq!(status(answer), 403, "an upload with get only");
-    let answer = api.call(&writer, "POST", UPLOAD, Some(&upload)).await;
-    assert_eq!(status(answer), 200, "an upload with create");
-    let answer = api.call(&reader, "GET", "/info", None).await;
-    assert_eq!(status(answer), 200, "a read with get");
+    // The rendered `verb: get` is not read.
+    reading_needs_get_and_uploading_create(&client, &ns).await;
     uninstall(cp).await;
 }
