@@ -38,9 +38,10 @@ macro_rules! trustyai_service_spec {
         )]
         #[serde(rename_all = "camelCase")]
         pub struct TrustyAIServiceSpec {
-            /// Number of TrustyAI service replicas. Defaults to 1. With PVC storage the volume
-            /// is ReadWriteOnce, so more than one replica only works when all of them land on
-            /// one node.
+            /// Number of TrustyAI service replicas. Defaults to 1. With the data on a claim
+            /// (PVC storage, and migration) at most one pod runs, and a replacement starts only
+            /// once the previous pod has stopped: two service processes never have the
+            /// claim's files open at once.
             #[serde(default, skip_serializing_if = "Option::is_none")]
             #[schemars(range(min = $crate::limits::REPLICAS_MIN))]
             pub replicas: Option<i32>,

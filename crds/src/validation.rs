@@ -1078,7 +1078,7 @@ impl<'a> Validator<'a> {
             && replicas > 1
         {
             self.warn(format!(
-                "spec.replicas: {replicas} replicas share one ReadWriteOnce volume, which mounts on a single node; replicas scheduled on other nodes cannot start"
+                "spec.replicas: {replicas} replicas run as one pod while the data is on a claim (one writer per claim: two service processes must never have its files open at once)"
             ));
         }
         // retention is not listed for DATABASE: a volume left from an earlier PVC or

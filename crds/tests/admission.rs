@@ -1049,7 +1049,7 @@ fn growing_warns_that_the_storage_class_decides() {
 
 #[test]
 fn warnings_table() {
-    let rwo = "spec.replicas: 3 replicas share one ReadWriteOnce volume, which mounts on a single node; replicas scheduled on other nodes cannot start";
+    let rwo = "spec.replicas: 3 replicas run as one pod while the data is on a claim (one writer per claim: two service processes must never have its files open at once)";
     let outside_migration = |field: &str| {
         format!(
             "{field}: ignored with DATABASE storage outside migration mode (migration needs both spec.storage.folder and spec.data.filename)"

@@ -48,6 +48,7 @@ pub mod pvc_plan;
 pub mod reconciler;
 pub mod resources;
 pub mod runner;
+pub mod single_writer;
 pub mod status;
 pub mod triggers;
 pub mod wiring;

@@ -37,6 +37,7 @@ use super::migration_trigger;
 use super::model_servers;
 use super::resources::images::{self, ImageSources, Images};
 use super::resources::{Instance, cluster_role_binding, labels, names, route};
+use super::single_writer;
 use super::status::{self, DeploymentObservation, Observations, PvcObservation, RouteObservation};
 use super::wiring::kserve;
 
@@ -157,10 +158,17 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
         provisioned.applied.claim.claim.as_ref(),
     )
     .await?;
+    let (deployment, pods) =
+        observe_deployment(ctx, &instance, provisioned.applied.deployment).await?;
+    let pod_waits_for_claim = if mode.uses_pvc() {
+        single_writer::release(ctx, &instance, &pods).await?
+    } else {
+        false
+    };
     let observed = Observations {
         generation: service.metadata.generation,
         mode,
-        deployment: observe_deployment(ctx, &instance, provisioned.applied.deployment).await?,
+        deployment,
         pvc: pvc.observation.clone(),
         db_credentials: read.db_credentials,
         route: observe_route(ctx, &instance, apis.routes, provisioned.applied.route).await?,
@@ -187,10 +195,18 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
     }
     remove_migration_trigger(ctx, service).await?;
     tracing::info!("reconciled");
+    // A pod waiting behind the single-writer gate is released once the pod holding the claim
+    // is gone; the Deployment's status (its terminating replicas) triggers that reconcile, and
+    // this requeue stands in should that update be missed.
+    let recheck = match (pending_recheck, pod_waits_for_claim) {
+        (Some(pending), true) => Some(pending.min(SINGLE_WRITER_RECHECK)),
+        (None, true) => Some(SINGLE_WRITER_RECHECK),
+        (pending, false) => pending,
+    };
     Ok(Action::requeue(next_check(
         ctx,
         service,
-        pending_recheck,
+        recheck,
         provisioned.applied.renew_at,
     )))
 }
@@ -351,6 +367,9 @@ async fn report_failures(
     }
 }
 
+/// How soon a TrustyAIService with a pod waiting for the claim is looked at again.
+const SINGLE_WRITER_RECHECK: Duration = Duration::from_secs(5);
+
 /// When to look again without a change: the jittered safety requeue, or earlier for a claim
 /// still pending or a certificate due.
 fn next_check(
@@ -486,20 +505,22 @@ async fn check_database(
     Ok(checked)
 }
 
-/// The Deployment and its pods; `applied` (the answer of this reconcile's apply) saves reading
-/// the Deployment again.
+/// The Deployment as observed, and its pods where they were read (only while its status says
+/// some pod is not updated, ready and available, see [`status::pods_may_be_failing`]: a pod
+/// waiting behind the single-writer gate is one); `applied` (the answer of this reconcile's
+/// apply) saves reading the Deployment again.
 async fn observe_deployment(
     ctx: &Context,
     instance: &Instance<'_>,
     applied: Option<Deployment>,
-) -> Result<Option<DeploymentObservation>, ReconcileError> {
+) -> Result<(Option<DeploymentObservation>, Vec<Pod>), ReconcileError> {
     let cached = match applied {
         Some(deployment) => CachedObject::Present(deployment),
         None => children::cached_deployment(ctx, instance),
     };
     let deployment = match cached {
         CachedObject::Present(deployment) => deployment,
-        CachedObject::Absent => return Ok(None),
+        CachedObject::Absent => return Ok((None, Vec::new())),
         CachedObject::Unknown => {
             let name = names::workload(instance.name());
             let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), instance.namespace());
@@ -509,7 +530,7 @@ async fn observe_deployment(
                 &name,
             ))?;
             let Some(deployment) = read else {
-                return Ok(None);
+                return Ok((None, Vec::new()));
             };
             deployment
         }
@@ -524,10 +545,8 @@ async fn observe_deployment(
     } else {
         Vec::new()
     };
-    Ok(Some(DeploymentObservation::from_deployment(
-        &deployment,
-        &pods,
-    )))
+    let observation = DeploymentObservation::from_deployment(&deployment, &pods);
+    Ok((Some(observation), pods))
 }
 
 /// The claim as observed, and since when it exists.

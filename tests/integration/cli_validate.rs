@@ -257,7 +257,7 @@ fn warnings_are_printed_and_do_not_fail() {
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert!(
         run.stderr.contains(
-            "document 1 (busy): warning: spec.replicas: 3 replicas share one ReadWriteOnce volume"
+            "document 1 (busy): warning: spec.replicas: 3 replicas run as one pod while the data is on a claim"
         ),
         "{}",
         run.stderr

@@ -6,9 +6,10 @@
 //! needed: the only rendered config, the kube-rbac-proxy ConfigMap, changes only with the
 //! operator's [`ServiceAccess`], which the template names itself when it is not the default.
 //!
-//! Differences from the Go operator: `spec.replicas` is honoured; the selector and the pod
-//! labels carry no version; the pods follow the `restricted` security profile and both
-//! containers request resources; no PVC is required in DATABASE mode.
+//! Differences from the Go operator: `spec.replicas` is honoured in DATABASE mode (with the data
+//! on a claim, one pod runs at a time, released by the operator: [`SINGLE_WRITER_GATE`]); the
+//! selector and the pod labels carry no version; the pods follow the `restricted` security
+//! profile and both containers request resources; no PVC is required in DATABASE mode.
 
 pub mod containers;
 pub mod env;
@@ -19,7 +20,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
 };
-use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{PodSchedulingGate, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use trustyai_crds::defaults::DEFAULT_REPLICAS;
@@ -44,6 +45,13 @@ pub struct DeploymentInputs<'a> {
     /// its configuration at start only.
     pub service_access: ServiceAccess,
 }
+
+/// Scheduling gate on the pods of a TrustyAIService whose data is on a claim: the operator
+/// removes it only once no other pod of the TrustyAIService is left (a deleted or evicted pod
+/// is replaced at once, while it is still being killed; the service ignores SIGTERM, so that
+/// takes the whole grace period). So two service processes never have the claim's files open
+/// at once, whatever the volume, the claim's access modes or the cause of the replacement.
+pub const SINGLE_WRITER_GATE: &str = "trustyai.opendatahub.io/single-writer";
 
 /// Pod template annotation naming the non-default [`ServiceAccess`] the pods' kube-rbac-proxy
 /// was started with. Absent for the default, so the template of a TrustyAIService the Go
@@ -80,10 +88,22 @@ pub fn deployment(
         );
     }
 
+    let replicas = spec.replicas.unwrap_or(DEFAULT_REPLICAS);
+    // One writer per claim: at most one pod, and each released by the operator (see
+    // [`SINGLE_WRITER_GATE`]).
+    let (replicas, scheduling_gates) = if mode.uses_pvc() {
+        let gate = PodSchedulingGate {
+            name: SINGLE_WRITER_GATE.to_owned(),
+        };
+        (replicas.min(1), Some(vec![gate]))
+    } else {
+        (replicas, None)
+    };
+
     Ok(Deployment {
         metadata: instance.owned_meta(names::workload(cr), labels::metadata(instance)),
         spec: DeploymentSpec {
-            replicas: Some(spec.replicas.unwrap_or(DEFAULT_REPLICAS)),
+            replicas: Some(replicas),
             selector: LabelSelector {
                 match_labels: Some(labels::selector(cr)),
                 match_expressions: None,
@@ -108,6 +128,7 @@ pub fn deployment(
                     security_context: Some(containers::pod_security_context()),
                     containers: vec![service, proxy],
                     volumes: Some(volumes::volumes(instance, plan)),
+                    scheduling_gates,
                     ..PodSpec::default()
                 }),
             },

@@ -129,18 +129,41 @@ fn metadata_selector_and_template_labels() {
 }
 
 #[test]
-fn replicas_default_to_one_and_are_honoured() {
+fn replicas_default_to_one_and_are_honoured_in_database_mode() {
     let replicas = |d: Deployment| d.spec.replicas;
     let unset = with_spec(json!({"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}}));
     assert_eq!(replicas(render(&unset)), Some(1));
     let three = with_spec(json!({
-        "replicas": 3, "storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}
+        "replicas": 3, "storage": {"format": "DATABASE"}, "metrics": {"schedule": "5s"}
     }));
     assert_eq!(replicas(render(&three)), Some(3));
     let zero = with_spec(json!({
         "replicas": 0, "storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}
     }));
     assert_eq!(replicas(render(&zero)), Some(0));
+}
+
+#[test]
+fn with_the_data_on_a_claim_one_gated_pod_runs() {
+    let three_on_a_claim = with_spec(json!({
+        "replicas": 3, "storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}
+    }));
+    let gates = |d: &Deployment| {
+        d.spec
+            .template
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduling_gates.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|g| g.name)
+            .collect::<Vec<_>>()
+    };
+    let rendered = render(&three_on_a_claim);
+    assert_eq!(rendered.spec.replicas, Some(1));
+    assert_eq!(gates(&rendered), [SINGLE_WRITER_GATE]);
+    assert_eq!(gates(&render(&migration_service())), [SINGLE_WRITER_GATE]);
+    assert!(gates(&render(&database_service())).is_empty());
 }
 
 #[test]
