@@ -66,7 +66,7 @@ async fn drift_is_corrected() {
         let cm = config_maps.get("tas-kube-rbac-proxy-config").await.ok()?;
         cm.data?
             .get("config.yaml")?
-            .contains("resourceName")
+            .contains("    name: \"tas\"")
             .then_some(())
     })
     .await;

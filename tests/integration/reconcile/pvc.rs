@@ -114,7 +114,7 @@ async fn pvc_mode_creates_every_child_and_becomes_ready() {
         .await
         .expect("ConfigMap");
     assert_owned_by(&cm.metadata, &ready, "the ConfigMap");
-    assert!(cm.data.expect("data")["config.yaml"].contains("resourceName: \"tas\""));
+    assert!(cm.data.expect("data")["config.yaml"].contains("    name: \"tas\"\n"));
     let claim = env
         .api::<PersistentVolumeClaim>(&ns)
         .get("tas-pvc")
