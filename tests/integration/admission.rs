@@ -506,7 +506,9 @@ async fn warnings_reach_kubectl(cp: &ControlPlane, client: &Client, ns: &str) {
     let (ok, _, stderr) = kubectl_with(cp, ns, &["apply"], &manifest("v1", "busy", busy));
     assert!(ok, "a warning does not refuse: {stderr}");
     assert!(
-        stderr.contains("Warning: spec.replicas: 3 replicas run as one pod while the data is on a claim"),
+        stderr.contains(
+            "Warning: spec.replicas: 3 replicas run as one pod while the data is on a claim"
+        ),
         "{stderr}"
     );
 

@@ -15,5 +15,6 @@ mod release;
 mod scrape;
 mod service;
 mod service_api;
+mod single_writer;
 mod uninstall;
 mod upgrade;

@@ -53,6 +53,13 @@ pub struct DeploymentInputs<'a> {
 /// at once, whatever the volume, the claim's access modes or the cause of the replacement.
 pub const SINGLE_WRITER_GATE: &str = "trustyai.opendatahub.io/single-writer";
 
+/// The pods' grace period after SIGTERM. The TrustyAI service ignores SIGTERM and answers until
+/// the SIGKILL at the end of it, so the grace period only bounds how long its in-flight requests
+/// may take; with the data on a claim the replacement starts after it (the single-writer gate),
+/// so it is also the service's downtime on every rollout and pod deletion. The Kubernetes
+/// default is 30 s.
+pub const TERMINATION_GRACE_SECONDS: i64 = 10;
+
 /// Pod template annotation naming the non-default [`ServiceAccess`] the pods' kube-rbac-proxy
 /// was started with. Absent for the default, so the template of a TrustyAIService the Go
 /// operator ran is unchanged.
@@ -129,6 +136,7 @@ pub fn deployment(
                     containers: vec![service, proxy],
                     volumes: Some(volumes::volumes(instance, plan)),
                     scheduling_gates,
+                    termination_grace_period_seconds: Some(TERMINATION_GRACE_SECONDS),
                     ..PodSpec::default()
                 }),
             },

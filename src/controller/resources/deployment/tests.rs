@@ -164,6 +164,13 @@ fn with_the_data_on_a_claim_one_gated_pod_runs() {
     assert_eq!(gates(&rendered), [SINGLE_WRITER_GATE]);
     assert_eq!(gates(&render(&migration_service())), [SINGLE_WRITER_GATE]);
     assert!(gates(&render(&database_service())).is_empty());
+    let grace = rendered
+        .spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|s| s.termination_grace_period_seconds);
+    assert_eq!(grace, Some(TERMINATION_GRACE_SECONDS));
 }
 
 #[test]

@@ -1,0 +1,125 @@
+//! One writer per claim, seen on the node: while a TrustyAIService's pod is replaced, no two
+//! TrustyAI service processes ever have its claim's volume mounted, and the data uploaded before
+//! the replacement is read back after it.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams};
+
+use super::release::installed;
+use super::service::{pvc_service, ready_pod};
+use super::service_api::{ServiceApi, assert_spd, caller, spd_body, upload_body};
+
+/// The TrustyAI service processes on the node whose mounts include `volume` (its path below
+/// the control plane's folder, as a mount's root names it whatever filesystem holds it).
+fn service_processes_on(volume: &str) -> BTreeSet<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return BTreeSet::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("trustyai_service.main"))
+        })
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/mountinfo"))
+                .is_ok_and(|m| m.contains(volume))
+        })
+        .collect()
+}
+
+/// What a watch of the node's processes saw.
+struct Seen {
+    most_at_once: usize,
+    every_pid: BTreeSet<u32>,
+    samples: u64,
+}
+
+/// Reads the node's processes over and over until `stop`.
+fn watch_processes(volume: String, stop: Arc<AtomicBool>) -> Seen {
+    let mut seen = Seen {
+        most_at_once: 0,
+        every_pid: BTreeSet::new(),
+        samples: 0,
+    };
+    while !stop.load(Ordering::SeqCst) {
+        let now = service_processes_on(&volume);
+        seen.most_at_once = seen.most_at_once.max(now.len());
+        seen.every_pid.extend(now);
+        seen.samples += 1;
+        // A short pause leaves the node's two cores to the kubelet and the pods.
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    seen
+}
+
+#[tokio::test]
+async fn a_deleted_pods_replacement_starts_its_service_only_after_the_old_one_exited() {
+    let (_claim, cp) = installed(false).await;
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "single-writer").await;
+    let pod = pvc_service(cp, &client, &ns, "demo").await;
+    let user = caller(&client, &ns, "user", &["get"], "demo").await;
+    let api = ServiceApi::of(&client, &ns, "demo").await;
+    api.wait_reachable(&user).await;
+    let (code, body) = api
+        .call(&user, "POST", "/data/upload", Some(&upload_body()))
+        .await
+        .unwrap_or_else(|e| panic!("upload: {e}"));
+    assert_eq!(code, 200, "{body}");
+
+    // The volume `pvc_service` gave the claim, as the node mounts it.
+    let volume = format!("/volumes/{ns}-demo ");
+    let before = service_processes_on(&volume);
+    assert_eq!(
+        before.len(),
+        1,
+        "one service process on the volume: {before:?}"
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (volume, stop) = (volume.clone(), stop.clone());
+        std::thread::spawn(move || watch_processes(volume, stop))
+    };
+
+    let name = pod.metadata.name.clone().expect("a name");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let deleted = Instant::now();
+    pods.delete(&name, &DeleteParams::default())
+        .await
+        .expect("deleted");
+    ready_pod(cp, &pods, "demo", Some(&name)).await;
+    let replaced_after = deleted.elapsed();
+    stop.store(true, Ordering::SeqCst);
+    let seen = watcher.join().expect("the process watch");
+    println!(
+        "replacement Ready {replaced_after:?} after the deletion; {} samples of the node's processes",
+        seen.samples
+    );
+    assert!(
+        seen.every_pid.len() >= 2,
+        "the watch saw the old and the new process: {:?}",
+        seen.every_pid
+    );
+    assert_eq!(
+        seen.most_at_once, 1,
+        "two service processes had the volume at once"
+    );
+
+    // The data is still there.
+    api.wait_reachable(&user).await;
+    let answer = api
+        .call(
+            &user,
+            "POST",
+            "/metrics/group/fairness/spd",
+            Some(&spd_body()),
+        )
+        .await;
+    assert_spd(&answer.unwrap_or_else(|e| panic!("SPD: {e}")));
+}
