@@ -1,32 +1,40 @@
-//! MariaDB's image made here runs as a pod for the TrustyAI service's DATABASE mode: as its
-//! non-root user, its data in a volume, the database and user its environment names created.
+//! MariaDB's image made here runs as a pod, and the real TrustyAI service keeps its data there:
+//! in DATABASE mode, and in migration mode, which moves what it kept on its claim into the
+//! database.
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, PostParams};
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-use trustyai_local_cluster::images;
+use trustyai_local_cluster::{ControlPlane, images};
 
-use super::release::TIMEOUT;
+use super::release::{TIMEOUT, installed};
+use super::service::{pvc_service, ready_pod, service_ready};
+use super::service_api::{ServiceApi, assert_spd, caller, spd_body, upload_body};
+use crate::support::cluster::{tas, tas_api};
 use crate::support::control_planes::{self, Concern};
 use crate::support::wait;
 
-#[tokio::test]
-async fn mariadb_serves_the_database_and_user_its_environment_names() {
+/// The database, user and password the MariaDB pod creates.
+const DATABASE: &str = "trustyai";
+const USER: &str = "trustyai";
+const PASSWORD: &str = "it's a secret";
+
+/// Runs MariaDB's image (built here, imported into the node) as the pod and Service `mariadb`
+/// in `ns`, and waits until its user can log in over TCP and reach its database.
+async fn mariadb(cp: &ControlPlane, ns: &str) {
     let image = tokio::task::spawn_blocking(images::mariadb::build)
         .await
         .expect("the build thread")
         .unwrap_or_else(|e| panic!("MariaDB's image: {e}"));
-    let claim = control_planes::shared(Concern::RealNode);
-    let cp = claim.control_plane();
     cp.import_image(&image).expect("imported");
     let client = cp.client().await;
-    let ns = cp.namespace(&client, "real-mariadb").await;
-    // Ready only once the user can log in over TCP and reach its database.
     let check = r#"mariadb -h 127.0.0.1 -u "$MARIADB_USER" -p"$MARIADB_PASSWORD" -e 'SELECT 1' "$MARIADB_DATABASE""#;
     let pod: Pod = serde_json::from_value(json!({
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "mariadb"},
+        "metadata": {"name": "mariadb", "labels": {"app": "mariadb"}},
         "spec": {
             "securityContext": {"runAsNonRoot": true, "fsGroup": images::mariadb::UID},
             "containers": [{
@@ -34,9 +42,9 @@ async fn mariadb_serves_the_database_and_user_its_environment_names() {
                 "image": image.reference,
                 "imagePullPolicy": "Never",
                 "env": [
-                    {"name": "MARIADB_DATABASE", "value": "trustyai"},
-                    {"name": "MARIADB_USER", "value": "trustyai"},
-                    {"name": "MARIADB_PASSWORD", "value": "it's a secret"},
+                    {"name": "MARIADB_DATABASE", "value": DATABASE},
+                    {"name": "MARIADB_USER", "value": USER},
+                    {"name": "MARIADB_PASSWORD", "value": PASSWORD},
                 ],
                 "ports": [{"containerPort": 3306}],
                 "readinessProbe": {
@@ -57,8 +65,17 @@ async fn mariadb_serves_the_database_and_user_its_environment_names() {
         }
     }))
     .expect("a pod");
-    let pods: Api<Pod> = Api::namespaced(client, &ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("created");
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "mariadb"},
+        "spec": {"selector": {"app": "mariadb"}, "ports": [{"port": 3306, "targetPort": 3306}]},
+    }))
+    .expect("a Service");
+    Api::<Service>::namespaced(client, ns)
+        .create(&PostParams::default(), &service)
         .await
         .expect("created");
     wait::until_showing(
@@ -75,4 +92,116 @@ async fn mariadb_serves_the_database_and_user_its_environment_names() {
         },
     )
     .await;
+}
+
+/// The credentials Secret `<cr>-db-credentials` for the `mariadb` Service of the namespace.
+async fn credentials(client: &kube::Client, ns: &str, cr: &str) {
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": format!("{cr}-db-credentials")},
+        "stringData": {
+            "databaseKind": "mariadb",
+            "databaseUsername": USER,
+            "databasePassword": PASSWORD,
+            "databaseService": "mariadb",
+            "databasePort": "3306",
+            "databaseName": DATABASE,
+            "databaseGeneration": "update",
+        },
+    }))
+    .expect("a Secret");
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("created");
+}
+
+#[tokio::test]
+async fn mariadb_serves_the_database_and_user_its_environment_names() {
+    let claim = control_planes::shared(Concern::RealNode);
+    let cp = claim.control_plane();
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "real-mariadb").await;
+    mariadb(cp, &ns).await;
+}
+
+#[tokio::test]
+async fn in_database_mode_the_service_keeps_its_data_in_mariadb() {
+    let (_claim, cp) = installed(false).await;
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "database-mode").await;
+    mariadb(cp, &ns).await;
+    credentials(&client, &ns, "demo").await;
+    let created = Instant::now();
+    let spec = json!({"storage": {"format": "DATABASE"}, "metrics": {"schedule": "5s"}});
+    tas_api(&client, &ns, "v1")
+        .create(&PostParams::default(), &tas("v1", "demo", spec))
+        .await
+        .expect("created");
+    service_ready(cp, &client, &ns, "demo").await;
+    println!(
+        "DATABASE mode: Ready {:?} after the create",
+        created.elapsed()
+    );
+
+    let user = caller(&client, &ns, "user", &["get"], "demo").await;
+    let api = ServiceApi::of(&client, &ns, "demo").await;
+    api.wait_reachable(&user).await;
+    let (code, body) = api
+        .call(&user, "POST", "/data/upload", Some(&upload_body()))
+        .await
+        .unwrap_or_else(|e| panic!("upload: {e}"));
+    assert_eq!(code, 200, "{body}");
+    let answer = api
+        .call(
+            &user,
+            "POST",
+            "/metrics/group/fairness/spd",
+            Some(&spd_body()),
+        )
+        .await;
+    assert_spd(&answer.unwrap_or_else(|e| panic!("SPD: {e}")));
+}
+
+#[tokio::test]
+async fn migration_moves_the_claims_data_into_mariadb() {
+    let (_claim, cp) = installed(false).await;
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "migration").await;
+    let pvc_pod = pvc_service(cp, &client, &ns, "demo").await;
+    let user = caller(&client, &ns, "user", &["get"], "demo").await;
+    let api = ServiceApi::of(&client, &ns, "demo").await;
+    api.wait_reachable(&user).await;
+    let (code, body) = api
+        .call(&user, "POST", "/data/upload", Some(&upload_body()))
+        .await
+        .unwrap_or_else(|e| panic!("upload: {e}"));
+    assert_eq!(code, 200, "{body}");
+
+    // DATABASE, keeping the folder and the file name (defaulted at the create) the service
+    // wrote under: migration mode.
+    mariadb(cp, &ns).await;
+    credentials(&client, &ns, "demo").await;
+    let switched = Instant::now();
+    let patch = json!({"spec": {"storage": {"format": "DATABASE"}}});
+    tas_api(&client, &ns, "v1")
+        .patch("demo", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .expect("switched");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let old = pvc_pod.metadata.name.as_deref();
+    ready_pod(cp, &pods, "demo", old).await;
+    service_ready(cp, &client, &ns, "demo").await;
+    println!("migration: Ready {:?} after the switch", switched.elapsed());
+
+    // Read from the database only: the metric over the migrated data.
+    api.wait_reachable(&user).await;
+    let answer = api
+        .call(
+            &user,
+            "POST",
+            "/metrics/group/fairness/spd",
+            Some(&spd_body()),
+        )
+        .await;
+    assert_spd(&answer.unwrap_or_else(|e| panic!("SPD: {e}")));
 }

@@ -104,8 +104,11 @@ pub async fn service_ready(cp: &ControlPlane, client: &kube::Client, ns: &str, c
 pub async fn pvc_service(cp: &ControlPlane, client: &kube::Client, ns: &str, cr: &str) -> Pod {
     let pv = format!("{ns}-{cr}");
     host_volume(cp, &pv, ns, &format!("{cr}-pvc")).await;
+    // The service writes HDF5 whatever the name; a later migration to the database moves only
+    // files whose names end in `.hdf5` (the default `data.csv` would leave nothing to move).
     let spec = json!({
         "storage": {"format": "PVC", "folder": "/inputs", "size": "1Gi", "pv": pv},
+        "data": {"filename": "trustyai.hdf5"},
         "metrics": {"schedule": "5s"},
     });
     tas_api(client, ns, "v1")
