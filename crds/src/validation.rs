@@ -1096,6 +1096,15 @@ impl<'a> Validator<'a> {
         if mode.uses_database() {
             self.missing_secret_warning();
         }
+        if mode == StorageMode::Migration
+            && let Some(filename) = self.str_at(FILENAME)
+            && !filename.ends_with(MIGRATED_SUFFIX)
+        {
+            self.warn(format!(
+                "spec.data.filename: the TrustyAI service (Python) moves into the database only the files of its folder whose names end in {MIGRATED_SUFFIX}; with {} nothing is moved and the service never becomes ready",
+                go_quote(filename)
+            ));
+        }
     }
 
     fn missing_secret_warning(&mut self) {
@@ -1122,6 +1131,10 @@ impl<'a> Validator<'a> {
         }
     }
 }
+
+/// The file names the TrustyAI service (Python) migrates from its folder into the database (it
+/// writes HDF5 whatever `data.filename` says, and its migration looks for `*.hdf5` only).
+const MIGRATED_SUFFIX: &str = ".hdf5";
 
 fn ignored_warning(path: Path, mode: StorageMode) -> String {
     let field = dotted(path);

@@ -33,7 +33,7 @@ fn db_spec() -> Value {
 fn migration_spec() -> Value {
     json!({
         "storage": { "format": "DATABASE", "folder": "/inputs", "databaseConfigurations": "creds" },
-        "data": { "filename": "data.csv" },
+        "data": { "filename": "data.hdf5" },
         "metrics": { "schedule": "5s" }
     })
 }
@@ -1097,6 +1097,11 @@ fn warnings_table() {
             vec![outside_migration("spec.data.format")],
         ),
         ("everything used in migration", migration(), vec![]),
+        (
+            "migration of files the service does not migrate",
+            with(migration(), "/spec/data/filename", json!("data.csv")),
+            vec!["spec.data.filename: the TrustyAI service (Python) moves into the database only the files of its folder whose names end in .hdf5; with \"data.csv\" nothing is moved and the service never becomes ready".into()],
+        ),
         (
             "retention with DATABASE: a leftover volume may still follow it",
             with(db(), "/spec/storage/retention", json!("Delete")),
