@@ -172,6 +172,10 @@ pub mod reason {
     pub const ALL_COMPONENTS_READY: &str = "AllComponentsReady";
     pub const NOT_ALL_COMPONENTS_READY: &str = "NotAllComponentsReady";
     pub const COMPONENTS_NOT_READY: &str = "ComponentsNotReady";
+    /// The service's container keeps exiting (its last log lines in the message).
+    pub const SERVICE_CRASHING: &str = "ServiceCrashing";
+    /// The service's container runs, but its readiness check has failed for a while.
+    pub const SERVICE_NOT_READY: &str = "ServiceNotReady";
     pub const DB_AVAILABLE: &str = "DBAvailable";
     pub const DB_CREDENTIALS_NOT_FOUND: &str = "DBCredentialsNotFound";
     pub const DB_CREDENTIALS_ERROR: &str = "DBCredentialsError";

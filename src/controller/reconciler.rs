@@ -38,6 +38,7 @@ use super::model_servers;
 use super::resources::images::{self, ImageSources, Images};
 use super::resources::{Instance, cluster_role_binding, labels, names, route};
 use super::single_writer;
+use super::status::pod_problem::pod_problem;
 use super::status::{self, DeploymentObservation, Observations, PvcObservation, RouteObservation};
 use super::wiring::kserve;
 
@@ -51,6 +52,8 @@ mod topic {
     pub const PVC_GROWTH: &str = "pvc-growth";
     /// The claim stays unbound.
     pub const PVC_PENDING: &str = "pvc-pending";
+    /// The service's pods do not serve (crashing, or unready for long).
+    pub const SERVICE: &str = "service";
 }
 
 /// The key of an object's backoff state.
@@ -179,8 +182,10 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
             .as_ref()
             .map(|e| crate::error_chain::chain_text(e)),
         pvc_growth_refused: provisioned.applied.claim.growth_refused,
+        pod_problem: pod_problem(&pods, Timestamp::now()),
     };
     write_status(ctx, service, &observed).await?;
+    report_pod_problem(ctx, service, &observed).await;
     let pending_recheck = report_pending_pvc(ctx, &instance, &pvc).await;
     report_growth(ctx, &instance, &observed, provisioned.error.is_none()).await;
     report_failures(
@@ -198,11 +203,17 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
     // A pod waiting behind the single-writer gate is released once the pod holding the claim
     // is gone; the Deployment's status (its terminating replicas) triggers that reconcile, and
     // this requeue stands in should that update be missed.
-    let recheck = match (pending_recheck, pod_waits_for_claim) {
-        (Some(pending), true) => Some(pending.min(SINGLE_WRITER_RECHECK)),
-        (None, true) => Some(SINGLE_WRITER_RECHECK),
-        (pending, false) => pending,
-    };
+    // A service that never became ready changes nothing in the Deployment's status when it
+    // crashes or stays unready: it is looked at again to name the cause.
+    let not_ready = observed.deployment.is_some_and(|d| !d.is_ready());
+    let recheck = [
+        pending_recheck,
+        pod_waits_for_claim.then_some(SINGLE_WRITER_RECHECK),
+        not_ready.then_some(NOT_READY_RECHECK),
+    ]
+    .into_iter()
+    .flatten()
+    .min();
     Ok(Action::requeue(next_check(
         ctx,
         service,
@@ -367,8 +378,24 @@ async fn report_failures(
     }
 }
 
+/// A Warning when the service's pods say why they do not serve (once per cause), cleared
+/// when the service is ready.
+async fn report_pod_problem(ctx: &Context, service: &TrustyAIService, observed: &Observations) {
+    let ready = observed.deployment.is_some_and(|d| d.is_ready());
+    match &observed.pod_problem {
+        Some(problem) if !ready => {
+            ctx.events
+                .warning(service, topic::SERVICE, problem.reason(), problem.message())
+                .await;
+        }
+        _ => ctx.events.resolved(service, topic::SERVICE),
+    }
+}
+
 /// How soon a TrustyAIService with a pod waiting for the claim is looked at again.
 const SINGLE_WRITER_RECHECK: Duration = Duration::from_secs(5);
+/// How soon a TrustyAIService whose Deployment is not ready is looked at again.
+const NOT_READY_RECHECK: Duration = Duration::from_secs(15);
 
 /// When to look again without a change: the jittered safety requeue, or earlier for a claim
 /// still pending or a certificate due.

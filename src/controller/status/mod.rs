@@ -22,6 +22,7 @@
 
 mod conditions;
 pub mod observations;
+pub mod pod_problem;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use trustyai_crds::contract::{condition, phase, reason};
@@ -183,13 +184,26 @@ fn ready_condition(ready: bool, components: &Components, observed: &Observations
             "All service components are ready",
         )
     } else {
+        // What the pods say is the cause, when they say it; else what is missing.
+        let problem = observed
+            .pod_problem
+            .as_ref()
+            .filter(|_| !components.deployment);
+        let mut blockers = components.blockers(observed);
+        let reason = match problem {
+            Some(problem) => {
+                blockers.insert(0, problem.message());
+                problem.reason()
+            }
+            None => reason::COMPONENTS_NOT_READY,
+        };
         Computed::new(
             condition::READY,
             Status::False,
-            reason::COMPONENTS_NOT_READY,
+            reason,
             format!(
                 "Not all service components are ready: {}",
-                components.blockers(observed).join("; ")
+                blockers.join("; ")
             ),
         )
     }

@@ -34,6 +34,8 @@ pub struct Observations {
     /// Why the PVC could not grow to the spec's size; it serves at its old size, so this is
     /// reported in `PVCAvailable` without making it false.
     pub pvc_growth_refused: Option<String>,
+    /// What the pods say keeps the service from serving, where they were read.
+    pub pod_problem: Option<super::pod_problem::PodProblem>,
 }
 
 /// The Deployment `<cr>`.

@@ -40,6 +40,7 @@ fn pvc_ready() -> Observations {
         image: Some("quay.io/trustyai/trustyai-service:v1".into()),
         provisioning_error: None,
         pvc_growth_refused: None,
+        pod_problem: None,
     }
 }
 
@@ -599,4 +600,37 @@ fn every_combination_is_consistent() {
             }
         }
     }
+}
+
+#[test]
+fn ready_names_what_the_pods_say_is_the_cause() {
+    use super::pod_problem::PodProblem;
+    let crashing = Observations {
+        deployment: Some(DeploymentObservation {
+            failing: true,
+            ..starting_deployment()
+        }),
+        pod_problem: Some(PodProblem::Crashing {
+            exit_code: 1,
+            last_words: "Can't connect to server on 'nowhere'".into(),
+        }),
+        ..database_ready()
+    };
+    let status = compute(None, &crashing, &at(100));
+    let ready = condition(&status, "Ready").expect("Ready");
+    assert_eq!(ready.status, "False");
+    assert_eq!(ready.reason.as_deref(), Some("ServiceCrashing"));
+    let message = ready.message.clone().unwrap_or_default();
+    assert!(
+        message.contains("exits (code 1)")
+            && message.contains("Can't connect to server on 'nowhere'"),
+        "{message}"
+    );
+    // A cause the pods reported while the Deployment is ready again no longer counts.
+    let recovered = Observations {
+        pod_problem: crashing.pod_problem.clone(),
+        ..database_ready()
+    };
+    let status = compute(None, &recovered, &at(100));
+    assert_eq!(condition(&status, "Ready").expect("Ready").status, "True");
 }

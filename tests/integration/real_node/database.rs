@@ -96,13 +96,18 @@ async fn mariadb(cp: &ControlPlane, ns: &str) {
 
 /// The credentials Secret `<cr>-db-credentials` for the `mariadb` Service of the namespace.
 async fn credentials(client: &kube::Client, ns: &str, cr: &str) {
+    credentials_for(client, ns, cr, "mariadb").await;
+}
+
+/// The credentials Secret `<cr>-db-credentials` for the database Service `host`.
+async fn credentials_for(client: &kube::Client, ns: &str, cr: &str, host: &str) {
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": format!("{cr}-db-credentials")},
         "stringData": {
             "databaseKind": "mariadb",
             "databaseUsername": USER,
             "databasePassword": PASSWORD,
-            "databaseService": "mariadb",
+            "databaseService": host,
             "databasePort": "3306",
             "databaseName": DATABASE,
             "databaseGeneration": "update",
@@ -204,4 +209,93 @@ async fn migration_moves_the_claims_data_into_mariadb() {
         )
         .await;
     assert_spd(&answer.unwrap_or_else(|e| panic!("SPD: {e}")));
+}
+
+/// Waits until the TrustyAIService `cr` is not Ready with `reason`, and a Warning event with
+/// that reason is on it; returns the condition's message.
+async fn not_ready_because(
+    cp: &ControlPlane,
+    client: &kube::Client,
+    ns: &str,
+    cr: &str,
+    reason: &str,
+) -> String {
+    let api = tas_api(client, ns, "v1");
+    let message = wait::until_showing(
+        &format!("{cr} not Ready with reason {reason}"),
+        TIMEOUT,
+        || cp.logs(),
+        async || {
+            let object = api.get(cr).await.ok()?;
+            let conditions = object.data["status"]["conditions"].as_array()?.clone();
+            let ready = conditions.iter().find(|c| c["type"] == "Ready")?;
+            (ready["status"] == "False" && ready["reason"] == reason)
+                .then(|| ready["message"].as_str().unwrap_or_default().to_owned())
+        },
+    )
+    .await;
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    wait::until_showing(
+        &format!("a Warning {reason} on {cr}"),
+        TIMEOUT,
+        || cp.logs(),
+        async || {
+            let list = events.list(&Default::default()).await.ok()?;
+            list.items
+                .iter()
+                .any(|e| {
+                    e.type_.as_deref() == Some("Warning")
+                        && e.reason.as_deref() == Some(reason)
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(cr)
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    message
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_named_in_ready_with_the_services_last_words() {
+    let (_claim, cp) = installed(false).await;
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "database-unreachable").await;
+    credentials_for(&client, &ns, "demo", "nowhere").await;
+    let spec = json!({"storage": {"format": "DATABASE"}, "metrics": {"schedule": "5s"}});
+    tas_api(&client, &ns, "v1")
+        .create(&PostParams::default(), &tas("v1", "demo", spec))
+        .await
+        .expect("created");
+    let message = not_ready_because(cp, &client, &ns, "demo", "ServiceCrashing").await;
+    println!("Ready's message: {message}");
+    let (_, last_words) = message
+        .split_once("the end of its log: ")
+        .unwrap_or_else(|| panic!("no log quoted: {message}"));
+    assert!(
+        last_words.chars().any(char::is_alphabetic),
+        "the service's last words are quoted: {message}"
+    );
+}
+
+#[tokio::test]
+async fn a_migration_with_nothing_to_move_is_named_in_ready() {
+    let (_claim, cp) = installed(false).await;
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "migration-empty").await;
+    let pvc_pod = pvc_service(cp, &client, &ns, "demo").await;
+    mariadb(cp, &ns).await;
+    credentials(&client, &ns, "demo").await;
+    // Nothing was uploaded: the folder holds no file to move.
+    let patch = json!({"spec": {"storage": {"format": "DATABASE"}}});
+    tas_api(&client, &ns, "v1")
+        .patch("demo", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .expect("switched");
+    let message = not_ready_because(cp, &client, &ns, "demo", "ServiceNotReady").await;
+    println!("Ready's message: {message}");
+    let old = pvc_pod.metadata.name.expect("a name");
+    assert!(
+        !message.contains(&old),
+        "the old pod is not the one named: {message}"
+    );
 }

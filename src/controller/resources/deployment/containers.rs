@@ -42,6 +42,9 @@ pub fn service_container(image: &str, env: Vec<EnvVar>, mounts: Vec<VolumeMount>
         }),
         security_context: Some(container_security_context()),
         volume_mounts: Some(mounts),
+        // A service that exits (a database unreachable at start) writes no termination
+        // message: the end of its log stands in, and the status quotes it.
+        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
         ..Container::default()
     }
 }

@@ -1,0 +1,188 @@
+//! Why the service's pods do not serve, as the pods' own status says it: a service container
+//! that keeps exiting (with the end of its log, which the kubelet keeps as the termination
+//! message under `FallbackToLogsOnError`), or one that runs while its readiness check keeps
+//! failing.
+
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use crate::controller::resources::deployment::containers::SERVICE_CONTAINER;
+
+/// How long a running service may fail its readiness check before it is reported: it starts in
+/// about 10 s, and its check is first made after 10 s.
+pub const NOT_READY_GRACE: SignedDuration = SignedDuration::from_secs(60);
+/// How much of the end of the service's log the status quotes.
+const LAST_WORDS_LINES: usize = 3;
+const LAST_WORDS_CHARS: usize = 600;
+
+/// What keeps the service's pods from serving.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodProblem {
+    /// The service container exited with `exit_code`; `last_words`: the end of its log.
+    Crashing { exit_code: i32, last_words: String },
+    /// The service container has run for [`NOT_READY_GRACE`] and is still not ready.
+    NotReady { pod: String },
+}
+
+impl PodProblem {
+    /// The condition reason and event reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Crashing { .. } => trustyai_crds::contract::reason::SERVICE_CRASHING,
+            Self::NotReady { .. } => trustyai_crds::contract::reason::SERVICE_NOT_READY,
+        }
+    }
+
+    /// What to tell the user.
+    pub fn message(&self) -> String {
+        match self {
+            Self::Crashing {
+                exit_code,
+                last_words,
+            } => format!(
+                "the TrustyAI service exits (code {exit_code}); the end of its log: {last_words}"
+            ),
+            Self::NotReady { pod } => format!(
+                "the TrustyAI service in pod {pod} runs but has failed its readiness check for more than {}s (its /q/health/ready says why; in migration mode it stays unready when its folder holds no *.hdf5 file to move)",
+                NOT_READY_GRACE.as_secs()
+            ),
+        }
+    }
+}
+
+/// The service container's status in `pod`.
+fn service_status(pod: &Pod) -> Option<&ContainerStatus> {
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == SERVICE_CONTAINER)
+}
+
+/// The last lines of `message`, shortened.
+fn last_words(message: &str) -> String {
+    let lines: Vec<&str> = message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let tail = lines[lines.len().saturating_sub(LAST_WORDS_LINES)..].join(" | ");
+    let skip = tail.chars().count().saturating_sub(LAST_WORDS_CHARS);
+    tail.chars().skip(skip).collect()
+}
+
+/// The first problem found among `pods` (not being deleted) at `now`.
+pub fn pod_problem(pods: &[Pod], now: Timestamp) -> Option<PodProblem> {
+    let live = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none());
+    let mut not_ready = None;
+    for pod in live {
+        let Some(status) = service_status(pod) else {
+            continue;
+        };
+        if status.ready {
+            continue;
+        }
+        let state = status.state.as_ref();
+        let exited = state
+            .and_then(|s| s.terminated.as_ref())
+            .or_else(|| status.last_state.as_ref()?.terminated.as_ref())
+            .filter(|t| t.exit_code != 0);
+        if let Some(terminated) = exited {
+            return Some(PodProblem::Crashing {
+                exit_code: terminated.exit_code,
+                last_words: last_words(terminated.message.as_deref().unwrap_or_default()),
+            });
+        }
+        let running_since = state
+            .and_then(|s| s.running.as_ref())
+            .and_then(|r| r.started_at.as_ref());
+        if let Some(started) = running_since
+            && now.duration_since(started.0) > NOT_READY_GRACE
+        {
+            not_ready = Some(PodProblem::NotReady {
+                pod: pod.metadata.name.clone().unwrap_or_default(),
+            });
+        }
+    }
+    not_ready
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn pod(status: Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "tas-1"},
+            "status": {"containerStatuses": [
+                {"name": "kube-rbac-proxy", "ready": false, "restartCount": 0, "image": "p", "imageID": "",
+                 "state": {"terminated": {"exitCode": 2}}},
+                status
+            ]}
+        }))
+        .expect("a pod")
+    }
+
+    fn now() -> Timestamp {
+        "2026-01-01T00:10:00Z".parse().expect("a time")
+    }
+
+    #[test]
+    fn an_exited_service_is_crashing_with_the_end_of_its_log() {
+        let log = "starting\n\nconnecting to mariadb\nError: Can't connect to server on 'nowhere'\nexiting\n";
+        let crashed = pod(json!({
+            "name": "trustyai-service", "ready": false, "restartCount": 3, "image": "s", "imageID": "",
+            "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+            "lastState": {"terminated": {"exitCode": 1, "message": log}},
+        }));
+        assert_eq!(
+            pod_problem(&[crashed], now()),
+            Some(PodProblem::Crashing {
+                exit_code: 1,
+                last_words:
+                    "connecting to mariadb | Error: Can't connect to server on 'nowhere' | exiting"
+                        .into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_service_unready_past_the_grace_is_reported_and_not_before() {
+        let running_since = |started: &str| {
+            pod(json!({
+                "name": "trustyai-service", "ready": false, "restartCount": 0, "image": "s", "imageID": "",
+                "state": {"running": {"startedAt": started}},
+            }))
+        };
+        assert_eq!(
+            pod_problem(&[running_since("2026-01-01T00:08:00Z")], now()),
+            Some(PodProblem::NotReady {
+                pod: "tas-1".into()
+            })
+        );
+        assert_eq!(
+            pod_problem(&[running_since("2026-01-01T00:09:30Z")], now()),
+            None
+        );
+    }
+
+    #[test]
+    fn a_ready_service_or_another_containers_exit_is_no_problem() {
+        let ready = pod(json!({
+            "name": "trustyai-service", "ready": true, "restartCount": 1, "image": "s", "imageID": "",
+            "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+            "lastState": {"terminated": {"exitCode": 1}},
+        }));
+        assert_eq!(pod_problem(&[ready], now()), None);
+    }
+
+    #[test]
+    fn long_last_words_are_cut_from_the_front() {
+        let words = last_words(&"x".repeat(2000));
+        assert_eq!(words.chars().count(), LAST_WORDS_CHARS);
+    }
+}
