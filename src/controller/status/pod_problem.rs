@@ -18,8 +18,14 @@ const LAST_WORDS_CHARS: usize = 600;
 /// What keeps the service's pods from serving.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PodProblem {
-    /// The service container exited with `exit_code`; `last_words`: the end of its log.
-    Crashing { exit_code: i32, last_words: String },
+    /// The service container exited with `exit_code` (137: killed, by a failed liveness check
+    /// or the memory limit, which the kubelet's `OOMKilled` names); `last_words`: the end of
+    /// its log.
+    Crashing {
+        exit_code: i32,
+        killed_for_memory: bool,
+        last_words: String,
+    },
     /// The service container has run for [`NOT_READY_GRACE`] and is still not ready.
     NotReady { pod: String },
 }
@@ -38,10 +44,19 @@ impl PodProblem {
         match self {
             Self::Crashing {
                 exit_code,
+                killed_for_memory,
                 last_words,
-            } => format!(
-                "the TrustyAI service exits (code {exit_code}); the end of its log: {last_words}"
-            ),
+            } => {
+                let how = match (exit_code, killed_for_memory) {
+                    (_, true) => format!("was killed at its memory limit (code {exit_code})"),
+                    (137, false) => {
+                        "was killed (code 137: its liveness check failed while it started or ran)"
+                            .to_owned()
+                    }
+                    (code, false) => format!("exits (code {code})"),
+                };
+                format!("the TrustyAI service {how}; the end of its log: {last_words}")
+            }
             Self::NotReady { pod } => format!(
                 "the TrustyAI service in pod {pod} runs but has failed its readiness check for more than {}s (its /q/health/ready says why; in migration mode it stays unready when its folder holds no *.hdf5 file to move)",
                 NOT_READY_GRACE.as_secs()
@@ -93,6 +108,7 @@ pub fn pod_problem(pods: &[Pod], now: Timestamp) -> Option<PodProblem> {
         if let Some(terminated) = exited {
             return Some(PodProblem::Crashing {
                 exit_code: terminated.exit_code,
+                killed_for_memory: terminated.reason.as_deref() == Some("OOMKilled"),
                 last_words: last_words(terminated.message.as_deref().unwrap_or_default()),
             });
         }
@@ -143,6 +159,7 @@ mod tests {
             pod_problem(&[crashed], now()),
             Some(PodProblem::Crashing {
                 exit_code: 1,
+                killed_for_memory: false,
                 last_words:
                     "connecting to mariadb | Error: Can't connect to server on 'nowhere' | exiting"
                         .into()
@@ -178,6 +195,17 @@ mod tests {
             "lastState": {"terminated": {"exitCode": 1}},
         }));
         assert_eq!(pod_problem(&[ready], now()), None);
+    }
+
+    #[test]
+    fn a_kill_says_why_it_may_have_come() {
+        let killed = |reason: &str| PodProblem::Crashing {
+            exit_code: 137,
+            killed_for_memory: reason == "OOMKilled",
+            last_words: String::new(),
+        };
+        assert!(killed("Error").message().contains("liveness check failed"));
+        assert!(killed("OOMKilled").message().contains("memory limit"));
     }
 
     #[test]

@@ -612,6 +612,7 @@ fn ready_names_what_the_pods_say_is_the_cause() {
         }),
         pod_problem: Some(PodProblem::Crashing {
             exit_code: 1,
+            killed_for_memory: false,
             last_words: "Can't connect to server on 'nowhere'".into(),
         }),
         ..database_ready()

@@ -268,6 +268,27 @@ async fn an_unreachable_database_is_named_in_ready_with_the_services_last_words(
         .expect("created");
     let message = not_ready_because(cp, &client, &ns, "demo", "ServiceCrashing").await;
     println!("Ready's message: {message}");
+    for pod in Api::<Pod>::namespaced(client.clone(), &ns)
+        .list(&Default::default())
+        .await
+        .expect("the pods")
+    {
+        let statuses = pod
+            .status
+            .and_then(|s| s.container_statuses)
+            .unwrap_or_default();
+        for status in statuses {
+            let terminated = status.last_state.and_then(|s| s.terminated);
+            if let Some(terminated) = terminated {
+                println!(
+                    "{} exited {}: {}",
+                    status.name,
+                    terminated.exit_code,
+                    terminated.message.unwrap_or_default()
+                );
+            }
+        }
+    }
     let (_, last_words) = message
         .split_once("the end of its log: ")
         .unwrap_or_else(|| panic!("no log quoted: {message}"));
