@@ -319,8 +319,16 @@ fn run(o: Options) -> Result<(), String> {
         // Every 2 s: each look is a kubectl process.
         if !announced_ready && polls.is_multiple_of(4) && samples_ready(&kubeconfig, &o.namespace) {
             announced_ready = true;
+            // Only on a real node do the service's pods run and answer.
+            let try_it = if real_node.is_some() {
+                first_sample(&kubeconfig, &o.namespace)
+                    .map(|name| try_the_service(&kubeconfig, &o.namespace, &name))
+                    .unwrap_or_default()
+            } else {
+                String::new()
+            };
             println!(
-                "\nThe sample TrustyAIService in {} is Ready.\n{what_to_run}\nPress Ctrl-C to stop everything.",
+                "\nThe sample TrustyAIService in {} is Ready.\n{what_to_run}{try_it}\nPress Ctrl-C to stop everything.",
                 o.namespace
             );
         }
@@ -416,6 +424,53 @@ fn install_chart(cp: &ControlPlane) -> Result<(), String> {
     )?;
     eprint!("{out}");
     Ok(())
+}
+
+/// The name of the first TrustyAIService in `namespace`.
+fn first_sample(kubeconfig: &std::path::Path, namespace: &str) -> Option<String> {
+    let names = kubectl(
+        kubeconfig,
+        &[
+            "get",
+            "tas",
+            "-n",
+            namespace,
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ],
+    )
+    .ok()?;
+    names.split_whitespace().next().map(str::to_owned)
+}
+
+/// Shell commands that upload the sample inferences to the TrustyAIService `name` and read a
+/// fairness metric (SPD) back, as a client of the service does: through `<name>-tls`
+/// (kube-rbac-proxy), with the token of a ServiceAccount whose Role grants `get` on that
+/// Service only, trusting the CA of the `<name>-tls` Secret. The host reaches the Service's
+/// cluster IP through kube-proxy's rules on the real node.
+fn try_the_service(kubeconfig: &std::path::Path, namespace: &str, name: &str) -> String {
+    let samples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("samples");
+    let samples = samples.canonicalize().unwrap_or(samples);
+    format!(
+        r#"
+Upload sample inferences and read their statistical parity difference back (SPD -0.3: 5/10 of
+gender 0 against 8/10 of gender 1 get income 1), through the authenticated Service:
+
+  export KUBECONFIG={kc}
+  kubectl -n {ns} create serviceaccount trustyai-client
+  kubectl -n {ns} create role trustyai-client --verb=get --resource=services --resource-name={name}
+  kubectl -n {ns} create rolebinding trustyai-client --role=trustyai-client --serviceaccount={ns}:trustyai-client
+  kubectl -n {ns} get secret {name}-tls -o jsonpath='{{.data.ca\.crt}}' | base64 -d > /tmp/{name}-ca.crt
+  TOKEN=$(kubectl -n {ns} create token trustyai-client)
+  IP=$(kubectl -n {ns} get service {name}-tls -o jsonpath='{{.spec.clusterIP}}')
+  URL=https://{name}-tls.{ns}.svc; CURL="curl -sS --cacert /tmp/{name}-ca.crt --resolve {name}-tls.{ns}.svc:443:$IP -H Authorization:Bearer\ $TOKEN -H Content-Type:application/json"
+  $CURL -d @{samples}/demo-model-upload.json $URL/data/upload; echo
+  $CURL -d @{samples}/demo-model-spd.json $URL/metrics/group/fairness/spd; echo
+"#,
+        kc = kubeconfig.display(),
+        ns = namespace,
+        samples = samples.display(),
+    )
 }
 
 /// Whether every TrustyAIService in `namespace` has `Ready=True` (and there is at least one).

@@ -9,6 +9,7 @@ mod chart;
 mod database;
 mod handover;
 mod images;
+mod kserve_logger;
 mod load;
 mod pods;
 mod release;
