@@ -244,6 +244,7 @@ pub fn cached(
         let tag = reference.rsplit_once(':').map_or("", |(_, t)| t);
         let archive = cache.join(format!("{name}-{tag}.tar"));
         if archive.exists() {
+            mark_used(&archive);
             return Ok(Image {
                 reference: reference.to_owned(),
                 archive,
@@ -271,7 +272,48 @@ pub fn build(name: &str, rootfs: &Path, config: &ImageConfig) -> Result<Image, S
     std::fs::create_dir_all(work.join("blobs/sha256")).map_err(|e| e.to_string())?;
     let result = build_in(name, rootfs, config, &cache, &work);
     let _ = std::fs::remove_dir_all(&work);
+    if let Ok(image) = &result {
+        mark_used(&image.archive);
+        prune(&cache, name, ARCHIVES_KEPT);
+    }
     result
+}
+
+/// Sets `archive`'s modification time to now: pruning keeps the archives used last.
+fn mark_used(archive: &Path) {
+    let _ = std::fs::File::options()
+        .append(true)
+        .open(archive)
+        .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+}
+
+/// How many archives of one image name the cache keeps: the most recently used ones (several
+/// checkouts of the project may run at once, each with its own version of an image).
+pub const ARCHIVES_KEPT: usize = 3;
+
+/// Removes the archives `<name>-<tag>.tar` of `cache` but the `keep` most recently used
+/// (modified) ones. An archive another run still imports is kept by that run's own use.
+pub fn prune(cache: &Path, name: &str, keep: usize) {
+    let prefix = format!("{name}-");
+    let Ok(entries) = std::fs::read_dir(cache) else {
+        return;
+    };
+    let mut archives: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let file = e.file_name();
+            let file = file.to_string_lossy();
+            file.strip_prefix(&prefix)
+                .and_then(|rest| rest.strip_suffix(".tar"))
+                // The tag is hex: another image whose name starts with this one's differs.
+                .is_some_and(|tag| !tag.is_empty() && tag.chars().all(|c| c.is_ascii_hexdigit()))
+        })
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    archives.sort_by_key(|(modified, _)| std::cmp::Reverse(*modified));
+    for (_, path) in archives.into_iter().skip(keep) {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 fn build_in(
@@ -470,6 +512,40 @@ pub fn pause() -> Result<Image, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pruning_keeps_the_most_recently_used_archives_of_one_name_only() {
+        let dir = std::env::temp_dir().join(format!("trustyai-prune-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("folder");
+        let day = std::time::Duration::from_secs(86_400);
+        let now = std::time::SystemTime::now();
+        let file = |name: &str, age: u32| {
+            let path = dir.join(name);
+            std::fs::write(&path, "x").expect("file");
+            let f = std::fs::File::options()
+                .append(true)
+                .open(&path)
+                .expect("open");
+            f.set_modified(now - day * age).expect("mtime");
+        };
+        for (tag, age) in [("aa", 1), ("bb", 2), ("cc", 3), ("dd", 4)] {
+            file(&format!("op-{tag}.tar"), age);
+        }
+        // Another image whose name starts with this one's, and a note.
+        file("op-odh-aa.tar", 9);
+        file("op.1234.ref", 9);
+        prune(&dir, "op", 2);
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .expect("read")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            ["op-aa.tar", "op-bb.tar", "op-odh-aa.tar", "op.1234.ref"]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn an_input_digest_changes_with_a_files_content_or_mode_and_only_then() {
