@@ -321,7 +321,9 @@ fn run(o: Options) -> Result<(), String> {
             announced_ready = true;
             // Only on a real node do the service's pods run and answer.
             let try_it = if real_node.is_some() {
-                first_sample(&kubeconfig, &o.namespace)
+                sample_names(&kubeconfig, &o.namespace)
+                    .ok()
+                    .and_then(|names| names.into_iter().next())
                     .map(|name| try_the_service(&kubeconfig, &o.namespace, &name))
                     .unwrap_or_default()
             } else {
@@ -426,8 +428,8 @@ fn install_chart(cp: &ControlPlane) -> Result<(), String> {
     Ok(())
 }
 
-/// The name of the first TrustyAIService in `namespace`.
-fn first_sample(kubeconfig: &std::path::Path, namespace: &str) -> Option<String> {
+/// The names of the TrustyAIServices in `namespace`.
+fn sample_names(kubeconfig: &std::path::Path, namespace: &str) -> Result<Vec<String>, String> {
     let names = kubectl(
         kubeconfig,
         &[
@@ -438,9 +440,8 @@ fn first_sample(kubeconfig: &std::path::Path, namespace: &str) -> Option<String>
             "-o",
             "jsonpath={.items[*].metadata.name}",
         ],
-    )
-    .ok()?;
-    names.split_whitespace().next().map(str::to_owned)
+    )?;
+    Ok(names.split_whitespace().map(str::to_owned).collect())
 }
 
 /// Shell commands that upload the sample inferences to the TrustyAIService `name` and read a
@@ -497,24 +498,14 @@ fn samples_ready(kubeconfig: &std::path::Path, namespace: &str) -> bool {
 /// to the claim `<name>-pvc` of every TrustyAIService in `namespace`.
 fn provide_volumes(cp: &ControlPlane, namespace: &str) {
     use std::os::unix::fs::PermissionsExt;
-    let names = match kubectl(
-        &cp.kubeconfig,
-        &[
-            "get",
-            "tas",
-            "-n",
-            namespace,
-            "-o",
-            "jsonpath={.items[*].metadata.name}",
-        ],
-    ) {
+    let names = match sample_names(&cp.kubeconfig, namespace) {
         Ok(names) => names,
         Err(e) => {
             eprintln!("listing the samples failed: {e}");
             return;
         }
     };
-    for name in names.split_whitespace() {
+    for name in &names {
         let claim = format!("{name}-pvc");
         let folder = cp.dir.join("volumes").join(format!("{namespace}-{claim}"));
         let made = std::fs::create_dir_all(&folder).and_then(|()| {

@@ -4,6 +4,7 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
+use trustyai_local_cluster::ControlPlane;
 use trustyai_local_cluster::images::{self, kube_rbac_proxy::Flavour};
 
 use super::release::{NAMESPACE, TIMEOUT, installed, is_ready, uninstall, upgrade};
@@ -17,6 +18,37 @@ const UPLOAD: &str = "/data/upload";
 /// The status of `answer`, or the error as a panic.
 fn status(answer: Result<(u16, serde_json::Value), String>) -> u16 {
     answer.unwrap_or_else(|e| panic!("no answer: {e}")).0
+}
+
+/// Waits until the TrustyAIService `demo` in `ns` has pods, all Ready and all `what` says
+/// (`is`).
+async fn only_ready_demo_pods(
+    cp: &ControlPlane,
+    client: &kube::Client,
+    ns: &str,
+    what: &str,
+    is: impl Fn(&Pod) -> bool,
+) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    wait::until_showing(
+        &format!("only Ready demo pods {what}"),
+        TIMEOUT,
+        || cp.logs(),
+        async || {
+            let list = pods
+                .list(&ListParams::default().labels("app.kubernetes.io/instance=demo"))
+                .await
+                .ok()?;
+            let ready = |p: &Pod| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            };
+            (!list.items.is_empty() && list.items.iter().all(|p| is(p) && ready(p))).then_some(())
+        },
+    )
+    .await;
 }
 
 /// Through `demo-tls` in `ns`: a token with `get` on the Service reads but may not upload; one
@@ -96,27 +128,12 @@ async fn with_http_method_access_reading_needs_get_and_uploading_needs_create() 
     let ns = cp.namespace(&client, "access-by-method").await;
     pvc_service(cp, &client, &ns, "demo").await;
     // The pods that serve were started with the configuration without a verb.
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    wait::until_showing(
-        "only demo pods started with http-method access",
-        TIMEOUT,
-        || cp.logs(),
-        async || {
-            let list = pods
-                .list(&ListParams::default().labels("app.kubernetes.io/instance=demo"))
-                .await
-                .ok()?;
-            list.items
-                .iter()
-                .all(|p| {
-                    p.metadata.annotations.as_ref().is_some_and(|a| {
-                        a.get("trustyai.opendatahub.io/service-access")
-                            .is_some_and(|v| v == "http-method")
-                    })
-                })
-                .then_some(())
-        },
-    )
+    only_ready_demo_pods(cp, &client, &ns, "started with http-method access", |p| {
+        p.metadata.annotations.as_ref().is_some_and(|a| {
+            a.get("trustyai.opendatahub.io/service-access")
+                .is_some_and(|v| v == "http-method")
+        })
+    })
     .await;
     service_ready(cp, &client, &ns, "demo").await;
 
@@ -143,33 +160,13 @@ async fn with_upstream_kube_rbac_proxy_the_verbs_follow_the_http_method() {
     let ns = cp.namespace(&client, "access-upstream").await;
     pvc_service(cp, &client, &ns, "demo").await;
     // Only pods running upstream's proxy serve.
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    wait::until_showing(
-        "only demo pods running upstream kube-rbac-proxy, Ready",
-        TIMEOUT,
-        || cp.logs(),
-        async || {
-            let list = pods
-                .list(&ListParams::default().labels("app.kubernetes.io/instance=demo"))
-                .await
-                .ok()?;
-            let upstream_proxy = |p: &Pod| {
-                p.spec.as_ref().is_some_and(|s| {
-                    s.containers
-                        .iter()
-                        .any(|c| c.image.as_deref() == Some(upstream.reference.as_str()))
-                })
-            };
-            let serving = |p: &Pod| {
-                p.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            };
-            (!list.items.is_empty() && list.items.iter().all(|p| upstream_proxy(p) && serving(p)))
-                .then_some(())
-        },
-    )
+    only_ready_demo_pods(cp, &client, &ns, "running upstream kube-rbac-proxy", |p| {
+        p.spec.as_ref().is_some_and(|s| {
+            s.containers
+                .iter()
+                .any(|c| c.image.as_deref() == Some(upstream.reference.as_str()))
+        })
+    })
     .await;
     service_ready(cp, &client, &ns, "demo").await;
 

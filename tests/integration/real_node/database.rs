@@ -11,7 +11,7 @@ use trustyai_local_cluster::{ControlPlane, images};
 
 use super::release::{TIMEOUT, installed};
 use super::service::{pvc_service, ready_pod, service_ready};
-use super::service_api::{ServiceApi, assert_spd, caller, spd_body, upload_body};
+use super::service_api::User;
 use crate::support::cluster::{tas, tas_api};
 use crate::support::control_planes::{self, Concern};
 use crate::support::wait;
@@ -148,23 +148,9 @@ async fn in_database_mode_the_service_keeps_its_data_in_mariadb() {
         created.elapsed()
     );
 
-    let user = caller(&client, &ns, "user", &["get"], "demo").await;
-    let api = ServiceApi::of(&client, &ns, "demo").await;
-    api.wait_reachable(&user).await;
-    let (code, body) = api
-        .call(&user, "POST", "/data/upload", Some(&upload_body()))
-        .await
-        .unwrap_or_else(|e| panic!("upload: {e}"));
-    assert_eq!(code, 200, "{body}");
-    let answer = api
-        .call(
-            &user,
-            "POST",
-            "/metrics/group/fairness/spd",
-            Some(&spd_body()),
-        )
-        .await;
-    assert_spd(&answer.unwrap_or_else(|e| panic!("SPD: {e}")));
+    let user = User::of_demo(&client, &ns).await;
+    user.upload().await;
+    user.assert_spd().await;
 }
 
 #[tokio::test]
@@ -173,14 +159,8 @@ async fn migration_moves_the_claims_data_into_mariadb() {
     let client = cp.client().await;
     let ns = cp.namespace(&client, "migration").await;
     let pvc_pod = pvc_service(cp, &client, &ns, "demo").await;
-    let user = caller(&client, &ns, "user", &["get"], "demo").await;
-    let api = ServiceApi::of(&client, &ns, "demo").await;
-    api.wait_reachable(&user).await;
-    let (code, body) = api
-        .call(&user, "POST", "/data/upload", Some(&upload_body()))
-        .await
-        .unwrap_or_else(|e| panic!("upload: {e}"));
-    assert_eq!(code, 200, "{body}");
+    let user = User::of_demo(&client, &ns).await;
+    user.upload().await;
 
     // DATABASE, keeping the folder and the file name (defaulted at the create) the service
     // wrote under: migration mode.
@@ -199,16 +179,7 @@ async fn migration_moves_the_claims_data_into_mariadb() {
     println!("migration: Ready {:?} after the switch", switched.elapsed());
 
     // Read from the database only: the metric over the migrated data.
-    api.wait_reachable(&user).await;
-    let answer = api
-        .call(
-            &user,
-            "POST",
-            "/metrics/group/fairness/spd",
-            Some(&spd_body()),
-        )
-        .await;
-    assert_spd(&answer.unwrap_or_else(|e| panic!("SPD: {e}")));
+    user.assert_spd().await;
 }
 
 /// Waits until the TrustyAIService `cr` is not Ready with `reason`, and a Warning event with

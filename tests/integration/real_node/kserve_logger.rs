@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::release::{TIMEOUT, images, installed};
 use super::service::pvc_service;
-use super::service_api::{ServiceApi, caller};
+use super::service_api::User;
 use crate::support::wait;
 
 const ISVC_CRD: &str = "inferenceservices.serving.kserve.io";
@@ -115,11 +115,10 @@ async fn a_logger_at_the_wired_url_reaches_the_service_through_cluster_dns() {
     assert_eq!(phase, "Succeeded", "the logger to {url}: {log}");
 
     // The service stored the inference under the model it named.
-    let user = caller(&client, &ns, "user", &["get"], "demo").await;
-    let api = ServiceApi::of(&client, &ns, "demo").await;
-    api.wait_reachable(&user).await;
-    let (code, info) = api
-        .call(&user, "GET", "/info", None)
+    let user = User::of_demo(&client, &ns).await;
+    let (code, info) = user
+        .api
+        .call(&user.token, "GET", "/info", None)
         .await
         .unwrap_or_else(|e| panic!("GET /info: {e}"));
     assert_eq!(code, 200, "{info}");

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::release::{TIMEOUT, installed};
 use super::service::pvc_service;
-use super::service_api::{EXPECTED_SPD, ServiceApi, caller, spd_body, upload_body};
+use super::service_api::{EXPECTED_SPD, User, spd_body};
 use crate::support::wait;
 
 const SERVICE_MONITOR_CRD: &str = "servicemonitors.monitoring.coreos.com";
@@ -65,19 +65,10 @@ async fn the_service_monitor_endpoint_scrapes_trustyai_spd_with_prometheus_clien
     let pod = pvc_service(cp, &client, &ns, "demo").await;
 
     // Data and a scheduled SPD request, as a user of the service's API makes them.
-    let user = caller(&client, &ns, "user", &["get"], "demo").await;
-    let api = ServiceApi::of(&client, &ns, "demo").await;
-    api.wait_reachable(&user).await;
-    for (path, body) in [
-        ("/data/upload", upload_body()),
-        ("/metrics/group/fairness/spd/request", spd_body()),
-    ] {
-        let (code, answer) = api
-            .call(&user, "POST", path, Some(&body))
-            .await
-            .unwrap_or_else(|e| panic!("POST {path}: {e}"));
-        assert_eq!(code, 200, "POST {path}: {answer}");
-    }
+    let user = User::of_demo(&client, &ns).await;
+    user.upload().await;
+    user.post("/metrics/group/fairness/spd/request", &spd_body())
+        .await;
 
     // The ServiceMonitor's endpoint, turned into a scrape job as the Prometheus Operator does.
     let monitors: Api<DynamicObject> = Api::namespaced_with(

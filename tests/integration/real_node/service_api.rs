@@ -164,3 +164,52 @@ pub fn assert_spd(answer: &(u16, Value)) {
     let value = body["value"].as_f64().unwrap_or(f64::NAN);
     assert!((value - EXPECTED_SPD).abs() < 1e-9, "{body}");
 }
+
+/// A user of the TrustyAIService `demo`'s API: a ServiceAccount `user` with `get` on its
+/// Service, and the API once it answers.
+pub struct User {
+    pub api: ServiceApi,
+    pub token: String,
+}
+
+impl User {
+    /// Makes the user in `ns` and waits until the API answers it.
+    pub async fn of_demo(client: &kube::Client, ns: &str) -> User {
+        let token = caller(client, ns, "user", &["get"], "demo").await;
+        let api = ServiceApi::of(client, ns, "demo").await;
+        api.wait_reachable(&token).await;
+        User { api, token }
+    }
+
+    /// `POST path` with `body`, asserting a 200; returns the answer's body.
+    pub async fn post(&self, path: &str, body: &Value) -> Value {
+        let (code, answer) = self
+            .api
+            .call(&self.token, "POST", path, Some(body))
+            .await
+            .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+        assert_eq!(code, 200, "POST {path}: {answer}");
+        answer
+    }
+
+    /// Uploads the 20 inferences of [`upload_body`].
+    pub async fn upload(&self) {
+        self.post("/data/upload", &upload_body()).await;
+    }
+
+    /// Asserts that the SPD over the uploaded inferences is [`EXPECTED_SPD`] (after waiting for
+    /// the API to answer again, as after a pod's replacement).
+    pub async fn assert_spd(&self) {
+        self.api.wait_reachable(&self.token).await;
+        let answer = self
+            .api
+            .call(
+                &self.token,
+                "POST",
+                "/metrics/group/fairness/spd",
+                Some(&spd_body()),
+            )
+            .await;
+        assert_spd(&answer.unwrap_or_else(|e| panic!("SPD: {e}")));
+    }
+}

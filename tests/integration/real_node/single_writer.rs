@@ -12,7 +12,7 @@ use kube::api::{Api, DeleteParams};
 
 use super::release::installed;
 use super::service::{pvc_service, ready_pod};
-use super::service_api::{ServiceApi, assert_spd, caller, spd_body, upload_body};
+use super::service_api::User;
 
 /// The TrustyAI service processes on the node whose mounts include `volume` (its path below
 /// the control plane's folder, as a mount's root names it whatever filesystem holds it).
@@ -64,14 +64,8 @@ async fn a_deleted_pods_replacement_starts_its_service_only_after_the_old_one_ex
     let client = cp.client().await;
     let ns = cp.namespace(&client, "single-writer").await;
     let pod = pvc_service(cp, &client, &ns, "demo").await;
-    let user = caller(&client, &ns, "user", &["get"], "demo").await;
-    let api = ServiceApi::of(&client, &ns, "demo").await;
-    api.wait_reachable(&user).await;
-    let (code, body) = api
-        .call(&user, "POST", "/data/upload", Some(&upload_body()))
-        .await
-        .unwrap_or_else(|e| panic!("upload: {e}"));
-    assert_eq!(code, 200, "{body}");
+    let user = User::of_demo(&client, &ns).await;
+    user.upload().await;
 
     // The volume `pvc_service` gave the claim, as the node mounts it.
     let volume = format!("/volumes/{ns}-demo ");
@@ -112,14 +106,5 @@ async fn a_deleted_pods_replacement_starts_its_service_only_after_the_old_one_ex
     );
 
     // The data is still there.
-    api.wait_reachable(&user).await;
-    let answer = api
-        .call(
-            &user,
-            "POST",
-            "/metrics/group/fairness/spd",
-            Some(&spd_body()),
-        )
-        .await;
-    assert_spd(&answer.unwrap_or_else(|e| panic!("SPD: {e}")));
+    user.assert_spd().await;
 }
