@@ -464,9 +464,9 @@ gender 0 against 8/10 of gender 1 get income 1), through the authenticated Servi
   kubectl -n {ns} get secret {name}-tls -o jsonpath='{{.data.ca\.crt}}' | base64 -d > /tmp/{name}-ca.crt
   TOKEN=$(kubectl -n {ns} create token trustyai-client)
   IP=$(kubectl -n {ns} get service {name}-tls -o jsonpath='{{.spec.clusterIP}}')
-  URL=https://{name}-tls.{ns}.svc; CURL="curl -sS --cacert /tmp/{name}-ca.crt --resolve {name}-tls.{ns}.svc:443:$IP -H Authorization:Bearer\ $TOKEN -H Content-Type:application/json"
-  $CURL -d @{samples}/demo-model-upload.json $URL/data/upload; echo
-  $CURL -d @{samples}/demo-model-spd.json $URL/metrics/group/fairness/spd; echo
+  trustyai() {{ curl -sS --cacert /tmp/{name}-ca.crt --resolve {name}-tls.{ns}.svc:443:$IP -H "Authorization: Bearer $TOKEN" -H "Content-Type: application/json" "https://{name}-tls.{ns}.svc$@"; echo; }}
+  trustyai /data/upload -d @{samples}/demo-model-upload.json
+  trustyai /metrics/group/fairness/spd -d @{samples}/demo-model-spd.json
 "#,
         kc = kubeconfig.display(),
         ns = namespace,
