@@ -2,6 +2,7 @@
 //! TrustyAIService's namespace, and `trustyai-metrics` in the operator namespace, shared by all
 //! and owned by none.
 
+use super::super::resources::images::is_java_service;
 use super::super::resources::service_monitor;
 use super::declaration::{Applying, Declaration, Kind, Lifecycle, Wanted};
 use super::{optional_owned_watch, wanted};
@@ -16,7 +17,11 @@ pub const DECLARATION: Declaration = Declaration {
     applying: Applying::Rendered {
         render: |instance, inputs| {
             Ok(vec![
-                wanted(&service_monitor::local(instance, inputs.apis.service_ca()))?,
+                wanted(&service_monitor::local(
+                    instance,
+                    inputs.apis.service_ca(),
+                    is_java_service(&inputs.images.service.image),
+                ))?,
                 Wanted {
                     shared: true,
                     ..wanted(&service_monitor::central(inputs.operator_namespace))?

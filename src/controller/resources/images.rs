@@ -31,6 +31,26 @@ pub const DEFAULT_SERVICE_IMAGE: &str = "quay.io/trustyai/trustyai-service:v0.28
 pub const DEFAULT_KUBE_RBAC_PROXY_IMAGE: &str =
     "quay.io/opendatahub/odh-kube-rbac-proxy:odh-stable";
 
+/// The repositories of the older Java (Quarkus) TrustyAI service, which serves its API and
+/// `/q/metrics` on 8080 (the current Python service serves them only on its API listeners).
+pub const JAVA_SERVICE_REPOSITORIES: [&str; 2] = [
+    "quay.io/trustyai/trustyai-service",
+    "quay.io/opendatahub/trustyai-service",
+];
+
+/// Whether `image` is the Java TrustyAI service: its repository (without tag or digest) is one
+/// of [`JAVA_SERVICE_REPOSITORIES`].
+pub fn is_java_service(image: &str) -> bool {
+    let without_digest = image.split_once('@').map_or(image, |(name, _)| name);
+    // A tag follows the last ':' after the last '/' (a ':' before it is a registry's port).
+    let last_slash = without_digest.rfind('/').unwrap_or(0);
+    let repository = match without_digest[last_slash..].find(':') {
+        Some(colon) => &without_digest[..last_slash + colon],
+        None => without_digest,
+    };
+    JAVA_SERVICE_REPOSITORIES.contains(&repository)
+}
+
 /// Everything the images can come from.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ImageSources<'a> {
@@ -162,6 +182,24 @@ fn name_and_tag(name: Option<&str>, tag: Option<&str>) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_java_service_is_known_by_its_repository() {
+        assert!(is_java_service("quay.io/trustyai/trustyai-service:v0.28.0"));
+        assert!(is_java_service(
+            "quay.io/opendatahub/trustyai-service:latest"
+        ));
+        assert!(is_java_service(
+            "quay.io/trustyai/trustyai-service@sha256:0000000000000000000000000000000000000000000000000000000000000000"
+        ));
+        assert!(!is_java_service(
+            "quay.io/opendatahub/odh-trustyai-service-py:odh-stable"
+        ));
+        assert!(!is_java_service("localhost/trustyai-service:abc"));
+        assert!(!is_java_service(
+            "registry.example.com:5000/trustyai-service:1"
+        ));
+    }
     use super::*;
 
     fn cm(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

@@ -213,7 +213,7 @@ mod tests {
             json(&services::internal_service(&instance)),
             json(&deployment::deployment(&instance, &inputs).expect("deployment")),
             json(&route::route(&instance)),
-            json(&service_monitor::local(&instance, false)),
+            json(&service_monitor::local(&instance, false, false)),
             json(&service_monitor::central("operators")),
             json(&istio::destination_rule(&instance)),
             json(&istio::virtual_service(&instance)),

@@ -7,6 +7,8 @@
 //!   certificate is verified against the CA bundle of the namespace (the `ca.crt` of the
 //!   `<cr>-internal` Secret, which holds both CAs during a rotation; on OpenShift, the
 //!   service CA's `openshift-service-ca.crt` ConfigMap) for the name `<cr>.<namespace>.svc`.
+//!   Where the pods run the older Java service ([`super::images::is_java_service`]), which
+//!   serves `/q/metrics` on its `http` port, the endpoint is the Go operator's.
 //! - central `trustyai-metrics` in the operator namespace, shared by every TrustyAIService,
 //!   selecting all namespaces, with no owner (it outlives any one TrustyAIService). It keeps
 //!   the Go operator's endpoint (`http`), since one endpoint cannot name each target's server
@@ -34,8 +36,10 @@ pub fn api_resource() -> ApiResource {
 pub const OPENSHIFT_SERVICE_CA: (&str, &str) = ("openshift-service-ca.crt", "service-ca.crt");
 
 /// The local ServiceMonitor `<cr>`; `service_ca`: the serving certificates come from
-/// OpenShift's service CA (else from the operator's operand CA).
-pub fn local(instance: &Instance<'_>, service_ca: bool) -> DynamicObject {
+/// OpenShift's service CA (else from the operator's operand CA); `java_service`: the pods run
+/// the older Java service, which serves `/q/metrics` on its `http` port (the Go operator's
+/// endpoint).
+pub fn local(instance: &Instance<'_>, service_ca: bool, java_service: bool) -> DynamicObject {
     let cr = instance.name();
     service_monitor(
         instance.owned_meta(
@@ -53,7 +57,11 @@ pub fn local(instance: &Instance<'_>, service_ca: bool) -> DynamicObject {
             contract_labels::INSTANCE: cr,
             contract_labels::PART_OF: contract_labels::PART_OF_VALUE,
         }),
-        tls_endpoint(instance, service_ca),
+        if java_service {
+            endpoint()
+        } else {
+            tls_endpoint(instance, service_ca)
+        },
     )
 }
 
@@ -153,7 +161,7 @@ mod tests {
     fn local_shape() {
         let service = pvc_service();
         let instance = Instance::new(&service, VERSION).expect("instance");
-        let value = serde_json::to_value(local(&instance, false)).expect("json");
+        let value = serde_json::to_value(local(&instance, false, false)).expect("json");
         assert_eq!(value["apiVersion"], "monitoring.coreos.com/v1");
         assert_eq!(value["kind"], "ServiceMonitor");
         assert_eq!(value["metadata"]["name"], "tas");
@@ -178,6 +186,15 @@ mod tests {
             value["spec"]["endpoints"],
             json!([tls_endpoint(&instance, false)])
         );
+    }
+
+    #[test]
+    fn the_java_service_is_scraped_where_it_serves_its_metrics() {
+        let service = pvc_service();
+        let instance = Instance::new(&service, VERSION).expect("instance");
+        let value = serde_json::to_value(local(&instance, false, true)).expect("json");
+        assert_eq!(value["spec"]["endpoints"], json!([endpoint()]));
+        assert_eq!(value["spec"]["endpoints"][0]["port"], "http");
     }
 
     #[test]
