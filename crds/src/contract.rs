@@ -31,6 +31,12 @@ pub const DB_MIGRATION_ANNOTATION: &str = "trustyai.opendatahub.io/db-migration"
 /// status strings that v1 spells differently (`true` → `True`). At most 32 KiB. Written and removed
 /// by conversion only; the format is described in `conversion`.
 pub const CONVERSION_PRESERVED_ANNOTATION: &str = "trustyai.opendatahub.io/conversion-preserved";
+/// CR annotation (`"true"`) that lets a TrustyAIService whose pods run the Java TrustyAI service
+/// move to the configured non-Java image, although that service does not read what the Java one
+/// stored. Without it the operator keeps the Java image and says so in the `ImageUpgradeHeld`
+/// condition.
+pub const ALLOW_SERVICE_IMAGE_UPGRADE_ANNOTATION: &str =
+    "trustyai.opendatahub.io/allow-service-image-upgrade";
 
 /// Storage formats (`spec.storage.format`).
 pub mod storage_format {
@@ -155,6 +161,9 @@ pub mod condition {
     pub const PROVISIONING_SUCCEEDED: &str = "ProvisioningSucceeded";
     /// Some or all functionality is missing.
     pub const DEGRADED: &str = "Degraded";
+    /// The pods keep running the Java TrustyAI service although the operator is configured with
+    /// a non-Java image (present only while that is so).
+    pub const IMAGE_UPGRADE_HELD: &str = "ImageUpgradeHeld";
 }
 
 /// Condition reasons, as the Go operator writes them.
@@ -185,6 +194,8 @@ pub mod reason {
     pub const FULLY_FUNCTIONAL: &str = "FullyFunctional";
     pub const PARTIAL_FUNCTIONALITY: &str = "PartialFunctionality";
     pub const NO_FUNCTIONALITY: &str = "NoFunctionality";
+    /// `ImageUpgradeHeld`: the configured service does not read the data the Java service stored.
+    pub const JAVA_SERVICE_DATA: &str = "JavaServiceData";
 }
 
 /// `status.phase` values (note the space in `Not Ready`).

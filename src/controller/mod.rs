@@ -42,6 +42,7 @@ pub mod error;
 pub mod event_series;
 pub mod events;
 pub mod finalizer;
+pub mod image_upgrade;
 pub mod migration_trigger;
 pub mod model_servers;
 pub mod pvc_plan;

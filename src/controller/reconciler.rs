@@ -20,7 +20,7 @@ use serde_json::json;
 use tracing::Instrument;
 use trustyai_certs::time::OffsetDateTime;
 use trustyai_crds::TrustyAIService;
-use trustyai_crds::contract::DB_MIGRATION_ANNOTATION;
+use trustyai_crds::contract::{DB_MIGRATION_ANNOTATION, reason};
 use trustyai_crds::defaults::StorageMode;
 use trustyai_crds::validation::image_allowed;
 
@@ -33,6 +33,7 @@ use super::db_secret::{self, DbSecretError};
 use super::discovery::OptionalApis;
 use super::error::ReconcileError;
 use super::finalizer::{self, Step};
+use super::image_upgrade;
 use super::migration_trigger;
 use super::model_servers;
 use super::resources::images::{self, ImageSources, Images};
@@ -47,6 +48,8 @@ mod topic {
     pub const PROVISIONING: &str = "provisioning";
     pub const DATABASE: &str = "database";
     pub const IMAGE: &str = "image";
+    /// The pods keep the Java service's image.
+    pub const IMAGE_UPGRADE: &str = "image-upgrade";
     pub const WIRING: &str = "wiring";
     pub const CLEANUP: &str = "cleanup";
     pub const PVC_GROWTH: &str = "pvc-growth";
@@ -148,7 +151,7 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
     let apis = ctx.apis();
     let config = ctx.operator_config_data();
     let serverless = kserve::serverless_enabled(config.as_ref());
-    let images = resolve_images(ctx, service, config.as_ref()).await;
+    let (images, image_held) = resolve_images(ctx, service, &instance, config.as_ref()).await;
     let read = read_inputs(ctx, &instance, mode).await?;
     let survey = model_servers::survey(ctx, &instance, apis, serverless).await;
     let provisioned = provision(ctx, &instance, &images, &read, &survey, apis).await?;
@@ -177,6 +180,7 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
         route: observe_route(ctx, &instance, apis.routes, provisioned.applied.route).await?,
         inference_services_present,
         image: Some(images.service.image.clone()),
+        image_held,
         provisioning_error: provisioned
             .error
             .as_ref()
@@ -448,12 +452,14 @@ async fn remove_migration_trigger(
 }
 
 /// The images, and a warning when `spec.image` is not allowed (it is then ignored, as the
-/// webhook would have refused it).
+/// webhook would have refused it); the Java service's image when the pods keep it
+/// ([`image_upgrade`]), with a warning.
 async fn resolve_images(
     ctx: &Context,
     service: &TrustyAIService,
+    instance: &Instance<'_>,
     config: Option<&std::collections::BTreeMap<String, String>>,
-) -> Images {
+) -> (Images, Option<image_upgrade::Held>) {
     let spec_image = service
         .spec
         .image
@@ -478,13 +484,38 @@ async fn resolve_images(
         }
         _ => ctx.events.resolved(service, topic::IMAGE),
     }
-    images::resolve(&ImageSources {
+    let mut images = images::resolve(&ImageSources {
         env_service_image: ctx.config.env_service_image.as_deref(),
         env_kube_rbac_proxy_image: ctx.config.env_kube_rbac_proxy_image.as_deref(),
         spec_image,
         spec_image_allowed: allowed,
         config_map: config,
-    })
+    });
+    let deployment = match children::cached_deployment(ctx, instance) {
+        CachedObject::Present(deployment) => Some(deployment),
+        CachedObject::Unknown | CachedObject::Absent => None,
+    };
+    let running = image_upgrade::running_image(deployment.as_ref(), service);
+    let (service_image, held) = image_upgrade::decide(
+        images.service,
+        running.as_deref(),
+        image_upgrade::upgrade_allowed(service),
+    );
+    images.service = service_image;
+    match &held {
+        Some(held) => {
+            ctx.events
+                .warning(
+                    service,
+                    topic::IMAGE_UPGRADE,
+                    reason::JAVA_SERVICE_DATA,
+                    held.message(),
+                )
+                .await;
+        }
+        None => ctx.events.resolved(service, topic::IMAGE_UPGRADE),
+    }
+    (images, held)
 }
 
 /// The database credentials check, with a warning event when it fails.

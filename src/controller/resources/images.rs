@@ -80,6 +80,8 @@ pub enum ImageSource {
     ConfigMapNameAndTag,
     /// The operator's built-in default.
     Default,
+    /// The image the pods already run, kept by [`crate::controller::image_upgrade`].
+    Running,
 }
 
 /// An image reference and its origin.

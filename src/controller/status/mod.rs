@@ -17,7 +17,8 @@
 //! when valid credentials meet a failing service; `Unknown` while the service starts.
 //!
 //! Condition types that do not apply to the storage mode (`PVCAvailable` without a PVC,
-//! `DBAvailable` without a database) are removed; conditions of other types, written by
+//! `DBAvailable` without a database) are removed, and so is `ImageUpgradeHeld` once the pods
+//! no longer keep the Java service's image; conditions of other types, written by
 //! someone else, are kept.
 
 mod conditions;
@@ -35,7 +36,7 @@ pub use observations::{
 };
 
 /// Condition types this operator computes.
-pub const OWNED_CONDITION_TYPES: [&str; 8] = [
+pub const OWNED_CONDITION_TYPES: [&str; 9] = [
     condition::READY,
     condition::AVAILABLE,
     condition::PROVISIONING_SUCCEEDED,
@@ -44,6 +45,7 @@ pub const OWNED_CONDITION_TYPES: [&str; 8] = [
     condition::DB_AVAILABLE,
     condition::ROUTE_AVAILABLE,
     condition::INFERENCE_SERVICES_PRESENT,
+    condition::IMAGE_UPGRADE_HELD,
 ];
 
 /// The new status. `now` is the time of this reconcile; it becomes the `lastTransitionTime` of
@@ -71,6 +73,14 @@ pub fn compute(
     computed.push(inference_services_condition(
         observed.inference_services_present,
     ));
+    if let Some(held) = &observed.image_held {
+        computed.push(Computed::new(
+            condition::IMAGE_UPGRADE_HELD,
+            Status::True,
+            reason::JAVA_SERVICE_DATA,
+            held.message(),
+        ));
+    }
 
     let previous_conditions = previous
         .and_then(|s| s.conditions.as_deref())

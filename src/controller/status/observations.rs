@@ -28,6 +28,8 @@ pub struct Observations {
     pub inference_services_present: bool,
     /// The service image the Deployment runs; `None` keeps the previous `status.image`.
     pub image: Option<String>,
+    /// The pods keep the Java service's image instead of the configured one.
+    pub image_held: Option<crate::controller::image_upgrade::Held>,
     /// Why applying the objects failed this time, if it did (keeps Ready false and is reported
     /// in `ProvisioningSucceeded`).
     pub provisioning_error: Option<String>,

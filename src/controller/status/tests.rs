@@ -38,6 +38,7 @@ fn pvc_ready() -> Observations {
         route: RouteObservation::Admitted,
         inference_services_present: true,
         image: Some("quay.io/trustyai/trustyai-service:v1".into()),
+        image_held: None,
         provisioning_error: None,
         pvc_growth_refused: None,
         pod_problem: None,
@@ -634,4 +635,37 @@ fn ready_names_what_the_pods_say_is_the_cause() {
     };
     let status = compute(None, &recovered, &at(100));
     assert_eq!(condition(&status, "Ready").expect("Ready").status, "True");
+}
+
+#[test]
+fn a_held_java_image_is_a_condition_that_goes_once_it_is_no_longer_held() {
+    let held = crate::controller::image_upgrade::Held {
+        running: "quay.io/trustyai/trustyai-service:v1".into(),
+        configured: "quay.io/opendatahub/odh-trustyai-service-py:v2".into(),
+    };
+    let first = compute(
+        None,
+        &Observations {
+            image_held: Some(held.clone()),
+            ..pvc_ready()
+        },
+        &at(100),
+    );
+    let c = condition(&first, "ImageUpgradeHeld").expect("the condition");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_deref()),
+        ("True", Some("JavaServiceData"))
+    );
+    let message = c.message.clone().unwrap_or_default();
+    assert_eq!(message, held.message());
+    assert!(message.contains("odh-trustyai-service-py:v2"), "{message}");
+    assert!(
+        message.contains("trustyai.opendatahub.io/allow-service-image-upgrade=true"),
+        "{message}"
+    );
+    // Held or not, the instance serves: readiness does not depend on it.
+    assert_eq!(first.ready.as_deref(), Some("True"));
+
+    let second = compute(Some(&first), &pvc_ready(), &at(100));
+    assert!(condition(&second, "ImageUpgradeHeld").is_none());
 }

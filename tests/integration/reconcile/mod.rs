@@ -14,5 +14,6 @@ mod deletion;
 mod drift;
 mod env;
 mod go_compat;
+mod image_upgrade;
 mod optional_apis;
 mod pvc;
