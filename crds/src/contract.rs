@@ -185,6 +185,8 @@ pub mod reason {
     pub const SERVICE_CRASHING: &str = "ServiceCrashing";
     /// The service's container runs, but its readiness check has failed for a while.
     pub const SERVICE_NOT_READY: &str = "ServiceNotReady";
+    /// The service's pods cannot start: serving certificate Secrets the service CA issues are missing.
+    pub const SERVING_SECRET_MISSING: &str = "ServingSecretMissing";
     pub const DB_AVAILABLE: &str = "DBAvailable";
     pub const DB_CREDENTIALS_NOT_FOUND: &str = "DBCredentialsNotFound";
     pub const DB_CREDENTIALS_ERROR: &str = "DBCredentialsError";

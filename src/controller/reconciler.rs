@@ -166,6 +166,13 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
     .await?;
     let (deployment, pods) =
         observe_deployment(ctx, &instance, provisioned.applied.deployment).await?;
+    // Only the service CA issues them where it runs; looked at only while pods are listed
+    // (the Deployment is not settled).
+    let missing_secrets = if apis.service_ca() && !pods.is_empty() {
+        children::missing_serving_secrets(ctx, &instance).await?
+    } else {
+        Vec::new()
+    };
     let pod_waits_for_claim = if mode.uses_pvc() {
         single_writer::release(ctx, &instance, &pods).await?
     } else {
@@ -186,7 +193,7 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
             .as_ref()
             .map(|e| crate::error_chain::chain_text(e)),
         pvc_growth_refused: provisioned.applied.claim.growth_refused,
-        pod_problem: pod_problem(&pods, Timestamp::now()),
+        pod_problem: pod_problem(&pods, Timestamp::now(), &missing_secrets),
     };
     write_status(ctx, service, &observed).await?;
     report_pod_problem(ctx, service, &observed).await;

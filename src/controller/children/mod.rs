@@ -466,6 +466,20 @@ pub async fn custom_ca_bundle_exists(
 
 /// Whether the Secret `name` exists in `namespace` (metadata only: its content is not needed).
 /// The Secret cache answers once it has listed them.
+/// The serving certificate Secrets of `instance` that do not exist.
+pub async fn missing_serving_secrets(
+    ctx: &Context,
+    instance: &Instance<'_>,
+) -> Result<Vec<String>, ReconcileError> {
+    let mut missing = Vec::new();
+    for name in serving_secrets::secret_names(instance.name()) {
+        if !secret_exists(ctx, instance.namespace(), &name).await? {
+            missing.push(name);
+        }
+    }
+    Ok(missing)
+}
+
 pub async fn secret_exists(
     ctx: &Context,
     namespace: &str,

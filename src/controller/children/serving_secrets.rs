@@ -158,6 +158,11 @@ pub async fn apply(
 }
 
 /// The two Secrets of a TrustyAIService `cr`: (Secret name, Service it serves).
+/// The names of the serving certificate Secrets of the TrustyAIService `cr`.
+pub fn secret_names(cr: &str) -> [String; 2] {
+    serving_secrets(cr).map(|(secret, _)| secret)
+}
+
 fn serving_secrets(cr: &str) -> [(String, String); 2] {
     [
         (names::tls(cr), names::tls(cr)),

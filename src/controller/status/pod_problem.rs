@@ -1,7 +1,9 @@
 //! Why the service's pods do not serve, as the pods' own status says it: a service container
 //! that keeps exiting (with the end of its log, which the kubelet keeps as the termination
-//! message under `FallbackToLogsOnError`), or one that runs while its readiness check keeps
-//! failing.
+//! message under `FallbackToLogsOnError`), one that runs while its readiness check keeps
+//! failing, or one that never starts because a serving certificate Secret it mounts does not
+//! exist (the kubelet keeps such a pod in `ContainerCreating`; on OpenShift the service CA
+//! issues those Secrets, so it names what did not happen).
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -28,6 +30,10 @@ pub enum PodProblem {
     },
     /// The service container has run for [`NOT_READY_GRACE`] and is still not ready.
     NotReady { pod: String },
+    /// A pod scheduled for [`NOT_READY_GRACE`] has not started its service container, and the
+    /// serving certificate Secrets `secrets` it mounts, which OpenShift's service CA issues,
+    /// do not exist.
+    ServingSecretMissing { pod: String, secrets: Vec<String> },
 }
 
 impl PodProblem {
@@ -36,6 +42,9 @@ impl PodProblem {
         match self {
             Self::Crashing { .. } => trustyai_crds::contract::reason::SERVICE_CRASHING,
             Self::NotReady { .. } => trustyai_crds::contract::reason::SERVICE_NOT_READY,
+            Self::ServingSecretMissing { .. } => {
+                trustyai_crds::contract::reason::SERVING_SECRET_MISSING
+            }
         }
     }
 
@@ -60,6 +69,11 @@ impl PodProblem {
             Self::NotReady { pod } => format!(
                 "the TrustyAI service in pod {pod} runs but has failed its readiness check for more than {}s (its /q/health/ready says why; in migration mode it stays unready when its folder holds no *.hdf5 file to move)",
                 NOT_READY_GRACE.as_secs()
+            ),
+            Self::ServingSecretMissing { pod, secrets } => format!(
+                "pod {pod} has not started the TrustyAI service for more than {}s: the Secret(s) {} it mounts do not exist; OpenShift's service CA issues them for the Services annotated with service.beta.openshift.io/serving-cert-secret-name (is the service-ca operator running?)",
+                NOT_READY_GRACE.as_secs(),
+                secrets.join(", ")
             ),
         }
     }
@@ -87,13 +101,34 @@ fn last_words(message: &str) -> String {
     tail.chars().skip(skip).collect()
 }
 
-/// The first problem found among `pods` (not being deleted) at `now`.
-pub fn pod_problem(pods: &[Pod], now: Timestamp) -> Option<PodProblem> {
+/// Whether `pod` was scheduled more than [`NOT_READY_GRACE`] before `now` and its service
+/// container has neither run nor exited since.
+fn stuck_before_start(pod: &Pod, now: Timestamp) -> bool {
+    let scheduled = pod.spec.as_ref().is_some_and(|s| s.node_name.is_some());
+    let created = pod.metadata.creation_timestamp.as_ref();
+    let started = service_status(pod)
+        .and_then(|s| s.state.as_ref())
+        .is_some_and(|s| s.running.is_some() || s.terminated.is_some());
+    scheduled
+        && !started
+        && created.is_some_and(|created| now.duration_since(created.0) > NOT_READY_GRACE)
+}
+
+/// The first problem found among `pods` (not being deleted) at `now`; `missing_secrets`: the
+/// serving certificate Secrets that the service CA should have issued and that do not exist.
+pub fn pod_problem(pods: &[Pod], now: Timestamp, missing_secrets: &[String]) -> Option<PodProblem> {
     let live = pods
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none());
     let mut not_ready = None;
     for pod in live {
+        if !missing_secrets.is_empty() && stuck_before_start(pod, now) {
+            not_ready = Some(PodProblem::ServingSecretMissing {
+                pod: pod.metadata.name.clone().unwrap_or_default(),
+                secrets: missing_secrets.to_vec(),
+            });
+            continue;
+        }
         let Some(status) = service_status(pod) else {
             continue;
         };
@@ -156,7 +191,7 @@ mod tests {
             "lastState": {"terminated": {"exitCode": 1, "message": log}},
         }));
         assert_eq!(
-            pod_problem(&[crashed], now()),
+            pod_problem(&[crashed], now(), &[]),
             Some(PodProblem::Crashing {
                 exit_code: 1,
                 killed_for_memory: false,
@@ -176,15 +211,59 @@ mod tests {
             }))
         };
         assert_eq!(
-            pod_problem(&[running_since("2026-01-01T00:08:00Z")], now()),
+            pod_problem(&[running_since("2026-01-01T00:08:00Z")], now(), &[]),
             Some(PodProblem::NotReady {
                 pod: "tas-1".into()
             })
         );
         assert_eq!(
-            pod_problem(&[running_since("2026-01-01T00:09:30Z")], now()),
+            pod_problem(&[running_since("2026-01-01T00:09:30Z")], now(), &[]),
             None
         );
+    }
+
+    #[test]
+    fn a_pod_kept_from_starting_by_missing_serving_secrets_names_them_after_the_grace() {
+        let creating = |created: &str, node: Option<&str>| -> Pod {
+            let mut p = pod(json!({
+                "name": "trustyai-service", "ready": false, "restartCount": 0, "image": "s", "imageID": "",
+                "state": {"waiting": {"reason": "ContainerCreating"}},
+            }));
+            p.metadata.creation_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    created.parse().expect("a time"),
+                ));
+            p.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+                node_name: node.map(str::to_owned),
+                ..Default::default()
+            });
+            p
+        };
+        let missing = ["tas-tls".to_owned(), "tas-internal".to_owned()];
+        let problem = pod_problem(
+            &[creating("2026-01-01T00:08:00Z", Some("node"))],
+            now(),
+            &missing,
+        );
+        assert_eq!(
+            problem,
+            Some(PodProblem::ServingSecretMissing {
+                pod: "tas-1".into(),
+                secrets: missing.to_vec()
+            })
+        );
+        let message = problem.map(|p| p.message()).unwrap_or_default();
+        assert!(message.contains("tas-tls, tas-internal"), "{message}");
+        // Within the grace, not scheduled (e.g. behind the single-writer gate), or with every
+        // Secret there: no such problem.
+        let cases = [
+            (creating("2026-01-01T00:09:30Z", Some("node")), &missing[..]),
+            (creating("2026-01-01T00:08:00Z", None), &missing[..]),
+            (creating("2026-01-01T00:08:00Z", Some("node")), &[][..]),
+        ];
+        for (pod, missing) in cases {
+            assert_eq!(pod_problem(&[pod], now(), missing), None);
+        }
     }
 
     #[test]
@@ -194,7 +273,7 @@ mod tests {
             "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
             "lastState": {"terminated": {"exitCode": 1}},
         }));
-        assert_eq!(pod_problem(&[ready], now()), None);
+        assert_eq!(pod_problem(&[ready], now(), &[]), None);
     }
 
     #[test]

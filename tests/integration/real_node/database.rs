@@ -184,7 +184,7 @@ async fn migration_moves_the_claims_data_into_mariadb() {
 
 /// Waits until the TrustyAIService `cr` is not Ready with `reason`, and a Warning event with
 /// that reason is on it; returns the condition's message.
-async fn not_ready_because(
+pub(super) async fn not_ready_because(
     cp: &ControlPlane,
     client: &kube::Client,
     ns: &str,

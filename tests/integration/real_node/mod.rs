@@ -16,6 +16,7 @@ mod release;
 mod scrape;
 mod service;
 mod service_api;
+mod serving_secret;
 mod single_writer;
 mod uninstall;
 mod upgrade;
