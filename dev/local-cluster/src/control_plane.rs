@@ -486,6 +486,16 @@ impl ControlPlane {
         crate::real_node::import_image(socket, &image.archive)
     }
 
+    /// Gives the image `source`, imported into the real node, the further name `target`: a
+    /// change of image for Kubernetes that runs the same content.
+    pub fn tag_image(&self, source: &str, target: &str) -> Result<(), String> {
+        let socket = self
+            .containerd_socket
+            .as_ref()
+            .ok_or("this control plane has no real node")?;
+        crate::real_node::tag_image(socket, source, target)
+    }
+
     fn start_janitor(&mut self) -> Result<(), String> {
         let mut command = Command::new("sh");
         command

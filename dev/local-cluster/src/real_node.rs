@@ -413,6 +413,15 @@ pub fn task_pid(socket: &Path, id: &str) -> Result<u32, String> {
 
 /// Imports the image archive at `archive` into the node's containerd (unpacked by the CRI
 /// plugin when a container first uses it).
+/// Gives the image `source` in the node's store the further name `target` (same content).
+pub fn tag_image(socket: &Path, source: &str, target: &str) -> Result<(), String> {
+    run(
+        ctr(socket).args(["images", "tag", "--force", source, target]),
+        &format!("tagging {source} as {target}"),
+    )
+    .map(drop)
+}
+
 pub fn import_image(socket: &Path, archive: &Path) -> Result<(), String> {
     run(
         ctr(socket)

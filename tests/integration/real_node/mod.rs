@@ -8,6 +8,7 @@ mod cert_modes;
 mod chart;
 mod database;
 mod handover;
+mod image_change;
 mod images;
 mod kserve_logger;
 mod load;
