@@ -1,5 +1,7 @@
 //! The pure functions on the webhook path: defaulting and validation of one TrustyAIService,
-//! and conversion reviews of 1, 100 and 1,000 objects each way. `make bench` runs these with
+//! and conversion reviews of 1, 100 and 1,000 objects each way, through the review converter
+//! the webhook serves (`trustyai_webhooks::conversion::convert_review`, body bytes in, answer
+//! bytes out). `make bench` runs these with
 //! short measurement times; `cargo bench -p trustyai-bench --bench pure` runs them alone.
 
 #![allow(clippy::expect_used)] // a benchmark harness: a broken fixture should stop it loudly
@@ -7,12 +9,11 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use kube::core::conversion::ConversionReview;
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use trustyai_bench::fixtures::{self, V1, V1ALPHA1};
-use trustyai_crds::conversion::convert_review;
 use trustyai_crds::defaults::{Operation, defaulted, defaults_patch};
 use trustyai_crds::validation::{ValidationContext, validate};
+use trustyai_webhooks::conversion::{ConvertedReview, convert_review};
 
 fn admission(c: &mut Criterion) {
     let prefixes = fixtures::allowed_image_prefixes();
@@ -44,16 +45,15 @@ fn conversion(c: &mut Criterion) {
     let mut group = c.benchmark_group("convert_review");
     for (direction, desired) in [("to_v1", V1), ("to_v1alpha1", V1ALPHA1)] {
         for n in [1usize, 100, 1000] {
-            let review: ConversionReview =
-                serde_json::from_value(fixtures::conversion_review(n, desired))
-                    .expect("a ConversionReview");
+            let body = serde_json::to_vec(&fixtures::conversion_review(n, desired))
+                .expect("a ConversionReview");
+            assert!(
+                matches!(convert_review(&body), ConvertedReview::Converted { objects, .. } if objects == n),
+                "{direction}/{n} converts"
+            );
             group.throughput(Throughput::Elements(n as u64));
             group.bench_function(format!("{direction}/{n}"), |b| {
-                b.iter_batched(
-                    || review.clone(),
-                    |review| convert_review(black_box(review)),
-                    BatchSize::LargeInput,
-                )
+                b.iter(|| convert_review(black_box(&body)))
             });
         }
     }

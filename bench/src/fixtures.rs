@@ -211,9 +211,9 @@ mod tests {
     use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation as AdmissionOp};
     use kube::core::conversion::ConversionReview;
     use trustyai_crds::TrustyAIService;
-    use trustyai_crds::conversion::convert_review;
     use trustyai_crds::defaults::{Operation, defaulted, defaults_patch};
     use trustyai_crds::validation::{ValidationContext, Verdict, validate};
+    use trustyai_webhooks::conversion::{ConvertedReview, convert_review};
 
     fn validated(object: &Value, allowed_image_prefixes: Vec<String>) -> Verdict {
         let exists = |_: &str| true;
@@ -303,6 +303,17 @@ mod tests {
         }
     }
 
+    /// The webhook's answer to `review`, which must convert.
+    fn converted(review: &Value) -> kube::core::conversion::ConversionResponse {
+        match convert_review(&serde_json::to_vec(review).unwrap()) {
+            ConvertedReview::Converted { answer, .. } => {
+                let answer: ConversionReview = serde_json::from_slice(&answer).unwrap();
+                answer.response.unwrap()
+            }
+            other => panic!("not converted: {other:?}"),
+        }
+    }
+
     #[test]
     fn conversion_reviews_convert_every_object_each_way() {
         for (desired, from) in [(V1, V1ALPHA1), (V1ALPHA1, V1)] {
@@ -310,8 +321,7 @@ mod tests {
             let objects = request["request"]["objects"].as_array().unwrap();
             assert_eq!(objects.len(), 3);
             assert!(objects.iter().all(|o| o["apiVersion"] == from), "{desired}");
-            let review: ConversionReview = serde_json::from_value(request).unwrap();
-            let response = convert_review(review).response.unwrap();
+            let response = converted(&request);
             assert!(response.result.is_success(), "{:?}", response.result);
             assert_eq!(response.uid, "00000000-0000-4000-8000-00000000c0de");
             let names: Vec<&str> = response
@@ -328,8 +338,7 @@ mod tests {
 
     #[test]
     fn an_empty_conversion_review_is_still_well_formed() {
-        let review: ConversionReview = serde_json::from_value(conversion_review(0, V1)).unwrap();
-        let response = convert_review(review).response.unwrap();
+        let response = converted(&conversion_review(0, V1));
         assert!(response.result.is_success());
         assert!(response.converted_objects.is_empty());
     }

@@ -11,12 +11,11 @@
 
 use std::path::PathBuf;
 
-use kube::core::conversion::ConversionReview;
 use proptest::prelude::*;
 use proptest::test_runner::Config as ProptestConfig;
 use serde_json::{Map, Value, json};
 use trustyai_crds::contract::CONVERSION_PRESERVED_ANNOTATION as KEY;
-use trustyai_crds::conversion::{ConversionError, convert_object, convert_review};
+use trustyai_crds::conversion::{ConversionError, convert_object};
 
 const V1: &str = "trustyai.opendatahub.io/v1";
 const V1ALPHA1: &str = "trustyai.opendatahub.io/v1alpha1";
@@ -39,10 +38,6 @@ fn fixture(name: &str) -> Value {
         Ok(docs) => panic!("{}: {} documents, expected one", path.display(), docs.len()),
         Err(e) => panic!("{}: {e}", path.display()),
     }
-}
-
-fn review_fixture(name: &str) -> ConversionReview {
-    serde_json::from_value(fixture(&format!("conversion/{name}"))).expect("a ConversionReview")
 }
 
 /// Compares with `conversion/<name>`, or writes it when `TRUSTYAI_BLESS` is set.
@@ -409,115 +404,6 @@ fn the_operator_changing_a_condition_drops_the_v1alpha1_spelling() {
     // Untouched conditions keep their spelling.
     assert_eq!(read["status"]["conditions"][2]["status"], "garbage");
     assert_round_trip(&v1);
-}
-
-// ---------------------------------------------------------------------------------------------
-// ConversionReview
-
-#[test]
-fn review_with_mixed_versions_keeps_order_and_uid() {
-    let review = review_fixture("review-mixed.json");
-    let request = review.request.clone().expect("request");
-    let answer = convert_review(review);
-    assert_eq!(answer.types.api_version, "apiextensions.k8s.io/v1");
-    assert_eq!(answer.types.kind, "ConversionReview");
-    let response = answer.response.expect("response");
-    assert_eq!(response.uid, "705ab4f5-6393-11e8-b7cc-42010a800002");
-    assert!(response.result.is_success(), "{:?}", response.result);
-    assert_eq!(response.converted_objects.len(), request.objects.len());
-    for (input, output) in request.objects.iter().zip(&response.converted_objects) {
-        assert_eq!(output["metadata"]["name"], input["metadata"]["name"]);
-        assert_eq!(output, &up(input));
-        check_output(input, output, V1);
-    }
-    // v1 objects passed through byte for byte.
-    assert_eq!(response.converted_objects[1], request.objects[1]);
-    assert_eq!(response.converted_objects[3], request.objects[3]);
-    // The answer serializes as the API server expects.
-    let wire = serde_json::to_value(ConversionReview {
-        types: answer.types,
-        request: None,
-        response: Some(response),
-    })
-    .expect("serializes");
-    assert_eq!(wire["response"]["result"]["status"], "Success");
-    assert!(wire["response"]["convertedObjects"].is_array());
-    assert!(wire.get("request").is_none());
-}
-
-#[test]
-fn review_converts_down_too() {
-    let mut review = review_fixture("review-mixed.json");
-    if let Some(request) = review.request.as_mut() {
-        request.desired_api_version = V1ALPHA1.into();
-    }
-    let request = review.request.clone().expect("request");
-    let response = convert_review(review).response.expect("response");
-    assert!(response.result.is_success());
-    for (input, output) in request.objects.iter().zip(&response.converted_objects) {
-        assert_eq!(output, &down(input));
-    }
-}
-
-fn assert_failure(name: &str, uid: &str, mentions: &[&str]) {
-    let answer = convert_review(review_fixture(name));
-    // Well formed: a v1 ConversionReview with a response and no objects.
-    assert_eq!(answer.types.kind, "ConversionReview", "{name}");
-    assert!(answer.request.is_none());
-    let response = answer.response.expect("response");
-    assert_eq!(response.uid, uid, "{name}");
-    assert!(
-        response.result.is_failure(),
-        "{name}: {:?}",
-        response.result
-    );
-    assert!(response.converted_objects.is_empty(), "{name}");
-    for word in mentions {
-        assert!(
-            response.result.message.contains(word),
-            "{name}: {:?} lacks {word:?}",
-            response.result.message
-        );
-    }
-}
-
-#[test]
-fn malformed_reviews_get_a_well_formed_failure() {
-    assert_failure("review-no-request.json", "", &["request missing"]);
-    assert_failure(
-        "review-objects-not-objects.json",
-        "9a4b6f0e-0000-4000-8000-000000000001",
-        &["object 1", "string", "not an object"],
-    );
-    assert_failure(
-        "review-unknown-desired.json",
-        "9a4b6f0e-0000-4000-8000-000000000002",
-        &["trustyai.opendatahub.io/v2"],
-    );
-    assert_failure(
-        "review-foreign-object.json",
-        "9a4b6f0e-0000-4000-8000-000000000003",
-        &["object 1", "ns/intruder", "apps/v1"],
-    );
-    assert_failure(
-        "review-v1beta1.json",
-        "9a4b6f0e-0000-4000-8000-000000000004",
-        &["apiextensions.k8s.io/v1beta1"],
-    );
-}
-
-#[test]
-fn empty_review_succeeds() {
-    let review: ConversionReview = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "ConversionReview",
-        "request": {"uid": "u", "desiredAPIVersion": V1ALPHA1, "objects": []}
-    }))
-    .expect("review");
-    let response = convert_review(review).response.expect("response");
-    assert!(response.result.is_success());
-    assert_eq!(response.uid, "u");
-    assert!(response.converted_objects.is_empty());
 }
 
 #[test]
@@ -1006,13 +892,5 @@ proptest! {
     fn any_json_gets_an_answer_not_a_panic(value in any_json(), desired in one_of(&[V1, V1ALPHA1])) {
         let desired = desired.as_str().unwrap_or_default().to_owned();
         let _ = convert_object(&value, &desired);
-        let review: ConversionReview = serde_json::from_value(json!({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "ConversionReview",
-            "request": {"uid": "u", "desiredAPIVersion": desired, "objects": [value]}
-        }))
-        .expect("review");
-        let response = convert_review(review).response.expect("response");
-        prop_assert_eq!(response.uid, "u");
     }
 }

@@ -104,6 +104,47 @@ const OBJECT: Members = Members {
     otherwise: Keep::Parse,
 };
 
+/// What one `ConversionReview` body gets back from [`convert_review`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConvertedReview {
+    /// Every object converted: the answer (a `ConversionReview`), the desired version and the
+    /// number of objects.
+    Converted {
+        answer: Vec<u8>,
+        desired: String,
+        objects: usize,
+    },
+    /// A review answered with `result.status: Failure`: the answer, the request's `uid` (empty
+    /// when the review has no request) and why.
+    Refused {
+        answer: Vec<u8>,
+        uid: String,
+        message: String,
+    },
+    /// Not a `ConversionReview` at all (the handler answers HTTP 400).
+    Malformed(String),
+}
+
+/// Converts one `ConversionReview` body: the one review converter, which the webhook serves and
+/// the benchmarks measure. Every object is converted to the desired version in the order given,
+/// with the request's `uid`; objects may come in either version, mixed. One object that cannot
+/// be converted fails the batch, naming it.
+pub fn convert_review(body: &[u8]) -> ConvertedReview {
+    match answer(body) {
+        Ok((desired, objects, answer)) => ConvertedReview::Converted {
+            answer,
+            desired,
+            objects,
+        },
+        Err(Failure::Refused { uid, message }) => ConvertedReview::Refused {
+            answer: failure_review(&uid, &message),
+            uid,
+            message,
+        },
+        Err(Failure::Malformed(message)) => ConvertedReview::Malformed(message),
+    }
+}
+
 /// Why a review got a failure answer.
 enum Failure {
     /// Not a ConversionReview at all: HTTP 400, no uid to answer.
@@ -120,13 +161,17 @@ pub async fn convert(
     body: Bytes,
 ) -> Response {
     let started = std::time::Instant::now();
-    let (outcome, response) = match answer(&body) {
-        Ok((desired, count, bytes)) => {
-            state.observer.conversion(&desired, count);
-            tracing::debug!(desired = %desired, objects = count, "converted");
-            (ReviewOutcome::Allowed, json_response(bytes))
+    let (outcome, response) = match convert_review(&body) {
+        ConvertedReview::Converted {
+            answer,
+            desired,
+            objects,
+        } => {
+            state.observer.conversion(&desired, objects);
+            tracing::debug!(desired = %desired, objects, "converted");
+            (ReviewOutcome::Allowed, json_response(answer))
         }
-        Err(Failure::Malformed(message)) => {
+        ConvertedReview::Malformed(message) => {
             if MALFORMED.admit() {
                 tracing::warn!(error = %message, suppressed = MALFORMED.take_suppressed(), "malformed ConversionReview");
             }
@@ -139,14 +184,15 @@ pub async fn convert(
                     .into_response(),
             )
         }
-        Err(Failure::Refused { uid, message }) => {
+        ConvertedReview::Refused {
+            answer,
+            uid,
+            message,
+        } => {
             if MALFORMED.admit() {
                 tracing::warn!(%uid, %message, suppressed = MALFORMED.take_suppressed(), "conversion failed");
             }
-            (
-                ReviewOutcome::Failed,
-                json_response(failure_review(&uid, &message)),
-            )
+            (ReviewOutcome::Failed, json_response(answer))
         }
     };
     state

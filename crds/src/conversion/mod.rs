@@ -1,6 +1,7 @@
 //! Conversion between `trustyai.opendatahub.io/v1alpha1` and `trustyai.opendatahub.io/v1`, as
-//! pure functions on JSON values. The conversion webhook hands each `ConversionReview` to
-//! [`convert_review`]; [`convert_object`] converts one object.
+//! pure functions on JSON values: [`convert_object`] converts one object. The conversion webhook
+//! (`trustyai_webhooks::conversion::convert_review`) reads each `ConversionReview` and hands it
+//! every object in turn.
 //!
 //! # Rules
 //!
@@ -97,17 +98,11 @@ mod preserved;
 
 use std::borrow::Cow;
 
-use kube::core::Status;
-use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
 use serde_json::{Map, Value};
 
 use crate::contract::{DEPRECATED_VERSION, GROUP, STORAGE_VERSION};
 use meta::Shape;
 use preserved::{Carried, Preserved};
-
-/// The only `ConversionReview` version the CRD asks for (`conversionReviewVersions: [v1]`).
-const REVIEW_API_VERSION: &str = "apiextensions.k8s.io/v1";
-const REVIEW_KIND: &str = "ConversionReview";
 
 /// Why an object or a review could not be converted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -259,64 +254,6 @@ pub fn in_storage_version(object: &Value) -> Result<Cow<'_, Value>, ConversionEr
         return Ok(Cow::Borrowed(object));
     }
     convert_object(object, &v1).map(Cow::Owned)
-}
-
-/// Answers a `ConversionReview` (`apiextensions.k8s.io/v1`): every object converted to the
-/// desired version, in the order given, with the request's `uid`. Objects may come in either
-/// version, mixed.
-///
-/// The answer is always a well-formed review. A review without a request gets a failure with an
-/// empty `uid` (there is none to echo); a review of another API version or kind, an unknown
-/// desired version, or an object that is not one of ours gets a failure with the request's
-/// `uid` naming the first offending object, and no objects (one failure fails the whole batch).
-pub fn convert_review(review: ConversionReview) -> ConversionReview {
-    let mut request = match ConversionRequest::from_review(review) {
-        Ok(request) => request,
-        Err(error) => {
-            return ConversionResponse::invalid(failure(&error.to_string())).into_review();
-        }
-    };
-    if let Some(types) = &request.types
-        && (types.api_version != REVIEW_API_VERSION || types.kind != REVIEW_KIND)
-    {
-        let message = format!(
-            "cannot answer a {} {}: this webhook serves {REVIEW_API_VERSION} {REVIEW_KIND}",
-            types.api_version, types.kind
-        );
-        return reply_failure(request, &message);
-    }
-    let desired = request.desired_api_version.clone();
-    let Some(to) = Version::from_api_version(&desired) else {
-        let error = ConversionError::UnknownDesiredVersion { desired };
-        return reply_failure(request, &error.to_string());
-    };
-    let objects = std::mem::take(&mut request.objects);
-    let mut converted = Vec::with_capacity(objects.len());
-    for (index, object) in objects.into_iter().enumerate() {
-        match convert_owned(object, to) {
-            Ok(object) => converted.push(object),
-            Err((error, object)) => {
-                let message = format!(
-                    "cannot convert object {index} ({}) to {desired}: {error}",
-                    describe(&object)
-                );
-                return reply_failure(request, &message);
-            }
-        }
-    }
-    ConversionResponse::for_request(request)
-        .success(converted)
-        .into_review()
-}
-
-fn failure(message: &str) -> Status {
-    Status::failure(message, "BadRequest").with_code(400)
-}
-
-fn reply_failure(request: ConversionRequest, message: &str) -> ConversionReview {
-    ConversionResponse::for_request(request)
-        .failure(failure(message))
-        .into_review()
 }
 
 /// `namespace/name` of an object, for messages (`without a name` when it has none).
