@@ -185,8 +185,11 @@ pub struct WebhookLimitArgs {
     #[arg(long, default_value_t = trustyai_webhooks::HttpsOptions::DEFAULT_MEMORY_BUDGET_BYTES / MIB)]
     pub webhook_memory_budget_mib: usize,
 
-    /// How long a webhook request waits for room in the memory budget before it gets 429.
-    #[arg(long, default_value = "1s", value_parser = humantime_duration)]
+    /// How long an admission request (/mutate, /validate) waits for room in the memory budget
+    /// before it gets 429 (its deadline is 5 s). A conversion (/convert) waits up to 25 s (its
+    /// deadline is 30 s: the API server gives conversions no shorter deadline than the client
+    /// request's own).
+    #[arg(long, default_value = "2s", value_parser = humantime_duration)]
     pub webhook_queue_timeout: Duration,
 
     /// A webhook connection with no request in flight for this long is closed.

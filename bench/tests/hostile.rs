@@ -463,6 +463,34 @@ async fn past_the_budget_requests_get_429_with_retry_after() -> Result<()> {
 }
 
 #[tokio::test]
+async fn conversions_past_the_budget_wait_for_room_instead_of_getting_429() -> Result<()> {
+    // Room for one fat request at a time, and the default queue times: the conversions wait
+    // their turn (up to 25 s each; each takes under a second here) and every one is answered.
+    let server = Server::start(&["--memory-budget-mib", "25"])?;
+    let connection = server.connect(Protocol::H2).await?;
+    let body = Bytes::from(conversion(
+        &v1_object(SPEC, &format!(r#"{{"junk":[{}]}}"#, fill(400))),
+        V1ALPHA1,
+    ));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let (connection, body) = (connection.clone(), body.clone());
+        tasks.spawn(async move { connection.post_answer("/convert", body).await });
+    }
+    while let Some(done) = tasks.join_next().await {
+        let (status, _, answer) = done??;
+        check(
+            "fat conversion",
+            "/convert",
+            Expect::Converted,
+            status,
+            &answer,
+        )?;
+    }
+    valid_requests_still_work(&connection).await
+}
+
+#[tokio::test]
 async fn an_oversized_body_gets_413_on_both_protocols() -> Result<()> {
     let server = Server::start(&[])?;
     let body = Bytes::from(vec![b' '; BODY_LIMIT + MIB]);

@@ -24,7 +24,7 @@ use tower::ServiceExt;
 
 use crate::client_trust::ClientTrust;
 use crate::limits::{Admission, CONNECTION_LIMIT, HANDSHAKE_FAILED, Refusal, ServerEvents, admit};
-use crate::middleware::{enforce_deadline, trace_request};
+use crate::middleware::{Timeouts, enforce_deadline, trace_request};
 use crate::tls::{ALPN_H2, ServingCertificate, TlsError, server_config};
 
 /// Shortest pause after an accept error that is not about one connection (such as `EMFILE`).
@@ -71,11 +71,41 @@ pub struct HttpsOptions {
     pub memory_budget_bytes: usize,
     /// How long a request waits for room in the memory budget before it gets `429`.
     pub queue_timeout: Duration,
+    /// Paths whose requests get another deadline and queue time than
+    /// [`request_timeout`](Self::request_timeout) and [`queue_timeout`](Self::queue_timeout).
+    pub path_timeouts: Vec<PathTimeouts>,
     /// Receives every refusal (429, 413, connection limit, failed handshake, idle close).
     pub events: ServerEvents,
     /// The CAs client certificates must chain to (replaceable while serving); `None` asks for
     /// no client certificate.
     pub client_trust: Option<Arc<ClientTrust>>,
+}
+
+/// The deadline and queue time of the requests to one path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathTimeouts {
+    /// The request path, exactly.
+    pub path: &'static str,
+    /// Deadline for one request, its queue time included.
+    pub request_timeout: Duration,
+    /// How long a request waits for room in the memory budget before it gets `429`.
+    pub queue_timeout: Duration,
+}
+
+impl PathTimeouts {
+    /// `/convert`: a CRD's conversion webhook has no `timeoutSeconds`. The API server calls it
+    /// with no deadline of its own (`k8s.io/apiextensions-apiserver` v0.37.2,
+    /// `webhook_converter.go`: the request's context only), so the call lasts as long as the
+    /// client request that needed it, 60 s by default (`--request-timeout`); a watch's or a
+    /// list's conversion is part of it. A conversion therefore waits for room in the budget
+    /// for up to 25 s rather than answering `429` after the admission webhooks' queue time.
+    pub fn conversion() -> Self {
+        Self {
+            path: crate::routes::CONVERT,
+            request_timeout: Duration::from_secs(30),
+            queue_timeout: Duration::from_secs(25),
+        }
+    }
 }
 
 impl HttpsOptions {
@@ -104,8 +134,11 @@ impl HttpsOptions {
     /// Default [`memory_budget_bytes`](Self::memory_budget_bytes): four requests of the
     /// largest body at once (4 × 3 MiB × 8), which keeps the chart's 256 Mi limit with room.
     pub const DEFAULT_MEMORY_BUDGET_BYTES: usize = 96 * 1024 * 1024;
-    /// Default [`queue_timeout`](Self::queue_timeout): well inside the request deadline.
-    pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(1);
+    /// Default [`queue_timeout`](Self::queue_timeout): 2 s of the 5 s request deadline, which
+    /// leaves the largest admission request (a 3 MiB body) 3 s to be read and answered on a
+    /// loaded machine; past the deadline the answer is a 503, which the API server does not
+    /// retry, while it retries a 429.
+    pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(2);
 }
 
 impl Default for HttpsOptions {
@@ -122,6 +155,7 @@ impl Default for HttpsOptions {
             http2_max_concurrent_streams: Self::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
             memory_budget_bytes: Self::DEFAULT_MEMORY_BUDGET_BYTES,
             queue_timeout: Self::DEFAULT_QUEUE_TIMEOUT,
+            path_timeouts: vec![PathTimeouts::conversion()],
             events: ServerEvents::default(),
             client_trust: None,
         }
@@ -268,9 +302,10 @@ pub async fn serve_https(
 /// its limit, [`crate::limits`]). axum's own body limit is set too, because its extractors
 /// apply a 2 MB default otherwise.
 fn with_request_layers(router: Router, options: &HttpsOptions) -> Router {
+    let timeouts = Timeouts::new(options);
     let admission = Admission::new(
         options.memory_budget_bytes,
-        options.queue_timeout,
+        timeouts.clone(),
         options.max_body_bytes,
         options.events.clone(),
     );
@@ -278,10 +313,23 @@ fn with_request_layers(router: Router, options: &HttpsOptions) -> Router {
         .layer(DefaultBodyLimit::max(options.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(admission, admit))
         .layer(axum::middleware::from_fn_with_state(
-            options.request_timeout,
+            timeouts,
             enforce_deadline,
         ))
         .layer(axum::middleware::from_fn(trace_request))
+}
+
+/// HTTP/2: how much of a request's body the client may send before the server reads it.
+const HTTP2_STREAM_WINDOW: u32 = 16 * 1024;
+
+/// HTTP/2: the connection's window holds every stream's, so the bodies of requests waiting for
+/// room in the memory budget (not read yet) can never use up the connection's window and stall
+/// the body of the request that got room (with hyper's defaults, 1 MiB each, one waiting
+/// request did, until its queue time ran out). With 64 streams it is 1 MiB, hyper's default.
+fn connection_window(max_streams: u32) -> u32 {
+    max_streams
+        .saturating_mul(HTTP2_STREAM_WINDOW)
+        .clamp(HTTP2_STREAM_WINDOW, i32::MAX as u32)
 }
 
 /// The connection builders, one per protocol. The protocol is chosen by ALPN rather than by
@@ -304,6 +352,8 @@ impl HttpBuilders {
             .http2()
             .timer(TokioTimer::new())
             .max_concurrent_streams(options.http2_max_concurrent_streams)
+            .initial_stream_window_size(HTTP2_STREAM_WINDOW)
+            .initial_connection_window_size(connection_window(options.http2_max_concurrent_streams))
             .keep_alive_interval(options.http2_keep_alive_interval);
         Self {
             http1: builder.clone().http1_only(),
@@ -537,6 +587,10 @@ mod tests {
         assert_eq!(options.request_timeout, Duration::from_secs(5));
         assert!(options.request_timeout < Duration::from_secs(10));
         assert!(options.drain_timeout > options.request_timeout);
+        assert!(options.queue_timeout < options.request_timeout);
+        for path in &options.path_timeouts {
+            assert!(path.queue_timeout < path.request_timeout, "{path:?}");
+        }
     }
 
     #[test]

@@ -25,7 +25,7 @@ mod tls;
 mod wire;
 
 pub use client_trust::{ClientTrust, reload_client_ca};
-pub use https::{HttpsOptions, ServerError, serve_https};
+pub use https::{HttpsOptions, PathTimeouts, ServerError, serve_https};
 pub use limits::{COST_PER_BODY_BYTE, Refusal, ServerEvents, ServerObserver};
 pub use ops::{
     MetricsFormat, MetricsRenderer, OpsState, Readiness, ReadinessReport, ops_router, serve_ops,

@@ -4,8 +4,9 @@
 //! Memory: every request reserves, before its body is read, what it may cost at most
 //! ([`COST_PER_BODY_BYTE`] times its declared length, or times the body limit when it declares
 //! none) from one budget shared by all connections. A request that cannot reserve within the
-//! queue time gets `429 Too Many Requests` with `Retry-After: 1`, which the API server's webhook
-//! client retries within its timeout. So the server's memory is its idle size plus the budget.
+//! queue time of its path (`crate::PathTimeouts`) gets `429 Too Many Requests` with
+//! `Retry-After: 1`, which the API server's webhook client retries within its timeout. So the
+//! server's memory is its idle size plus the budget.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +25,8 @@ use axum::body::HttpBody;
 use http_body_util::BodyExt;
 use hyper::body::{Frame, SizeHint};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::middleware::Timeouts;
 
 /// Peak memory of a request per byte of its body: the body, the answer (about the body again)
 /// and what the reader keeps (`crate::wire`, a few times the body in the worst case). Measured
@@ -116,7 +119,7 @@ impl Eq for ServerEvents {}
 pub(crate) struct Admission {
     budget: Arc<Semaphore>,
     budget_units: usize,
-    queue_timeout: Duration,
+    timeouts: Timeouts,
     max_body_bytes: usize,
     events: ServerEvents,
 }
@@ -124,7 +127,7 @@ pub(crate) struct Admission {
 impl Admission {
     pub(crate) fn new(
         budget_bytes: usize,
-        queue_timeout: Duration,
+        timeouts: Timeouts,
         max_body_bytes: usize,
         events: ServerEvents,
     ) -> Self {
@@ -132,7 +135,7 @@ impl Admission {
         Self {
             budget: Arc::new(Semaphore::new(budget_units)),
             budget_units,
-            queue_timeout,
+            timeouts,
             max_body_bytes,
             events,
         }
@@ -171,7 +174,7 @@ pub(crate) async fn admit(
     }
     let units = admission.units_for(declared);
     let permit = match tokio::time::timeout(
-        admission.queue_timeout,
+        admission.timeouts.queue(request.uri().path()),
         Arc::clone(&admission.budget).acquire_many_owned(units),
     )
     .await
@@ -362,9 +365,10 @@ mod tests {
 
     #[test]
     fn reservations_scale_with_the_body_and_fit_the_budget() {
+        let timeouts = Timeouts::new(&crate::HttpsOptions::default());
         let admission = Admission::new(
             64 * 1024 * 1024,
-            Duration::from_secs(1),
+            timeouts.clone(),
             3 * 1024 * 1024,
             ServerEvents::default(),
         );
@@ -373,8 +377,23 @@ mod tests {
         // Undeclared: the limit's worth; over the limit: capped there.
         assert_eq!(admission.units_for(None), 24 * 1024);
         assert_eq!(admission.units_for(Some(usize::MAX)), 24 * 1024);
-        let tiny = Admission::new(1, Duration::ZERO, 3 << 20, ServerEvents::default());
+        let tiny = Admission::new(1, timeouts, 3 << 20, ServerEvents::default());
         assert_eq!(tiny.units_for(None), 1);
+    }
+
+    #[test]
+    fn conversions_wait_longer_than_admission_requests() {
+        let timeouts = Timeouts::new(&crate::HttpsOptions::default());
+        assert_eq!(timeouts.queue("/validate"), Duration::from_secs(2));
+        assert_eq!(timeouts.request("/mutate"), Duration::from_secs(5));
+        assert_eq!(
+            timeouts.queue(crate::routes::CONVERT),
+            Duration::from_secs(25)
+        );
+        assert_eq!(
+            timeouts.request(crate::routes::CONVERT),
+            Duration::from_secs(30)
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
 
+use crate::https::{HttpsOptions, PathTimeouts};
 use crate::limits::REJECTED;
 use tracing::field::{Empty, display};
 
@@ -50,14 +51,48 @@ pub(crate) async fn trace_request(request: Request, next: Next) -> Response {
     response
 }
 
-/// Answers `503 Service Unavailable` when the handler (including reading the body) takes longer
-/// than the deadline, and drops the handler. The deadline sits well under the webhook
-/// `timeoutSeconds`, so the apiserver gets a clear error from us instead of its own timeout.
+/// The deadline and queue time of each request, by its path.
+#[derive(Clone, Debug)]
+pub(crate) struct Timeouts {
+    request: Duration,
+    queue: Duration,
+    paths: std::sync::Arc<[PathTimeouts]>,
+}
+
+impl Timeouts {
+    pub(crate) fn new(options: &HttpsOptions) -> Self {
+        Self {
+            request: options.request_timeout,
+            queue: options.queue_timeout,
+            paths: options.path_timeouts.clone().into(),
+        }
+    }
+
+    fn of(&self, path: &str) -> Option<&PathTimeouts> {
+        self.paths.iter().find(|p| p.path == path)
+    }
+
+    /// The deadline of a request to `path`.
+    pub(crate) fn request(&self, path: &str) -> Duration {
+        self.of(path).map_or(self.request, |p| p.request_timeout)
+    }
+
+    /// How long a request to `path` may wait for room in the memory budget.
+    pub(crate) fn queue(&self, path: &str) -> Duration {
+        self.of(path).map_or(self.queue, |p| p.queue_timeout)
+    }
+}
+
+/// Answers `503 Service Unavailable` when the handler (including the queue for the memory
+/// budget and reading the body) takes longer than the request's deadline, and drops the
+/// handler. The admission webhooks' deadline sits well under their `timeoutSeconds`, so the
+/// apiserver gets a clear error from us instead of its own timeout.
 pub(crate) async fn enforce_deadline(
-    State(deadline): State<Duration>,
+    State(timeouts): State<Timeouts>,
     request: Request,
     next: Next,
 ) -> Response {
+    let deadline = timeouts.request(request.uri().path());
     match tokio::time::timeout(deadline, next.run(request)).await {
         Ok(response) => response,
         Err(_elapsed) => (

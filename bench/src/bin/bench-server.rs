@@ -25,7 +25,7 @@ struct Args {
     /// Memory budget of requests in flight, MiB (default: the server's).
     #[arg(long)]
     memory_budget_mib: Option<usize>,
-    /// Queue time for room in the budget, ms.
+    /// Queue time for room in the budget, ms, of every path.
     #[arg(long)]
     queue_timeout_ms: Option<u64>,
     /// Idle timeout of connections, ms.
@@ -55,7 +55,11 @@ impl Args {
             options.memory_budget_bytes = mib * 1024 * 1024;
         }
         if let Some(ms) = self.queue_timeout_ms {
-            options.queue_timeout = std::time::Duration::from_millis(ms);
+            let queue = std::time::Duration::from_millis(ms);
+            options.queue_timeout = queue;
+            for path in &mut options.path_timeouts {
+                path.queue_timeout = queue;
+            }
         }
         if let Some(ms) = self.idle_timeout_ms {
             options.idle_timeout = std::time::Duration::from_millis(ms);
