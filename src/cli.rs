@@ -180,8 +180,8 @@ pub enum LogFormat {
 /// every TrustyAIService, so it must refuse work (429, 413) before it runs out of memory.
 #[derive(Debug, Args)]
 pub struct WebhookLimitArgs {
-    /// Memory, in MiB, that webhook requests in flight may reserve together; each reserves 8×
-    /// its body. The process needs about this plus ~100 MiB (with 1,000 TrustyAIServices).
+    /// Memory, in MiB, that webhook requests in flight may reserve together; an admission
+    /// request reserves 8× its body, a conversion 6×. The process needs about this plus ~100 MiB (with 1,000 TrustyAIServices).
     #[arg(long, default_value_t = trustyai_webhooks::HttpsOptions::DEFAULT_MEMORY_BUDGET_BYTES / MIB)]
     pub webhook_memory_budget_mib: usize,
 

@@ -21,6 +21,8 @@ const MIB: usize = 1024 * 1024;
 const BODY_LIMIT: usize = 3 * MIB;
 /// What one request may cost at most, per byte of body (`trustyai_webhooks::COST_PER_BODY_BYTE`).
 const COST_PER_BODY_BYTE: usize = trustyai_webhooks::COST_PER_BODY_BYTE;
+/// What one conversion may cost at most, per byte of body.
+const CONVERSION_COST_PER_BODY_BYTE: usize = trustyai_webhooks::CONVERSION_COST_PER_BODY_BYTE;
 /// The chart's default memory budget for requests in flight.
 const DEFAULT_BUDGET: usize = trustyai_webhooks::HttpsOptions::DEFAULT_MEMORY_BUDGET_BYTES;
 /// Memory the allocator may keep beyond what requests use (arenas per thread, fragmentation).
@@ -343,7 +345,7 @@ async fn valid_requests_still_work(connection: &Connection) -> Result<()> {
 }
 
 #[tokio::test]
-async fn one_hostile_request_at_a_time_costs_at_most_eight_times_its_body() -> Result<()> {
+async fn one_hostile_request_at_a_time_costs_at_most_what_its_path_reserves() -> Result<()> {
     let server = Server::start(&[])?;
     let connection = server.connect(Protocol::H2).await?;
     valid_requests_still_work(&connection).await?;
@@ -358,7 +360,12 @@ async fn one_hostile_request_at_a_time_costs_at_most_eight_times_its_body() -> R
             assert!(size < 16 * 1024, "{path} {name}: a {size}-byte refusal");
         }
         let peak = server.kib("VmHWM")?;
-        let bound = BODY_LIMIT * COST_PER_BODY_BYTE / 1024;
+        let cost = if path == "/convert" {
+            CONVERSION_COST_PER_BODY_BYTE
+        } else {
+            COST_PER_BODY_BYTE
+        };
+        let bound = BODY_LIMIT * cost / 1024;
         eprintln!(
             "{path:<9} {name:<45} peak {peak} KiB ({} KiB over the {idle} KiB before)",
             peak.saturating_sub(idle)
@@ -487,6 +494,46 @@ async fn conversions_past_the_budget_wait_for_room_instead_of_getting_429() -> R
             &answer,
         )?;
     }
+    valid_requests_still_work(&connection).await
+}
+
+/// The chart's memory limit of the operator's container.
+const CHART_MEMORY_LIMIT: usize = 256 * MIB;
+
+#[tokio::test]
+async fn sixty_four_concurrent_thousand_object_reviews_stay_under_the_charts_limit() -> Result<()> {
+    // As the API server calls the webhook when many clients list v1alpha1 at once: one HTTP/2
+    // connection, 64 streams, 1,000 stored objects per review (1.9 MB).
+    let server = Server::start(&[])?;
+    let connection = server.connect(Protocol::H2).await?;
+    valid_requests_still_work(&connection).await?;
+    let body = Bytes::from(serde_json::to_vec(&fixtures::conversion_review(
+        1000,
+        fixtures::V1ALPHA1,
+    ))?);
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..64 {
+        let (connection, body) = (connection.clone(), body.clone());
+        tasks.spawn(async move { connection.post_answer("/convert", body).await });
+    }
+    let mut answered = 0;
+    while let Some(done) = tasks.join_next().await {
+        let (status, _, answer) = done??;
+        check(
+            "1,000 objects",
+            "/convert",
+            Expect::Converted,
+            status,
+            &answer,
+        )?;
+        answered += 1;
+    }
+    let peak = server.kib("VmHWM")?;
+    eprintln!("64 concurrent 1,000-object reviews: {answered} converted; peak RSS {peak} KiB");
+    assert!(
+        peak * 1024 < CHART_MEMORY_LIMIT,
+        "peak RSS {peak} KiB, over the chart's limit"
+    );
     valid_requests_still_work(&connection).await
 }
 

@@ -24,7 +24,7 @@ use tower::ServiceExt;
 
 use crate::client_trust::ClientTrust;
 use crate::limits::{Admission, CONNECTION_LIMIT, HANDSHAKE_FAILED, Refusal, ServerEvents, admit};
-use crate::middleware::{Timeouts, enforce_deadline, trace_request};
+use crate::middleware::{RequestLimits, enforce_deadline, trace_request};
 use crate::tls::{ALPN_H2, ServingCertificate, TlsError, server_config};
 
 /// Shortest pause after an accept error that is not about one connection (such as `EMFILE`).
@@ -73,7 +73,7 @@ pub struct HttpsOptions {
     pub queue_timeout: Duration,
     /// Paths whose requests get another deadline and queue time than
     /// [`request_timeout`](Self::request_timeout) and [`queue_timeout`](Self::queue_timeout).
-    pub path_timeouts: Vec<PathTimeouts>,
+    pub path_limits: Vec<PathLimits>,
     /// Receives every refusal (429, 413, connection limit, failed handshake, idle close).
     pub events: ServerEvents,
     /// The CAs client certificates must chain to (replaceable while serving); `None` asks for
@@ -81,29 +81,34 @@ pub struct HttpsOptions {
     pub client_trust: Option<Arc<ClientTrust>>,
 }
 
-/// The deadline and queue time of the requests to one path.
+/// The deadline, queue time and memory reservation of the requests to one path.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PathTimeouts {
+pub struct PathLimits {
     /// The request path, exactly.
     pub path: &'static str,
     /// Deadline for one request, its queue time included.
     pub request_timeout: Duration,
     /// How long a request waits for room in the memory budget before it gets `429`.
     pub queue_timeout: Duration,
+    /// What a request reserves from the memory budget per byte of its body: what this path's
+    /// handler can use at most (see [`crate::COST_PER_BODY_BYTE`] for the other paths).
+    pub cost_per_body_byte: usize,
 }
 
-impl PathTimeouts {
+impl PathLimits {
     /// `/convert`: a CRD's conversion webhook has no `timeoutSeconds`. The API server calls it
     /// with no deadline of its own (`k8s.io/apiextensions-apiserver` v0.37.2,
     /// `webhook_converter.go`: the request's context only), so the call lasts as long as the
     /// client request that needed it, 60 s by default (`--request-timeout`); a watch's or a
     /// list's conversion is part of it. A conversion therefore waits for room in the budget
     /// for up to 25 s rather than answering `429` after the admission webhooks' queue time.
+    /// It reserves [`crate::CONVERSION_COST_PER_BODY_BYTE`] per byte of body.
     pub fn conversion() -> Self {
         Self {
             path: crate::routes::CONVERT,
             request_timeout: Duration::from_secs(30),
             queue_timeout: Duration::from_secs(25),
+            cost_per_body_byte: crate::limits::CONVERSION_COST_PER_BODY_BYTE,
         }
     }
 }
@@ -155,7 +160,7 @@ impl Default for HttpsOptions {
             http2_max_concurrent_streams: Self::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
             memory_budget_bytes: Self::DEFAULT_MEMORY_BUDGET_BYTES,
             queue_timeout: Self::DEFAULT_QUEUE_TIMEOUT,
-            path_timeouts: vec![PathTimeouts::conversion()],
+            path_limits: vec![PathLimits::conversion()],
             events: ServerEvents::default(),
             client_trust: None,
         }
@@ -302,10 +307,10 @@ pub async fn serve_https(
 /// its limit, [`crate::limits`]). axum's own body limit is set too, because its extractors
 /// apply a 2 MB default otherwise.
 fn with_request_layers(router: Router, options: &HttpsOptions) -> Router {
-    let timeouts = Timeouts::new(options);
+    let limits = RequestLimits::new(options);
     let admission = Admission::new(
         options.memory_budget_bytes,
-        timeouts.clone(),
+        limits.clone(),
         options.max_body_bytes,
         options.events.clone(),
     );
@@ -313,7 +318,7 @@ fn with_request_layers(router: Router, options: &HttpsOptions) -> Router {
         .layer(DefaultBodyLimit::max(options.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(admission, admit))
         .layer(axum::middleware::from_fn_with_state(
-            timeouts,
+            limits,
             enforce_deadline,
         ))
         .layer(axum::middleware::from_fn(trace_request))
@@ -588,7 +593,7 @@ mod tests {
         assert!(options.request_timeout < Duration::from_secs(10));
         assert!(options.drain_timeout > options.request_timeout);
         assert!(options.queue_timeout < options.request_timeout);
-        for path in &options.path_timeouts {
+        for path in &options.path_limits {
             assert!(path.queue_timeout < path.request_timeout, "{path:?}");
         }
     }

@@ -25,8 +25,10 @@ mod tls;
 mod wire;
 
 pub use client_trust::{ClientTrust, reload_client_ca};
-pub use https::{HttpsOptions, PathTimeouts, ServerError, serve_https};
-pub use limits::{COST_PER_BODY_BYTE, Refusal, ServerEvents, ServerObserver};
+pub use https::{HttpsOptions, PathLimits, ServerError, serve_https};
+pub use limits::{
+    CONVERSION_COST_PER_BODY_BYTE, COST_PER_BODY_BYTE, Refusal, ServerEvents, ServerObserver,
+};
 pub use ops::{
     MetricsFormat, MetricsRenderer, OpsState, Readiness, ReadinessReport, ops_router, serve_ops,
 };

@@ -4,7 +4,7 @@
 //! Memory: every request reserves, before its body is read, what it may cost at most
 //! ([`COST_PER_BODY_BYTE`] times its declared length, or times the body limit when it declares
 //! none) from one budget shared by all connections. A request that cannot reserve within the
-//! queue time of its path (`crate::PathTimeouts`) gets `429 Too Many Requests` with
+//! queue time of its path (`crate::PathLimits`) gets `429 Too Many Requests` with
 //! `Retry-After: 1`, which the API server's webhook client retries within its timeout. So the
 //! server's memory is its idle size plus the budget.
 
@@ -26,12 +26,18 @@ use http_body_util::BodyExt;
 use hyper::body::{Frame, SizeHint};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::middleware::Timeouts;
+use crate::middleware::RequestLimits;
 
-/// Peak memory of a request per byte of its body: the body, the answer (about the body again)
-/// and what the reader keeps (`crate::wire`, a few times the body in the worst case). Measured
-/// on the hostile corpus of `tests/server/limits.rs`.
+/// Peak memory of an admission request (`/mutate`, `/validate`) per byte of its body: the body,
+/// the answer and the tree the reader keeps of the object and the old object (`crate::wire`,
+/// up to about 5 times the body). The hostile corpus of `bench/tests/hostile.rs` holds it.
 pub const COST_PER_BODY_BYTE: usize = 8;
+/// Peak memory of a conversion (`/convert`) per byte of its body: the body, the answer (about
+/// the body again) and the tree of one object at a time. Measured with the hostile corpus of
+/// `bench/tests/hostile.rs`: up to 4.4 times the body over three runs (an object whose members
+/// that conversion reads are a 3 MB array, or 240,000 keys), the allocator's state making a
+/// run differ by a third; the rest is margin.
+pub const CONVERSION_COST_PER_BODY_BYTE: usize = 6;
 /// Smallest reservation: headers, buffers and the tree of a tiny review.
 const MIN_RESERVATION: usize = 64 * 1024;
 /// The budget is counted in units of this many bytes (a semaphore permit each).
@@ -119,7 +125,7 @@ impl Eq for ServerEvents {}
 pub(crate) struct Admission {
     budget: Arc<Semaphore>,
     budget_units: usize,
-    timeouts: Timeouts,
+    limits: RequestLimits,
     max_body_bytes: usize,
     events: ServerEvents,
 }
@@ -127,7 +133,7 @@ pub(crate) struct Admission {
 impl Admission {
     pub(crate) fn new(
         budget_bytes: usize,
-        timeouts: Timeouts,
+        limits: RequestLimits,
         max_body_bytes: usize,
         events: ServerEvents,
     ) -> Self {
@@ -135,18 +141,20 @@ impl Admission {
         Self {
             budget: Arc::new(Semaphore::new(budget_units)),
             budget_units,
-            timeouts,
+            limits,
             max_body_bytes,
             events,
         }
     }
 
-    /// Units to reserve for a body of `declared` bytes (`None`: not declared).
-    fn units_for(&self, declared: Option<usize>) -> u32 {
+    /// Units to reserve for a body of `declared` bytes (`None`: not declared) to `path`.
+    fn units_for(&self, path: &str, declared: Option<usize>) -> u32 {
         let body = declared
             .unwrap_or(self.max_body_bytes)
             .min(self.max_body_bytes);
-        let bytes = body.saturating_mul(COST_PER_BODY_BYTE).max(MIN_RESERVATION);
+        let bytes = body
+            .saturating_mul(self.limits.cost_per_body_byte(path))
+            .max(MIN_RESERVATION);
         // A request alone always fits, however small the budget.
         let units = bytes.div_ceil(UNIT).min(self.budget_units);
         u32::try_from(units).unwrap_or(u32::MAX)
@@ -172,9 +180,9 @@ pub(crate) async fn admit(
         admission.events.refused(Refusal::BodyTooLarge);
         return payload_too_large(admission.max_body_bytes);
     }
-    let units = admission.units_for(declared);
+    let units = admission.units_for(request.uri().path(), declared);
     let permit = match tokio::time::timeout(
-        admission.timeouts.queue(request.uri().path()),
+        admission.limits.queue(request.uri().path()),
         Arc::clone(&admission.budget).acquire_many_owned(units),
     )
     .await
@@ -365,33 +373,37 @@ mod tests {
 
     #[test]
     fn reservations_scale_with_the_body_and_fit_the_budget() {
-        let timeouts = Timeouts::new(&crate::HttpsOptions::default());
+        let limits = RequestLimits::new(&crate::HttpsOptions::default());
         let admission = Admission::new(
             64 * 1024 * 1024,
-            timeouts.clone(),
+            limits.clone(),
             3 * 1024 * 1024,
             ServerEvents::default(),
         );
-        assert_eq!(admission.units_for(Some(10)), 64);
-        assert_eq!(admission.units_for(Some(1024 * 1024)), 8 * 1024);
+        assert_eq!(admission.units_for("/validate", Some(10)), 64);
+        assert_eq!(
+            admission.units_for("/validate", Some(1024 * 1024)),
+            8 * 1024
+        );
+        assert_eq!(admission.units_for("/convert", Some(1024 * 1024)), 6 * 1024);
         // Undeclared: the limit's worth; over the limit: capped there.
-        assert_eq!(admission.units_for(None), 24 * 1024);
-        assert_eq!(admission.units_for(Some(usize::MAX)), 24 * 1024);
-        let tiny = Admission::new(1, timeouts, 3 << 20, ServerEvents::default());
-        assert_eq!(tiny.units_for(None), 1);
+        assert_eq!(admission.units_for("/mutate", None), 24 * 1024);
+        assert_eq!(admission.units_for("/mutate", Some(usize::MAX)), 24 * 1024);
+        let tiny = Admission::new(1, limits, 3 << 20, ServerEvents::default());
+        assert_eq!(tiny.units_for("/mutate", None), 1);
     }
 
     #[test]
     fn conversions_wait_longer_than_admission_requests() {
-        let timeouts = Timeouts::new(&crate::HttpsOptions::default());
-        assert_eq!(timeouts.queue("/validate"), Duration::from_secs(2));
-        assert_eq!(timeouts.request("/mutate"), Duration::from_secs(5));
+        let limits = RequestLimits::new(&crate::HttpsOptions::default());
+        assert_eq!(limits.queue("/validate"), Duration::from_secs(2));
+        assert_eq!(limits.request("/mutate"), Duration::from_secs(5));
         assert_eq!(
-            timeouts.queue(crate::routes::CONVERT),
+            limits.queue(crate::routes::CONVERT),
             Duration::from_secs(25)
         );
         assert_eq!(
-            timeouts.request(crate::routes::CONVERT),
+            limits.request(crate::routes::CONVERT),
             Duration::from_secs(30)
         );
     }

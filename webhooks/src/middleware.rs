@@ -9,7 +9,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
 
-use crate::https::{HttpsOptions, PathTimeouts};
+use crate::https::{HttpsOptions, PathLimits};
 use crate::limits::REJECTED;
 use tracing::field::{Empty, display};
 
@@ -53,22 +53,22 @@ pub(crate) async fn trace_request(request: Request, next: Next) -> Response {
 
 /// The deadline and queue time of each request, by its path.
 #[derive(Clone, Debug)]
-pub(crate) struct Timeouts {
+pub(crate) struct RequestLimits {
     request: Duration,
     queue: Duration,
-    paths: std::sync::Arc<[PathTimeouts]>,
+    paths: std::sync::Arc<[PathLimits]>,
 }
 
-impl Timeouts {
+impl RequestLimits {
     pub(crate) fn new(options: &HttpsOptions) -> Self {
         Self {
             request: options.request_timeout,
             queue: options.queue_timeout,
-            paths: options.path_timeouts.clone().into(),
+            paths: options.path_limits.clone().into(),
         }
     }
 
-    fn of(&self, path: &str) -> Option<&PathTimeouts> {
+    fn of(&self, path: &str) -> Option<&PathLimits> {
         self.paths.iter().find(|p| p.path == path)
     }
 
@@ -81,6 +81,12 @@ impl Timeouts {
     pub(crate) fn queue(&self, path: &str) -> Duration {
         self.of(path).map_or(self.queue, |p| p.queue_timeout)
     }
+
+    /// What a request to `path` reserves per byte of its body.
+    pub(crate) fn cost_per_body_byte(&self, path: &str) -> usize {
+        self.of(path)
+            .map_or(crate::limits::COST_PER_BODY_BYTE, |p| p.cost_per_body_byte)
+    }
 }
 
 /// Answers `503 Service Unavailable` when the handler (including the queue for the memory
@@ -88,7 +94,7 @@ impl Timeouts {
 /// handler. The admission webhooks' deadline sits well under their `timeoutSeconds`, so the
 /// apiserver gets a clear error from us instead of its own timeout.
 pub(crate) async fn enforce_deadline(
-    State(timeouts): State<Timeouts>,
+    State(timeouts): State<RequestLimits>,
     request: Request,
     next: Next,
 ) -> Response {

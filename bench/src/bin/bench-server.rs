@@ -57,7 +57,7 @@ impl Args {
         if let Some(ms) = self.queue_timeout_ms {
             let queue = std::time::Duration::from_millis(ms);
             options.queue_timeout = queue;
-            for path in &mut options.path_timeouts {
+            for path in &mut options.path_limits {
                 path.queue_timeout = queue;
             }
         }
