@@ -21,11 +21,6 @@ impl CertMode {
     /// Every mode's name, as accepted by [`FromStr`].
     pub const NAMES: [&'static str; 4] = ["self-signed", "files", "cert-manager", "openshift"];
 
-    /// Whether the certificate is read from mounted files rather than a Secret the operator owns.
-    pub fn reads_files(self) -> bool {
-        !matches!(self, Self::SelfSigned)
-    }
-
     /// Whether the operator publishes the CA bundle. Self-signed always does (nobody else knows
     /// the CA); files and cert-manager do when asked (`inject`) and a CA file is configured
     /// (cert-manager's own cainjector is the alternative); OpenShift never does.

@@ -40,11 +40,6 @@ impl ServiceNames {
         &self.namespace
     }
 
-    /// Whether `localhost` / `127.0.0.1` are covered too.
-    pub fn is_local(&self) -> bool {
-        self.local
-    }
-
     /// DNS subject alternative names, most specific last.
     pub fn dns_names(&self) -> Vec<String> {
         let (svc, ns) = (&self.service, &self.namespace);

@@ -39,19 +39,6 @@ pub enum Operation {
     Update,
 }
 
-impl Operation {
-    /// The operation of an admission request; `None` for DELETE and CONNECT, which carry no
-    /// object to default or validate.
-    pub fn from_admission(operation: &kube::core::admission::Operation) -> Option<Self> {
-        use kube::core::admission::Operation as Admission;
-        match operation {
-            Admission::Create => Some(Self::Create),
-            Admission::Update => Some(Self::Update),
-            Admission::Delete | Admission::Connect => None,
-        }
-    }
-}
-
 /// How a spec stores its data, read leniently from JSON (no deserialization, so it works on
 /// objects that break other rules).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -371,20 +358,5 @@ mod tests {
         assert_eq!(mode(json!({"storage": {"format": 5}})), None);
         assert_eq!(mode(json!({"storage": "PVC"})), None);
         assert_eq!(mode(json!("spec")), None);
-    }
-
-    #[test]
-    fn admission_operations() {
-        use kube::core::admission::Operation as A;
-        assert_eq!(
-            Operation::from_admission(&A::Create),
-            Some(Operation::Create)
-        );
-        assert_eq!(
-            Operation::from_admission(&A::Update),
-            Some(Operation::Update)
-        );
-        assert_eq!(Operation::from_admission(&A::Delete), None);
-        assert_eq!(Operation::from_admission(&A::Connect), None);
     }
 }

@@ -122,11 +122,6 @@ impl Quantity {
         self.signum() > 0
     }
 
-    /// Exactly zero (`0`, `0Gi`, `0.000`, `-0`).
-    pub fn is_zero(&self) -> bool {
-        self.digits.is_empty()
-    }
-
     fn normalized(negative: bool, mut digits: Vec<u8>, mut exponent: i64) -> Self {
         let leading = digits.iter().take_while(|d| **d == 0).count();
         digits.drain(..leading);
@@ -455,7 +450,6 @@ mod tests {
     fn sign_helpers() {
         assert!(q("1m").is_positive());
         assert!(!q("0Gi").is_positive());
-        assert!(q("0Gi").is_zero());
         assert!(!q("-1").is_positive());
         assert_eq!(q("-5Gi").signum(), -1);
         assert_eq!(q("-0").signum(), 0);

@@ -189,11 +189,6 @@ impl ServingCertificate {
         Ok(())
     }
 
-    /// Whether a certificate has been loaded.
-    pub fn is_loaded(&self) -> bool {
-        self.current.load().is_some()
-    }
-
     /// Details of the served leaf certificate, if one is loaded.
     pub fn info(&self) -> Option<CertificateInfo> {
         self.current
@@ -316,13 +311,12 @@ mod tests {
     fn loads_a_matching_pair_and_reports_validity() {
         let pair = self_signed("svc.ns.svc");
         let slot = ServingCertificate::new();
-        assert!(!slot.is_loaded());
+        assert!(slot.info().is_none());
         assert!(slot.not_after().is_none());
 
         slot.set_from_pem(pair.cert_pem.as_bytes(), pair.key_pem.as_bytes())
             .expect("valid pair");
 
-        assert!(slot.is_loaded());
         let info = slot.info().expect("info");
         assert_eq!(info.not_after_unix_seconds(), 4_086_460_800); // 2099-06-30T00:00:00Z
         assert_eq!(unix_seconds(info.not_before), 1_704_067_200); // 2024-01-01T00:00:00Z

@@ -146,13 +146,5 @@ pub fn deployment(
     })
 }
 
-/// Whether `existing` must be deleted and created again to become `desired`: the selector of
-/// a Deployment is immutable, and the Go operator's selector holds its version label, so
-/// a Deployment it created cannot be updated in place. Deleting it leaves the PVC and its data
-/// alone; the pods are replaced once.
-pub fn must_recreate(existing: &Deployment, desired: &Deployment) -> bool {
-    existing.spec.selector != desired.spec.selector
-}
-
 #[cfg(test)]
 mod tests;

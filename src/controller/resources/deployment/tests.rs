@@ -516,22 +516,6 @@ fn unknown_format_is_an_error() {
 }
 
 #[test]
-fn go_created_deployment_must_be_recreated() {
-    let desired = render(&pvc_service());
-    assert!(!must_recreate(
-        &desired,
-        &render_with(&pvc_service(), "2.0.0", true, true)
-    ));
-    let mut go = desired.clone();
-    go.spec
-        .selector
-        .match_labels
-        .get_or_insert_default()
-        .insert("app.kubernetes.io/version".into(), "1.39.0".into());
-    assert!(must_recreate(&go, &desired));
-}
-
-#[test]
 fn only_a_non_default_service_access_is_named_in_the_pod_template() {
     let annotations = |access| {
         let service = pvc_service();
