@@ -7,21 +7,21 @@ pub mod telemetry;
 
 /// The operator's version, from Cargo.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-pub mod controller;
+mod controller;
 pub mod crd_maintenance;
 pub mod error_chain;
 pub mod go_flags;
 pub mod install_check;
-pub mod kube_client;
-pub mod leader_duties;
+mod kube_client;
+mod leader_duties;
 pub mod leader_election;
-pub mod list_strategy;
+mod list_strategy;
 pub mod metrics;
 pub mod offline;
 pub mod run;
-pub mod secret_cache;
-pub mod shutdown;
+mod secret_cache;
+mod shutdown;
 pub mod storage_migration;
-pub mod supervisor;
+mod supervisor;
 pub mod uninstall;
 pub mod webhook_configurations;

@@ -61,16 +61,6 @@ impl ApplyOutcome {
             Self::Unchanged => "unchanged",
         }
     }
-
-    /// The event reason for `kind`: `<Kind>Created`/`<Kind>Updated`; `None` when unchanged.
-    pub fn reason(self, kind: &str) -> Option<String> {
-        match self {
-            Self::Created => Some(format!("{kind}Created")),
-            Self::Adopted => Some(format!("{kind}Adopted")),
-            Self::Changed => Some(format!("{kind}Updated")),
-            Self::Unchanged => None,
-        }
-    }
 }
 
 /// An applied object and what the apply did.
@@ -94,29 +84,6 @@ pub fn update_params() -> PatchParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
     }
-}
-
-/// Applies `object` through `api`, reading its metadata first to tell what changed.
-pub async fn apply<K>(
-    api: &Api<K>,
-    kind: &'static str,
-    object: &K,
-) -> Result<Applied<K>, ReconcileError>
-where
-    K: Resource + Clone + Debug + Serialize + DeserializeOwned,
-{
-    let name = object.name_any();
-    let before = api
-        .get_metadata_opt(&name)
-        .await
-        .map_err(ReconcileError::kube("reading", kind, &name))?;
-    apply_after(
-        api,
-        kind,
-        object,
-        before.and_then(|m| m.metadata.resource_version),
-    )
-    .await
 }
 
 /// Applies `object` whose live resourceVersion (`None`: absent) the caller already read.
@@ -199,15 +166,6 @@ mod tests {
             ApplyOutcome::from_versions(Some("1"), Some("2")),
             ApplyOutcome::Changed
         );
-        assert_eq!(
-            ApplyOutcome::Created.reason("Service").as_deref(),
-            Some("ServiceCreated")
-        );
-        assert_eq!(
-            ApplyOutcome::Changed.reason("Deployment").as_deref(),
-            Some("DeploymentUpdated")
-        );
-        assert_eq!(ApplyOutcome::Unchanged.reason("Service"), None);
     }
 
     #[test]
@@ -236,12 +194,6 @@ mod tests {
         assert_eq!(
             ApplyOutcome::from_answer(Some("5"), &answer(&[FIELD_MANAGER, "manager"])),
             ApplyOutcome::Unchanged
-        );
-        assert_eq!(
-            ApplyOutcome::Adopted
-                .reason("ClusterRoleBinding")
-                .as_deref(),
-            Some("ClusterRoleBindingAdopted")
         );
     }
 }

@@ -82,6 +82,7 @@ impl Changes {
     }
 
     /// Whether nothing changed.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.changes.is_empty()
     }

@@ -27,6 +27,7 @@ macro_rules! kinds {
 
         impl Kind {
             /// Every child kind, in the order they are applied.
+            #[cfg(test)]
             pub const ALL: &'static [Kind] = &[$(Kind::$variant),+];
         }
     };

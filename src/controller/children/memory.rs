@@ -159,6 +159,7 @@ impl<V: Clone> AppliedMemory<V> {
     }
 
     /// How many owners are remembered.
+    #[cfg(test)]
     pub fn owners(&self) -> usize {
         self.by_owner
             .lock()

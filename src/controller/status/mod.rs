@@ -31,8 +31,7 @@ use trustyai_crds::v1::TrustyAIServiceStatus;
 
 use conditions::{Computed, Status, merge};
 pub use observations::{
-    DeploymentObservation, Observations, PvcObservation, RouteObservation, pods_failing,
-    pods_may_be_failing,
+    DeploymentObservation, Observations, PvcObservation, RouteObservation, pods_may_be_failing,
 };
 
 /// Condition types this operator computes.

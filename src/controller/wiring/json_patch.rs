@@ -26,11 +26,13 @@ impl JsonPatch {
     }
 
     /// The operations.
+    #[cfg(test)]
     pub fn operations(&self) -> &[Operation] {
         &self.0
     }
 
     /// The patch as a JSON array.
+    #[cfg(test)]
     pub fn to_value(&self) -> Value {
         Value::Array(
             self.0
