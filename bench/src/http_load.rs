@@ -40,6 +40,13 @@ pub struct Cell {
     /// divided by this cell's.
     #[serde(default)]
     pub cost_vs_json: Option<f64>,
+    /// The server process's CPU time (user + system) during the cell per object its requests
+    /// carried (1 per admission request), µs; `None` where `/proc` could not be read.
+    #[serde(default)]
+    pub server_cpu_us_per_object: Option<f64>,
+    /// The server process's peak resident memory during the cell (VmHWM, reset before it), KiB.
+    #[serde(default)]
+    pub server_peak_rss_kib: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -51,7 +58,7 @@ pub struct HttpResults {
 }
 
 /// The endpoints measured, with their request bodies.
-fn endpoints() -> Result<Vec<(&'static str, &'static str, Bytes)>> {
+fn endpoints() -> Result<Vec<(&'static str, &'static str, Bytes, usize)>> {
     let json = |v: &Value| -> Result<Bytes> { Ok(Bytes::from(serde_json::to_vec(v)?)) };
     let typical = fixtures::typical();
     let mutate = json(&fixtures::admission_review(&typical))?;
@@ -60,9 +67,9 @@ fn endpoints() -> Result<Vec<(&'static str, &'static str, Bytes)>> {
         Operation::Create,
     )))?;
     let mut all = vec![
-        ("baseline", "/baseline", validate.clone()),
-        ("validate", "/validate", validate),
-        ("mutate", "/mutate", mutate),
+        ("baseline", "/baseline", validate.clone(), 1),
+        ("validate", "/validate", validate, 1),
+        ("mutate", "/mutate", mutate, 1),
     ];
     // Each conversion right after its JSON round trip of the same body, both directions.
     for (n, json_name, to_v1, to_v1alpha1, json_name_down) in [
@@ -90,10 +97,10 @@ fn endpoints() -> Result<Vec<(&'static str, &'static str, Bytes)>> {
     ] {
         let up = json(&fixtures::conversion_review(n, fixtures::V1))?;
         let down = json(&fixtures::conversion_review(n, fixtures::V1ALPHA1))?;
-        all.push((json_name, "/baseline/json", up.clone()));
-        all.push((to_v1, "/convert", up));
-        all.push((json_name_down, "/baseline/json", down.clone()));
-        all.push((to_v1alpha1, "/convert", down));
+        all.push((json_name, "/baseline/json", up.clone(), n));
+        all.push((to_v1, "/convert", up, n));
+        all.push((json_name_down, "/baseline/json", down.clone(), n));
+        all.push((to_v1alpha1, "/convert", down, n));
     }
     Ok(all)
 }
@@ -150,9 +157,17 @@ pub async fn run(server_bin: &Path, seconds: f64, concurrencies: &[usize]) -> Re
             };
             let mut baseline_rps = None;
             let mut json_rps = None;
-            for (name, path, body) in &endpoints {
+            for (name, path, body, objects) in &endpoints {
+                // Best effort: without /proc the cell has no CPU or memory figures.
+                let _ = std::fs::write(format!("/proc/{}/clear_refs", child.id()), "5");
+                let cpu_before = cpu_seconds(child.id());
                 let mut cell =
                     measure(&connections, concurrency, path, body.clone(), seconds).await?;
+                let cpu = cpu_seconds(child.id()).zip(cpu_before).map(|(a, b)| a - b);
+                let objects = (cell.requests * objects) as f64;
+                cell.server_cpu_us_per_object =
+                    cpu.filter(|_| objects > 0.0).map(|cpu| cpu * 1e6 / objects);
+                cell.server_peak_rss_kib = proc_status_kib(child.id(), "VmHWM");
                 cell.endpoint = (*name).to_owned();
                 cell.protocol = protocol;
                 if *name == "baseline" {
@@ -253,7 +268,28 @@ async fn measure(
         latency: percentiles(&mut latencies),
         cost_vs_baseline: None,
         cost_vs_json: None,
+        server_cpu_us_per_object: None,
+        server_peak_rss_kib: None,
     })
+}
+
+/// Clock ticks per second of the CPU times in `/proc/<pid>/stat` (`USER_HZ`, 100 wherever Linux
+/// exports them).
+const USER_HZ: f64 = 100.0;
+
+/// The CPU time (user + system) process `pid` has used, seconds.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    stat_cpu_seconds(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// utime + stime of a `/proc/<pid>/stat` line, seconds. The command name (field 2) may hold
+/// spaces and parentheses, so the fields are counted from its closing parenthesis.
+fn stat_cpu_seconds(stat: &str) -> Option<f64> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `fields[0]` is field 3 (state); utime is field 14, stime 15.
+    let ticks = |field: usize| fields.get(field - 3)?.parse::<f64>().ok();
+    Some((ticks(14)? + ticks(15)?) / USER_HZ)
 }
 
 #[cfg(test)]
@@ -271,6 +307,15 @@ mod tests {
         VmRSS:\t   31337 kB\n\
         RssAnon:\t   20000 kB\n\
         Threads:\t9\n";
+
+    #[test]
+    fn cpu_time_is_read_past_a_command_name_with_spaces() {
+        let stat =
+            "4242 (bench server) S 1 4242 4242 0 -1 4194560 500 0 0 0 250 75 0 0 20 0 9 0 1000 0 0";
+        assert_eq!(stat_cpu_seconds(stat), Some(3.25));
+        assert_eq!(stat_cpu_seconds("garbage"), None);
+        assert!(cpu_seconds(std::process::id()).is_some());
+    }
 
     #[test]
     fn reads_the_named_field_in_kib() {
@@ -305,7 +350,7 @@ mod tests {
     #[test]
     fn endpoints_carry_reviews_the_server_accepts() {
         let endpoints = endpoints().unwrap();
-        let names: Vec<_> = endpoints.iter().map(|(name, _, _)| *name).collect();
+        let names: Vec<_> = endpoints.iter().map(|(name, ..)| *name).collect();
         assert_eq!(names[..3], ["baseline", "validate", "mutate"]);
         assert_eq!(names.len(), 3 + 12);
         // Every conversion follows its JSON round trip of the very same body.
@@ -314,7 +359,7 @@ mod tests {
             assert_eq!(pair[0].0["json".len()..], pair[1].0["convert".len()..]);
             assert_eq!(pair[0].2, pair[1].2);
         }
-        for (name, _, body) in &endpoints {
+        for (name, _, body, _) in &endpoints {
             let review: Value = serde_json::from_slice(body).unwrap();
             match name.split('/').nth(1).and_then(|n| n.parse::<usize>().ok()) {
                 Some(n) => {

@@ -201,12 +201,12 @@ pub fn markdown(r: &Results) -> String {
         );
         let _ = writeln!(
             s,
-            "| Endpoint | Protocol | c | req/s | p50 | p99 | p99.9 | Cost × baseline | Cost × JSON round trip | Errors |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "| Endpoint | Protocol | c | req/s | p50 | p99 | p99.9 | Cost × baseline | Cost × JSON round trip | Server CPU per object | Server peak RSS | Errors |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         );
         for c in &h.cells {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 c.endpoint,
                 c.protocol.name(),
                 c.concurrency,
@@ -217,6 +217,10 @@ pub fn markdown(r: &Results) -> String {
                 c.cost_vs_baseline
                     .map_or("".to_owned(), |x| format!("{x:.2}")),
                 c.cost_vs_json.map_or("".to_owned(), |x| format!("{x:.2}")),
+                c.server_cpu_us_per_object
+                    .map_or("".to_owned(), |v| format!("{v:.1} µs")),
+                c.server_peak_rss_kib
+                    .map_or("".to_owned(), |k| mib(Some(k))),
                 c.errors
             );
         }
@@ -437,6 +441,8 @@ mod tests {
             },
             cost_vs_baseline: cost,
             cost_vs_json: None,
+            server_cpu_us_per_object: Some(2.5),
+            server_peak_rss_kib: Some(40_960),
         }
     }
 
@@ -619,11 +625,11 @@ mod tests {
         );
         assert_line(
             &md,
-            "| baseline | h2 | 8 | 12345 | 80 µs | 1.50 ms | 2.35 ms |  |  | 3 |",
+            "| baseline | h2 | 8 | 12345 | 80 µs | 1.50 ms | 2.35 ms |  |  | 2.5 µs | 40.0 MiB | 3 |",
         );
         assert_line(
             &md,
-            "| validate | http/1.1 | 8 | 12345 | 80 µs | 1.50 ms | 2.35 ms | 1.23 |  | 3 |",
+            "| validate | http/1.1 | 8 | 12345 | 80 µs | 1.50 ms | 2.35 ms | 1.23 |  | 2.5 µs | 40.0 MiB | 3 |",
         );
     }
 
