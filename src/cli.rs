@@ -62,7 +62,15 @@ pub struct ValidateArgs {
     #[arg(long)]
     pub show_defaults: bool,
 
-    /// Image prefixes spec.image may use (comma-separated), as for `run`.
+    #[command(flatten)]
+    pub image_prefixes: ImagePrefixArgs,
+}
+
+/// The image prefixes `spec.image` may use, for `run` and `validate` alike.
+#[derive(Debug, Args)]
+pub struct ImagePrefixArgs {
+    /// Image prefixes a TrustyAIService may use in spec.image (comma-separated). While the
+    /// operator runs, the operator ConfigMap's allowedImagePrefixes, when set, replaces this list.
     #[arg(
         long,
         env = "ALLOWED_IMAGE_PREFIXES",
@@ -300,15 +308,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_crd_maintenance: bool,
 
-    /// Image prefixes a TrustyAIService may use in spec.image (comma-separated). The operator
-    /// ConfigMap's allowedImagePrefixes, when set, replaces this list.
-    #[arg(
-        long,
-        env = "ALLOWED_IMAGE_PREFIXES",
-        value_delimiter = ',',
-        default_value = crate::controller::context::DEFAULT_ALLOWED_IMAGE_PREFIX
-    )]
-    pub allowed_image_prefixes: Vec<String>,
+    #[command(flatten)]
+    pub image_prefixes: ImagePrefixArgs,
 
     /// How long in-flight webhook requests may take to finish on shutdown.
     #[arg(long, default_value = "10s", value_parser = humantime_duration)]

@@ -145,7 +145,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let webhook_address = args.local_webhook_address.unwrap_or(args.webhook_address);
     let https_listener = bind("the webhook server", webhook_address).await?;
     let settings = Arc::new(ArcSwap::from_pointee(AdmissionSettings {
-        allowed_image_prefixes: args.allowed_image_prefixes.clone(),
+        allowed_image_prefixes: args.image_prefixes.allowed_image_prefixes.clone(),
     }));
     // The watches both the webhooks and the controller read. Secret names serve the
     // missing-credentials warning; until the first list completes the webhook simply does not
@@ -249,7 +249,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             crate::controller::ControllerConfig::new(&args.names.namespace).with_image_env();
         config.proxy_cluster_role = args.proxy_cluster_role.clone();
         config.service_access = args.service_access;
-        config.allowed_image_prefixes = args.allowed_image_prefixes.clone();
+        config.allowed_image_prefixes = args.image_prefixes.allowed_image_prefixes.clone();
         config.operand_ca_secret = args.names.operand_ca_secret.clone();
         config.operand_cert_lifetime = args.certificates.operand_cert_lifetime;
         config.operand_ca_lifetime = args.certificates.operand_ca_lifetime;

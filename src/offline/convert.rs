@@ -21,7 +21,6 @@
 //! Exit codes: 0 all converted; 1 some TrustyAIService could not be converted (each named on
 //! stderr by document index); 2 the input cannot be read or parsed, or `--to` is unknown.
 
-use std::io::Read;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -275,22 +274,9 @@ fn render_keeping_text(
 }
 
 fn read_input(path: &Path) -> Result<String, ConvertFailure> {
-    let read_error = |source| ConvertFailure::Read {
-        path: path.display().to_string(),
-        source,
-    };
-    if path == Path::new("-") {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|source| ConvertFailure::Read {
-                path: "stdin".into(),
-                source,
-            })?;
-        Ok(text)
-    } else {
-        std::fs::read_to_string(path).map_err(read_error)
-    }
+    super::read_input(path)
+        .map(|(_, text)| text)
+        .map_err(|(path, source)| ConvertFailure::Read { path, source })
 }
 
 /// Runs `convert`: the converted text on stdout, or the failures on stderr.

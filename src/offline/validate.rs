@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -554,24 +554,7 @@ impl StoredObjects {
 
 /// Reads a file, or stdin for `-`.
 fn read_input(path: &Path) -> Result<(String, String), InputError> {
-    if path == Path::new("-") {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|source| InputError::Read {
-                input: "stdin".into(),
-                source,
-            })?;
-        return Ok(("stdin".into(), text));
-    }
-    let name = path.display().to_string();
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok((name, text)),
-        Err(source) => Err(InputError::Read {
-            input: name,
-            source,
-        }),
-    }
+    super::read_input(path).map_err(|(input, source)| InputError::Read { input, source })
 }
 
 /// Reads the inputs, validates and renders, or says why the input is unreadable.
@@ -583,7 +566,7 @@ fn execute(args: &ValidateArgs) -> Result<(Report, Option<String>), InputError> 
     let (new_name, new) = read_input(&args.file)?;
     let old = args.old.as_deref().map(read_input).transpose()?;
     let options = Options {
-        allowed_image_prefixes: args.allowed_image_prefixes.clone(),
+        allowed_image_prefixes: args.image_prefixes.allowed_image_prefixes.clone(),
     };
     let report = validate_inputs(
         (&new_name, &new),
