@@ -23,7 +23,9 @@ crate::shared_spec::trustyai_service_spec! {
         /// A custom TrustyAI service image for this instance only, for example
         /// `quay.io/trustyai/trustyai-service:v0.28.0`. It must start with one of the image
         /// prefixes the operator's configuration allows. When unset, the operator's configured
-        /// image is used (and follows operator upgrades).
+        /// image is used (and follows operator upgrades). Where the operator's environment names
+        /// the service image (`RELATED_IMAGE_ODH_TRUSTYAI_SERVICE_PY_IMAGE`, which the Helm chart
+        /// sets), that image is used instead and a `SpecImageIgnored` Warning event says so.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schemars(length(max = limits::IMAGE_MAX))]
         pub image: Option<String>,

@@ -36,7 +36,7 @@ use super::finalizer::{self, Step};
 use super::image_upgrade;
 use super::migration_trigger;
 use super::model_servers;
-use super::resources::images::{self, ImageSources, Images};
+use super::resources::images::{self, ImageSource, ImageSources, Images};
 use super::resources::{Instance, cluster_role_binding, labels, names, route};
 use super::single_writer;
 use super::status::pod_problem::pod_problem;
@@ -475,6 +475,13 @@ async fn resolve_images(
         .filter(|i| !i.is_empty());
     let prefixes = ctx.allowed_image_prefixes(config);
     let allowed = spec_image.is_some_and(|i| image_allowed(i, &prefixes));
+    let mut images = images::resolve(&ImageSources {
+        env_service_image: ctx.config.env_service_image.as_deref(),
+        env_kube_rbac_proxy_image: ctx.config.env_kube_rbac_proxy_image.as_deref(),
+        spec_image,
+        spec_image_allowed: allowed,
+        config_map: config,
+    });
     match spec_image {
         Some(image) if !allowed => {
             ctx.events
@@ -489,15 +496,24 @@ async fn resolve_images(
                 )
                 .await;
         }
+        // The operator's environment pins the image its release was tested with (the chart
+        // sets it): say so rather than ignore spec.image silently.
+        Some(image) if images.service.source == ImageSource::Environment => {
+            ctx.events
+                .warning(
+                    service,
+                    topic::IMAGE,
+                    "SpecImageIgnored",
+                    format!(
+                        "spec.image {image} is not used: the operator's environment ({}) names the service image {}, which takes precedence",
+                        trustyai_crds::contract::image_env::SERVICE_IMAGE,
+                        images.service.image
+                    ),
+                )
+                .await;
+        }
         _ => ctx.events.resolved(service, topic::IMAGE),
     }
-    let mut images = images::resolve(&ImageSources {
-        env_service_image: ctx.config.env_service_image.as_deref(),
-        env_kube_rbac_proxy_image: ctx.config.env_kube_rbac_proxy_image.as_deref(),
-        spec_image,
-        spec_image_allowed: allowed,
-        config_map: config,
-    });
     let deployment = match children::cached_deployment(ctx, instance) {
         CachedObject::Present(deployment) => Some(deployment),
         CachedObject::Unknown | CachedObject::Absent => None,

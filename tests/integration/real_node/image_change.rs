@@ -2,14 +2,11 @@
 //! to the new image and read what the old ones stored.
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams};
-use serde_json::json;
+use kube::api::Api;
 
-use super::release::{TIMEOUT, images, installed};
+use super::release::{images, installed, uninstall, upgrade};
 use super::service::{pvc_service, ready_pod};
 use super::service_api::User;
-use crate::support::cluster::tas_api;
-use crate::support::wait;
 
 /// The service container's image of `pod`.
 fn service_image(pod: &Pod) -> Option<String> {
@@ -24,7 +21,8 @@ fn service_image(pod: &Pod) -> Option<String> {
 
 #[tokio::test]
 async fn the_claims_data_is_read_back_after_the_service_image_changes() {
-    let (_claim, cp) = installed(false).await;
+    // The release's service image changes for every instance: nobody else may run meanwhile.
+    let (_claim, cp) = installed(true).await;
     let client = cp.client().await;
     let ns = cp.namespace(&client, "image-change").await;
     let old = pvc_service(cp, &client, &ns, "demo").await;
@@ -32,25 +30,12 @@ async fn the_claims_data_is_read_back_after_the_service_image_changes() {
     user.upload().await;
     user.assert_spd().await;
 
-    // The same content under another name (in a repository the chart's allowedImagePrefixes
-    // let spec.image name, and not one of the Java service's): a new image for Kubernetes.
-    let image = format!("quay.io/trustyai/trustyai-service-py:{ns}");
+    // The same content under another name: a new image for Kubernetes. The chart names the
+    // service image in the operator's environment, which rolls every instance to it.
+    let image = format!("localhost/trustyai-service:{ns}");
     cp.tag_image(&images().await.service.reference, &image)
         .unwrap_or_else(|e| panic!("{e}"));
-    let api = tas_api(&client, &ns, "v1");
-    let patch = json!({"spec": {"image": image}});
-    wait::until_showing(
-        "spec.image accepted",
-        TIMEOUT,
-        || cp.logs(),
-        async || {
-            api.patch("demo", &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .ok()
-                .map(drop)
-        },
-    )
-    .await;
+    upgrade(cp, vec![format!("service.serviceImage={image}")]).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let old_name = old.metadata.name.clone().expect("a name");
     let new = ready_pod(cp, &pods, "demo", Some(&old_name)).await;
@@ -58,4 +43,46 @@ async fn the_claims_data_is_read_back_after_the_service_image_changes() {
 
     // What the old image's service stored, read by the new one.
     user.assert_spd().await;
+    uninstall(cp).await;
+}
+
+#[tokio::test]
+async fn a_spec_image_the_operators_environment_overrides_is_reported() {
+    let (_claim, cp) = installed(false).await;
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "spec-image").await;
+    // Under the chart's allowed prefix, so admitted; the chart's environment names the image.
+    let spec = serde_json::json!({
+        "storage": {"format": "PVC", "folder": "/inputs", "size": "1Gi"},
+        "metrics": {"schedule": "5s"},
+        "image": "quay.io/trustyai/trustyai-service:custom",
+    });
+    crate::support::cluster::tas_api(&client, &ns, "v1")
+        .create(
+            &Default::default(),
+            &crate::support::cluster::tas("v1", "demo", spec),
+        )
+        .await
+        .expect("created");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let note = crate::support::wait::until_showing(
+        "a Warning SpecImageIgnored on demo",
+        super::release::TIMEOUT,
+        || cp.logs(),
+        async || {
+            let list = events.list(&Default::default()).await.ok()?;
+            list.items.into_iter().find_map(|e| {
+                (e.type_.as_deref() == Some("Warning")
+                    && e.reason.as_deref() == Some("SpecImageIgnored"))
+                .then(|| e.note.unwrap_or_default())
+            })
+        },
+    )
+    .await;
+    assert!(
+        note.contains("quay.io/trustyai/trustyai-service:custom")
+            && note.contains("RELATED_IMAGE_ODH_TRUSTYAI_SERVICE_PY_IMAGE")
+            && note.contains(&images().await.service.reference),
+        "{note}"
+    );
 }
