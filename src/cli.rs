@@ -114,25 +114,39 @@ pub struct OperatorNames {
     pub namespace: String,
 
     /// Secret holding the operator's CA and serving certificate (self-signed mode).
-    #[arg(long, default_value = "trustyai-operator-webhook-tls")]
+    #[arg(long, default_value = default_names::CERT_SECRET)]
     pub cert_secret: String,
 
     /// Secret in the operator namespace holding the CA of the operands' serving certificates
     /// (issued where no OpenShift service-ca operator does it).
-    #[arg(long, default_value = trustyai_certs::operand_ca::DEFAULT_CA_SECRET)]
+    #[arg(long, default_value = default_names::OPERAND_CA_SECRET)]
     pub operand_ca_secret: String,
 
     /// Name of the leader Lease in the operator namespace.
-    #[arg(long, default_value = "trustyai-operator-leader")]
+    #[arg(long, default_value = default_names::LEASE)]
     pub lease_name: String,
 
     /// Name of the ValidatingWebhookConfiguration whose caBundle the operator maintains.
-    #[arg(long, default_value = "trustyai-operator-validating")]
+    #[arg(long, default_value = default_names::VALIDATING_WEBHOOK_CONFIGURATION)]
     pub validating_webhook_configuration: String,
 
     /// Name of the MutatingWebhookConfiguration whose caBundle the operator maintains.
-    #[arg(long, default_value = "trustyai-operator-mutating")]
+    #[arg(long, default_value = default_names::MUTATING_WEBHOOK_CONFIGURATION)]
     pub mutating_webhook_configuration: String,
+}
+
+/// The default names of the objects `OperatorNames` names (the chart uses them too).
+pub mod default_names {
+    /// The operator's CA and serving certificate Secret (self-signed mode).
+    pub const CERT_SECRET: &str = "trustyai-operator-webhook-tls";
+    /// The operand CA Secret.
+    pub const OPERAND_CA_SECRET: &str = trustyai_certs::operand_ca::DEFAULT_CA_SECRET;
+    /// The leader Lease.
+    pub const LEASE: &str = "trustyai-operator-leader";
+    /// The ValidatingWebhookConfiguration.
+    pub const VALIDATING_WEBHOOK_CONFIGURATION: &str = "trustyai-operator-validating";
+    /// The MutatingWebhookConfiguration.
+    pub const MUTATING_WEBHOOK_CONFIGURATION: &str = "trustyai-operator-mutating";
 }
 
 /// Options of `uninstall`.

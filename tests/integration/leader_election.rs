@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use trustyai_operator::leader_election::{LeaderConfig, run};
 
-const LEASE_NAME: &str = "trustyai-operator-leader";
+const LEASE_NAME: &str = trustyai_operator::cli::default_names::LEASE;
 const LEASE_DURATION: Duration = Duration::from_secs(10);
 const RENEW_DEADLINE: Duration = Duration::from_secs(6);
 const RETRY_PERIOD: Duration = Duration::from_secs(1);

@@ -55,7 +55,7 @@ async fn an_operand_ca_rotation_keeps_every_client_verifying() {
     let client = cp.client().await;
     let ns = cp.namespace(&client, "operand-ca").await;
     // The operand CA Secret lives in the operator namespace, new for this test.
-    let ca_secret = "trustyai-operator-operand-ca";
+    let ca_secret = trustyai_operator::cli::default_names::OPERAND_CA_SECRET;
     let mut operator = Operator::start(
         cp,
         &ns,

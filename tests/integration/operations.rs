@@ -33,8 +33,8 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 use tokio_util::sync::CancellationToken;
 
-const SECRET: &str = "trustyai-operator-webhook-tls";
-const LEASE: &str = "trustyai-operator-leader";
+const SECRET: &str = trustyai_operator::cli::default_names::CERT_SECRET;
+const LEASE: &str = trustyai_operator::cli::default_names::LEASE;
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 const TIMEOUT: Duration = Duration::from_secs(90);
 /// Leader-election timing of these tests: roomy enough that a loaded machine costs a leader a

@@ -18,7 +18,7 @@ use support::cluster::{
 };
 use support::operator::Operator;
 
-const VWC: &str = "trustyai-operator-validating";
+const VWC: &str = trustyai_operator::cli::default_names::VALIDATING_WEBHOOK_CONFIGURATION;
 
 #[tokio::test]
 async fn api_server_reaches_the_webhooks_with_the_injected_bundle() {

@@ -12,7 +12,7 @@ use super::release::{NAMESPACE, TIMEOUT, installed, operator_pods, two_ready};
 use crate::support::wait;
 
 /// The operator's leader Lease (its `--lease-name` default; the chart keeps it).
-const LEASE: &str = "trustyai-operator-leader";
+const LEASE: &str = trustyai_operator::cli::default_names::LEASE;
 
 /// The pod among `pods` whose process holds the Lease (its identity is
 /// `<pod name>-<pid>-<start>`).

@@ -281,8 +281,8 @@ async fn uninstall_without_the_operator_releases_deletions_and_leaves_nothing_of
     assert!(left.items.is_empty(), "bindings left: {:?}", left.items);
     let secrets = env.api::<Secret>(&env.operator_ns);
     for name in [
-        "trustyai-operator-webhook-tls",
-        "trustyai-operator-operand-ca",
+        trustyai_operator::cli::default_names::CERT_SECRET,
+        trustyai_operator::cli::default_names::OPERAND_CA_SECRET,
     ] {
         assert!(
             secrets.get_opt(name).await.expect("read").is_none(),
@@ -292,7 +292,7 @@ async fn uninstall_without_the_operator_releases_deletions_and_leaves_nothing_of
     let leases = env.api::<k8s_openapi::api::coordination::v1::Lease>(&env.operator_ns);
     assert!(
         leases
-            .get_opt("trustyai-operator-leader")
+            .get_opt(trustyai_operator::cli::default_names::LEASE)
             .await
             .expect("read")
             .is_none()
@@ -302,7 +302,7 @@ async fn uninstall_without_the_operator_releases_deletions_and_leaves_nothing_of
     >::all(env.client.clone());
     assert!(
         validating
-            .get_opt("trustyai-operator-validating")
+            .get_opt(trustyai_operator::cli::default_names::VALIDATING_WEBHOOK_CONFIGURATION)
             .await
             .expect("read")
             .is_none()

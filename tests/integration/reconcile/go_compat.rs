@@ -109,9 +109,12 @@ fn remove_registrations(env: &Env) {
     for (kind, name) in [
         (
             "validatingwebhookconfiguration",
-            "trustyai-operator-validating",
+            trustyai_operator::cli::default_names::VALIDATING_WEBHOOK_CONFIGURATION,
         ),
-        ("mutatingwebhookconfiguration", "trustyai-operator-mutating"),
+        (
+            "mutatingwebhookconfiguration",
+            trustyai_operator::cli::default_names::MUTATING_WEBHOOK_CONFIGURATION,
+        ),
     ] {
         let (ok, out, err) = env
             .cp

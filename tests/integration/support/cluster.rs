@@ -16,11 +16,11 @@ use trustyai_operator::webhook_configurations::AdmissionWebhook;
 use super::wait;
 
 /// The operator's certificate Secret (default `--cert-secret`).
-pub const CERT_SECRET: &str = "trustyai-operator-webhook-tls";
+pub const CERT_SECRET: &str = trustyai_operator::cli::default_names::CERT_SECRET;
 /// Default `--validating-webhook-configuration`.
-pub const VWC: &str = "trustyai-operator-validating";
+pub const VWC: &str = trustyai_operator::cli::default_names::VALIDATING_WEBHOOK_CONFIGURATION;
 /// Default `--mutating-webhook-configuration`.
-pub const MWC: &str = "trustyai-operator-mutating";
+pub const MWC: &str = trustyai_operator::cli::default_names::MUTATING_WEBHOOK_CONFIGURATION;
 /// The validating webhook's name in the registration the operator creates; the API server
 /// names it in every refusal of its.
 pub const VALIDATING_WEBHOOK: &str = AdmissionWebhook::Validating.entry_name();
