@@ -33,7 +33,7 @@ async fn only_ready_demo_pods(
     wait::until_showing(
         &format!("only Ready demo pods {what}"),
         TIMEOUT,
-        || cp.logs(),
+        || super::release::logs(cp),
         async || {
             let list = pods
                 .list(&ListParams::default().labels("app.kubernetes.io/instance=demo"))
@@ -108,7 +108,7 @@ async fn with_http_method_access_reading_needs_get_and_uploading_needs_create() 
     wait::until_showing(
         "only operator pods with --service-access=http-method",
         TIMEOUT,
-        || cp.logs(),
+        || super::release::logs(cp),
         async || {
             let pods = super::release::operator_pods(&operator_pods).await?;
             let with_it = |p: &Pod| {

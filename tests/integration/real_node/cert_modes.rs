@@ -90,7 +90,7 @@ async fn served_with(cp: &'static trustyai_local_cluster::ControlPlane, ca: &str
     wait::until_showing(
         "the CA in the CRD",
         TIMEOUT,
-        || cp.logs(),
+        || super::release::logs(cp),
         async || {
             let bundle = crds
                 .get(CRD)
@@ -115,7 +115,7 @@ async fn served_with(cp: &'static trustyai_local_cluster::ControlPlane, ca: &str
     wait::until_showing(
         "the webhooks answering with that certificate",
         TIMEOUT,
-        || cp.logs(),
+        || super::release::logs(cp),
         async || {
             api.create(
                 &dry_run,

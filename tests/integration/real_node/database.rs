@@ -81,7 +81,7 @@ async fn mariadb(cp: &ControlPlane, ns: &str) {
     wait::until_showing(
         "MariaDB Ready",
         TIMEOUT,
-        || cp.logs(),
+        || super::release::logs(cp),
         async || {
             let status = pods.get("mariadb").await.ok()?.status?;
             status
@@ -195,7 +195,7 @@ pub(super) async fn not_ready_because(
     let message = wait::until_showing(
         &format!("{cr} not Ready with reason {reason}"),
         TIMEOUT,
-        || cp.logs(),
+        || super::release::logs(cp),
         async || {
             let object = api.get(cr).await.ok()?;
             let conditions = object.data["status"]["conditions"].as_array()?.clone();
@@ -209,7 +209,7 @@ pub(super) async fn not_ready_because(
     wait::until_showing(
         &format!("a Warning {reason} on {cr}"),
         TIMEOUT,
-        || cp.logs(),
+        || super::release::logs(cp),
         async || {
             let list = events.list(&Default::default()).await.ok()?;
             list.items

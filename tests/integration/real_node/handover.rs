@@ -39,7 +39,7 @@ async fn a_deleted_leader_pod_hands_over_while_admission_keeps_answering() {
     let leader = wait::until_showing(
         "one of the pods leading",
         TIMEOUT,
-        || cp.logs(),
+        || super::release::logs(cp),
         async || leader_among(&leases, &names).await,
     )
     .await;
@@ -54,7 +54,7 @@ async fn a_deleted_leader_pod_hands_over_while_admission_keeps_answering() {
     let next = wait::until_showing(
         "another pod leading",
         TIMEOUT,
-        || cp.logs(),
+        || super::release::logs(cp),
         async || {
             let others: Vec<String> = operator_pods(&pods)
                 .await?

@@ -68,7 +68,7 @@ async fn a_spec_image_the_operators_environment_overrides_is_reported() {
     let note = crate::support::wait::until_showing(
         "a Warning SpecImageIgnored on demo",
         super::release::TIMEOUT,
-        || cp.logs(),
+        || super::release::logs(cp),
         async || {
             let list = events.list(&Default::default()).await.ok()?;
             list.items.into_iter().find_map(|e| {

@@ -63,7 +63,7 @@ async fn a_logger_at_the_wired_url_reaches_the_service_through_cluster_dns() {
     let url = wait::until_showing(
         "the logger URL",
         TIMEOUT,
-        || cp.logs(),
+        || super::release::logs(cp),
         async || {
             let isvc = isvcs.get("model").await.ok()?;
             isvc.data["spec"]["predictor"]["logger"]["url"]
@@ -101,7 +101,7 @@ async fn a_logger_at_the_wired_url_reaches_the_service_through_cluster_dns() {
     let phase = wait::until_showing(
         "the logger pod finished",
         TIMEOUT,
-        || cp.logs(),
+        || super::release::logs(cp),
         async || {
             let phase = pods.get("logger").await.ok()?.status?.phase?;
             (phase == "Succeeded" || phase == "Failed").then_some(phase)

@@ -128,11 +128,35 @@ pub async fn installed(exclusive: bool) -> (Claim, &'static ControlPlane) {
     wait::until_showing(
         "the webhooks answering through their Service",
         TIMEOUT,
-        || cp.logs(),
+        || logs(cp),
         async || api.create(&dry_run, &probe).await.ok().map(|_| ()),
     )
     .await;
     (claim, cp)
+}
+
+/// What a failed wait prints here: the control plane's logs, then the end of the operator
+/// pods' logs (the operator runs in them, so no process of the test holds its log).
+pub fn logs(cp: &ControlPlane) -> String {
+    let mut out = cp.logs();
+    let (_, text, err) = cp.kubectl(
+        &[
+            "logs",
+            "--namespace",
+            NAMESPACE,
+            "--selector",
+            SELECTOR,
+            "--tail",
+            "60",
+            "--all-containers",
+            "--prefix",
+        ],
+        None,
+    );
+    out.push_str("--- the operator's pods (kubectl logs --tail 60) ---\n");
+    out.push_str(&text);
+    out.push_str(&err);
+    out
 }
 
 /// A pod of the operator's Deployment (not `helm test`'s pod, which has its labels too).
@@ -157,7 +181,7 @@ pub async fn two_ready(cp: &ControlPlane, pods: &Api<Pod>, not: Option<&str>) ->
     wait::until_showing(
         "2 operator pods Ready",
         TIMEOUT,
-        || cp.logs(),
+        || logs(cp),
         async || {
             let ready: Vec<Pod> = operator_pods(pods)
                 .await?

@@ -82,7 +82,7 @@ async fn the_service_monitor_endpoint_scrapes_trustyai_spd_with_prometheus_clien
     let endpoint = wait::until_showing(
         "the ServiceMonitor demo",
         TIMEOUT,
-        || cp.logs(),
+        || super::release::logs(cp),
         async || {
             let monitor = monitors.get("demo").await.ok()?;
             monitor.data["spec"]["endpoints"].get(0).cloned()

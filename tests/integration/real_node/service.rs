@@ -50,7 +50,7 @@ pub async fn ready_pod(cp: &ControlPlane, pods: &Api<Pod>, cr: &str, not: Option
     wait::until_showing(
         &format!("a Ready pod of {cr}"),
         TIMEOUT,
-        || cp.logs(),
+        || super::release::logs(cp),
         async || {
             let list = pods
                 .list(&ListParams::default().labels(&selector))
@@ -86,7 +86,7 @@ pub async fn service_ready(cp: &ControlPlane, client: &kube::Client, ns: &str, c
     wait::until_showing(
         &format!("{cr} Ready"),
         TIMEOUT,
-        || cp.logs(),
+        || super::release::logs(cp),
         async || {
             let object = api.get(cr).await.ok()?;
             let conditions = object.data["status"]["conditions"].as_array()?.clone();
@@ -142,7 +142,7 @@ async fn a_trustyai_service_runs_from_its_images_with_its_claim_bound_and_is_hea
     wait::until_showing(
         "demo-pvc Bound",
         TIMEOUT,
-        || cp.logs(),
+        || super::release::logs(cp),
         async || {
             let claim = claims.get("demo-pvc").await.ok()?;
             let bound = claim.status?.phase? == "Bound";

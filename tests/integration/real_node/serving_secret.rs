@@ -68,7 +68,7 @@ async fn without_the_service_ca_ready_names_the_missing_serving_secrets() {
     wait::until_showing(
         "the probe's Route (the operator knows Routes)",
         TIMEOUT,
-        || cp.logs(),
+        || super::release::logs(cp),
         async || routes.get_opt("probe").await.ok().flatten().map(|_| ()),
     )
     .await;

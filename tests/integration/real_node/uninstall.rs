@@ -38,7 +38,7 @@ async fn helm_uninstall_keeps_the_crd_and_the_trustyai_services_whose_pods_keep_
     wait::until_showing(
         "the operator's pods gone",
         TIMEOUT,
-        || cp.logs(),
+        || super::release::logs(cp),
         async || {
             let left = operator_pods
                 .list(&ListParams::default().labels(SELECTOR))

@@ -55,7 +55,7 @@ async fn helm_upgrade_to_a_new_image_fails_no_admission_or_conversion_request() 
     wait::until_showing(
         "the rollout to the new image",
         TIMEOUT,
-        || cp.logs(),
+        || super::release::logs(cp),
         async || rolled_out(&deployments, &pods, &image.reference).await,
     )
     .await;
