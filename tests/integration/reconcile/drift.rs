@@ -348,10 +348,7 @@ async fn an_image_change_in_the_operator_config_map_rolls_the_deployment() {
         "{warned:?}"
     );
 
-    config_maps
-        .delete(OPERATOR_CONFIG, &DeleteParams::default())
-        .await
-        .expect("deleting the operator ConfigMap");
+    env.remove_operator_config().await;
     env.wait("the default image back", || async {
         (image_of("tas").await.as_deref() == Some(DEFAULT_IMAGE)).then_some(())
     })

@@ -294,6 +294,14 @@ impl Env {
             .expect("creating the PV");
     }
 
+    /// Deletes the operator ConfigMap a test created (the operator falls back to its defaults).
+    pub async fn remove_operator_config(&self) {
+        self.api::<ConfigMap>(&self.operator_ns)
+            .delete(OPERATOR_CONFIG, &DeleteParams::default())
+            .await
+            .expect("deleting the operator ConfigMap");
+    }
+
     /// Events regarding `name` in `ns` with `reason`.
     pub async fn events(&self, ns: &str, name: &str, reason: &str) -> Vec<Event> {
         self.api::<Event>(ns)

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::env::{DEFAULT_IMAGE, Env, OPERATOR_CONFIG, condition, pvc_spec, service_container};
@@ -129,8 +129,5 @@ async fn a_java_instance_keeps_its_image_until_it_asks_for_the_configured_servic
     )
     .await;
 
-    config_maps
-        .delete(OPERATOR_CONFIG, &DeleteParams::default())
-        .await
-        .expect("deleting the operator ConfigMap");
+    env.remove_operator_config().await;
 }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::reconcile::env::{
@@ -299,10 +299,7 @@ async fn optional_apis_get_their_objects_and_modelmesh_is_wired_and_unwired() {
             .then_some(())
     })
     .await;
-    config_maps
-        .delete(OPERATOR_CONFIG, &DeleteParams::default())
-        .await
-        .expect("deleting the operator ConfigMap");
+    env.remove_operator_config().await;
 
     // A router admits the Route: ready.
     routes
