@@ -32,6 +32,9 @@ async fn the_claims_data_is_read_back_after_the_service_image_changes() {
 
     // The same content under another name: a new image for Kubernetes. The chart names the
     // service image in the operator's environment, which rolls every instance to it.
+    // The change rolls every instance: those of finished tests go first, so that only this
+    // one's pods restart (a node running a dozen services at once starts none in time).
+    super::release::remove_other_trustyai_services(cp, &ns).await;
     let image = format!("localhost/trustyai-service:{ns}");
     cp.tag_image(&images().await.service.reference, &image)
         .unwrap_or_else(|e| panic!("{e}"));

@@ -159,6 +159,42 @@ pub fn logs(cp: &ControlPlane) -> String {
     out
 }
 
+/// Deletes every TrustyAIService outside `keep` (the objects of tests that have finished: call
+/// it only under an exclusive claim) and waits until they are gone, so that a change to the
+/// whole release (its service image) rolls only the pods of the test that makes it.
+pub async fn remove_other_trustyai_services(cp: &ControlPlane, keep: &str) {
+    let client = cp.client().await;
+    let all: Api<kube::api::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::core::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("trustyai.opendatahub.io", "v1", "TrustyAIService"),
+            "trustyaiservices",
+        ),
+    );
+    let others = async || -> Option<Vec<(String, String)>> {
+        let list = all.list(&ListParams::default()).await.ok()?;
+        Some(
+            list.items
+                .into_iter()
+                .filter_map(|o| Some((o.metadata.namespace?, o.metadata.name?)))
+                .filter(|(ns, _)| ns != keep)
+                .collect(),
+        )
+    };
+    for (ns, name) in others().await.unwrap_or_default() {
+        let _ = tas_api(&client, &ns, "v1")
+            .delete(&name, &Default::default())
+            .await;
+    }
+    wait::until_showing(
+        "the other tests' TrustyAIServices gone",
+        TIMEOUT,
+        || logs(cp),
+        async || others().await.filter(Vec::is_empty).map(drop),
+    )
+    .await;
+}
+
 /// A pod of the operator's Deployment (not `helm test`'s pod, which has its labels too).
 fn of_the_deployment(pod: &Pod) -> bool {
     pod.metadata
