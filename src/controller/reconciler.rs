@@ -554,7 +554,7 @@ async fn check_database(
         .cache(Kind::Secret)
         .lookup(Some(instance.namespace()), &name);
     let memory = &ctx.children.db_credentials;
-    let checked = match memory.current(&owner, "Secret", &name, 0, &cached) {
+    let checked = match memory.current(&owner, Kind::Secret, &name, 0, &cached) {
         Some(verdict) => verdict,
         None => {
             let api: Api<Secret> = Api::namespaced(ctx.client.clone(), instance.namespace());
@@ -566,7 +566,7 @@ async fn check_database(
             let rv = secret
                 .as_ref()
                 .and_then(|s| s.metadata.resource_version.as_deref());
-            memory.record(&owner, "Secret", &name, 0, rv, verdict.clone());
+            memory.record(&owner, Kind::Secret, &name, 0, rv, verdict.clone());
             verdict
         }
     };

@@ -3,7 +3,7 @@
 //!
 //! Full objects are cached only for the TrustyAIServices and the operator ConfigMap. Every
 //! child kind and input is watched by the watch its declaration states
-//! ([`super::children::DECLARATIONS`], [`super::children::inputs`]): label-scoped, metadata
+//! ([`super::children::declaration::Kind`], [`super::children::inputs`]): label-scoped, metadata
 //! only unless its cache keeps a few fields (a Deployment's status, a Route's admission), and
 //! mapped to the TrustyAIServices it concerns. The watches of optional APIs (Route,
 //! ServiceMonitor, Istio, InferenceService) run while their API is served. Besides those:

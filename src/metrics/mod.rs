@@ -9,6 +9,7 @@ mod process;
 use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
+use crate::controller::children::declaration::Kind;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -274,9 +275,12 @@ impl Metrics {
     }
 
     /// A child's apply: `outcome` is `created`, `changed`, `unchanged`, `skipped` or `deleted`.
-    pub fn child_applied(&self, kind: &'static str, outcome: &'static str) {
+    pub(crate) fn child_applied(&self, kind: Kind, outcome: &'static str) {
         self.child_applies
-            .get_or_create(&ApplyLabels { kind, outcome })
+            .get_or_create(&ApplyLabels {
+                kind: kind.name(),
+                outcome,
+            })
             .inc();
     }
 
@@ -351,8 +355,8 @@ mod tests {
         m.reconciled(Duration::from_millis(20), None);
         m.set_certificate_expiry(1_900_000_000);
         m.set_leader(true);
-        m.child_applied("Service", "skipped");
-        m.child_applied("Service", "skipped");
+        m.child_applied(Kind::Service, "skipped");
+        m.child_applied(Kind::Service, "skipped");
         let text = m.render(MetricsFormat::OpenMetrics);
         for line in [
             "trustyai_operator_webhook_requests_total{endpoint=\"validate\",outcome=\"denied\"} 1",

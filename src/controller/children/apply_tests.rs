@@ -18,7 +18,7 @@ use trustyai_crds::TrustyAIService;
 use super::changes::Changes;
 use super::declaration::{Applying, Kind};
 use super::memory::Owner;
-use super::{Children, Inputs, apply_all, declaration, pvc, rendered};
+use super::{Children, Inputs, apply_all, pvc, rendered};
 use crate::controller::context::{Context, ControllerConfig};
 use crate::controller::discovery::OptionalApis;
 use crate::controller::error::ReconcileError;
@@ -130,7 +130,7 @@ impl Harness {
         kind: Kind,
     ) -> Result<Vec<DynamicObject>, ReconcileError> {
         let instance = Instance::new(service, VERSION).expect("an instance");
-        let declaration = declaration(kind);
+        let declaration = kind.declaration();
         let Applying::Rendered {
             render,
             keep_live,
@@ -143,7 +143,7 @@ impl Harness {
         let mut changes = Changes::default();
         let result = rendered::apply_kind(
             &self.ctx,
-            declaration,
+            kind,
             &owner(),
             wanted,
             keep_live,

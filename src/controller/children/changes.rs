@@ -8,11 +8,12 @@ use trustyai_crds::TrustyAIService;
 
 use super::super::apply::ApplyOutcome;
 use super::super::events::{Events, NOTE_LIMIT};
+use super::declaration::Kind;
 
 /// One change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Change {
-    label: &'static str,
+    kind: Kind,
     name: String,
     what: What,
 }
@@ -38,36 +39,36 @@ pub struct Changes {
 }
 
 impl Changes {
-    /// Records what an apply of `label` `name` did (nothing when unchanged).
-    pub fn applied(&mut self, label: &'static str, name: &str, outcome: ApplyOutcome) {
+    /// Records what an apply of `kind` `name` did (nothing when unchanged).
+    pub fn applied(&mut self, kind: Kind, name: &str, outcome: ApplyOutcome) {
         let what = match outcome {
             ApplyOutcome::Created => What::Created,
             ApplyOutcome::Adopted => What::Adopted,
             ApplyOutcome::Changed => What::Updated,
             ApplyOutcome::Unchanged => return,
         };
-        self.push(label, name, what);
+        self.push(kind, name, what);
     }
 
-    /// `label` `name` was deleted and created again.
-    pub fn replaced(&mut self, label: &'static str, name: &str) {
+    /// `kind` `name` was deleted and created again.
+    pub fn replaced(&mut self, kind: Kind, name: &str) {
         // Its re-creation is recorded as `Created` next: one entry says both.
-        self.push(label, name, What::Replaced);
+        self.push(kind, name, What::Replaced);
     }
 
     /// The certificate Secret `name` was issued for `reason`.
     pub fn issued(&mut self, name: &str, reason: &str) {
-        self.push("Secret", name, What::Issued(reason.to_owned()));
+        self.push(Kind::Secret, name, What::Issued(reason.to_owned()));
     }
 
-    /// `label` `name` was deleted: no longer wanted.
-    pub fn deleted(&mut self, label: &'static str, name: &str) {
-        self.push(label, name, What::Deleted);
+    /// `kind` `name` was deleted: no longer wanted.
+    pub fn deleted(&mut self, kind: Kind, name: &str) {
+        self.push(kind, name, What::Deleted);
     }
 
-    fn push(&mut self, label: &'static str, name: &str, what: What) {
+    fn push(&mut self, kind: Kind, name: &str, what: What) {
         if let Some(last) = self.changes.last_mut()
-            && last.label == label
+            && last.kind == kind
             && last.name == name
             && last.what == What::Replaced
             && what == What::Created
@@ -75,7 +76,7 @@ impl Changes {
             return;
         }
         self.changes.push(Change {
-            label,
+            kind,
             name: name.to_owned(),
             what,
         });
@@ -93,25 +94,25 @@ impl Changes {
     /// everything was new and `ChildrenChanged` otherwise.
     pub fn reason(&self) -> Option<String> {
         let first = self.changes.first()?;
-        let is = |label: &str, what: &What| {
+        let is = |kind: Kind, what: &What| {
             self.changes
                 .iter()
-                .any(|c| c.label == label && &c.what == what)
+                .any(|c| c.kind == kind && &c.what == what)
         };
-        if is("PVC", &What::Created) {
+        if is(Kind::PersistentVolumeClaim, &What::Created) {
             return Some("PVCCreated".to_owned());
         }
-        if is("Deployment", &What::Replaced) {
+        if is(Kind::Deployment, &What::Replaced) {
             return Some("DeploymentRecreated".to_owned());
         }
         if self.changes.len() == 1 {
             return Some(match &first.what {
-                What::Created => format!("{}Created", first.label),
-                What::Adopted => format!("{}Adopted", first.label),
-                What::Updated => format!("{}Updated", first.label),
-                What::Replaced => format!("{}Recreated", first.label),
+                What::Created => format!("{}Created", first.kind.event_name()),
+                What::Adopted => format!("{}Adopted", first.kind.event_name()),
+                What::Updated => format!("{}Updated", first.kind.event_name()),
+                What::Replaced => format!("{}Recreated", first.kind.event_name()),
                 What::Issued(_) => "CertificateIssued".to_owned(),
-                What::Deleted => format!("{}Deleted", first.label),
+                What::Deleted => format!("{}Deleted", first.kind.event_name()),
             });
         }
         let all_new = self.changes.iter().all(|c| c.what == What::Created);
@@ -132,19 +133,19 @@ impl Changes {
             let (heading, item) = match &change.what {
                 What::Created => (
                     "created".to_owned(),
-                    format!("{} {}", change.label, change.name),
+                    format!("{} {}", change.kind.event_name(), change.name),
                 ),
                 What::Adopted => (
                     "adopted (it existed)".to_owned(),
-                    format!("{} {}", change.label, change.name),
+                    format!("{} {}", change.kind.event_name(), change.name),
                 ),
                 What::Updated => (
                     "updated".to_owned(),
-                    format!("{} {}", change.label, change.name),
+                    format!("{} {}", change.kind.event_name(), change.name),
                 ),
                 What::Replaced => (
                     "re-created (a field that cannot change in place differed)".to_owned(),
-                    format!("{} {}", change.label, change.name),
+                    format!("{} {}", change.kind.event_name(), change.name),
                 ),
                 What::Issued(reason) => (
                     "issued".to_owned(),
@@ -152,7 +153,7 @@ impl Changes {
                 ),
                 What::Deleted => (
                     "deleted (no longer wanted)".to_owned(),
-                    format!("{} {}", change.label, change.name),
+                    format!("{} {}", change.kind.event_name(), change.name),
                 ),
             };
             match groups.iter_mut().find(|(h, _)| *h == heading) {
@@ -203,7 +204,7 @@ mod tests {
     #[test]
     fn nothing_changed_means_no_event() {
         let mut changes = Changes::default();
-        changes.applied("Service", "tas-tls", ApplyOutcome::Unchanged);
+        changes.applied(Kind::Service, "tas-tls", ApplyOutcome::Unchanged);
         assert!(changes.is_empty());
         assert_eq!(changes.reason(), None);
     }
@@ -211,7 +212,7 @@ mod tests {
     #[test]
     fn one_change_keeps_its_own_reason() {
         let mut changes = Changes::default();
-        changes.applied("Deployment", "tas", ApplyOutcome::Changed);
+        changes.applied(Kind::Deployment, "tas", ApplyOutcome::Changed);
         assert_eq!(changes.reason().as_deref(), Some("DeploymentUpdated"));
         assert_eq!(changes.note(1000), "Updated: Deployment tas.");
     }
@@ -219,10 +220,10 @@ mod tests {
     #[test]
     fn every_child_is_named_in_one_event() {
         let mut changes = Changes::default();
-        changes.applied("Service", "tas-tls", ApplyOutcome::Created);
-        changes.applied("Service", "tas-internal", ApplyOutcome::Created);
+        changes.applied(Kind::Service, "tas-tls", ApplyOutcome::Created);
+        changes.applied(Kind::Service, "tas-internal", ApplyOutcome::Created);
         changes.issued("tas-tls", "no certificate yet");
-        changes.applied("Deployment", "tas", ApplyOutcome::Created);
+        changes.applied(Kind::Deployment, "tas", ApplyOutcome::Created);
         assert_eq!(changes.reason().as_deref(), Some("ChildrenChanged"));
         assert_eq!(
             changes.note(1000),
@@ -234,21 +235,25 @@ mod tests {
     #[test]
     fn a_created_claim_keeps_the_go_operators_reason() {
         let mut changes = Changes::default();
-        changes.applied("Service", "tas-tls", ApplyOutcome::Created);
-        changes.applied("PVC", "tas-pvc", ApplyOutcome::Created);
+        changes.applied(Kind::Service, "tas-tls", ApplyOutcome::Created);
+        changes.applied(
+            Kind::PersistentVolumeClaim,
+            "tas-pvc",
+            ApplyOutcome::Created,
+        );
         assert_eq!(changes.reason().as_deref(), Some("PVCCreated"));
         let mut all_new = Changes::default();
-        all_new.applied("Service", "tas-tls", ApplyOutcome::Created);
-        all_new.applied("Deployment", "tas", ApplyOutcome::Created);
+        all_new.applied(Kind::Service, "tas-tls", ApplyOutcome::Created);
+        all_new.applied(Kind::Deployment, "tas", ApplyOutcome::Created);
         assert_eq!(all_new.reason().as_deref(), Some("ChildrenCreated"));
     }
 
     #[test]
     fn a_replacement_is_one_entry() {
         let mut changes = Changes::default();
-        changes.replaced("Deployment", "tas");
-        changes.applied("Deployment", "tas", ApplyOutcome::Created);
-        changes.deleted("Route", "old");
+        changes.replaced(Kind::Deployment, "tas");
+        changes.applied(Kind::Deployment, "tas", ApplyOutcome::Created);
+        changes.deleted(Kind::Route, "old");
         assert_eq!(changes.reason().as_deref(), Some("DeploymentRecreated"));
         assert_eq!(
             changes.note(1000),
@@ -261,7 +266,7 @@ mod tests {
     fn long_notes_are_cut_at_a_character_boundary() {
         let mut changes = Changes::default();
         for i in 0..100 {
-            changes.applied("Service", &format!("é-{i}"), ApplyOutcome::Created);
+            changes.applied(Kind::Service, &format!("é-{i}"), ApplyOutcome::Created);
         }
         let note = changes.note(100);
         assert!(note.len() <= 100, "{}", note.len());

@@ -7,14 +7,12 @@ use trustyai_crds::contract::owner_labels;
 
 use super::super::resources::cluster_role_binding;
 use super::cache::Projection;
-use super::declaration::{Applying, Declaration, Kind, Lifecycle, Mapping, WatchSpec, always};
+use super::declaration::{Applying, Declaration, Lifecycle, Mapping, WatchSpec, always};
 use super::memory::Tracking;
 use super::{built_in, render_one};
 
 /// The declaration.
 pub const DECLARATION: Declaration = Declaration {
-    kind: Kind::ClusterRoleBinding,
-    label: "ClusterRoleBinding",
     watch: WatchSpec {
         resource: built_in::<ClusterRoleBinding>,
         namespaced: false,

@@ -3,13 +3,11 @@
 use k8s_openapi::api::core::v1::ConfigMap;
 
 use super::super::resources::config_map;
-use super::declaration::{Applying, Declaration, Kind, Lifecycle, always};
+use super::declaration::{Applying, Declaration, Lifecycle, always};
 use super::{built_in, owned_watch, render_one};
 
 /// The declaration.
 pub const DECLARATION: Declaration = Declaration {
-    kind: Kind::ConfigMap,
-    label: "ConfigMap",
     watch: owned_watch(built_in::<ConfigMap>),
     applies_with: always,
     lifecycle: Lifecycle::Owned,

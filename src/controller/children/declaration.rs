@@ -1,5 +1,5 @@
 //! The shape of a child declaration: everything the operator does with one kind of object,
-//! stated in one place. The list itself is [`super::DECLARATIONS`].
+//! stated in one place. The list itself is [`Kind::ALL`], each kind's declaration [`Kind::declaration`].
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
@@ -15,8 +15,8 @@ use super::cache::Projection;
 use super::memory::{Owner, Tracking};
 
 /// Declares the child kinds in the order they are applied. `Kind::ALL` is generated with the
-/// enum, so a kind cannot be declared without being in the list the runner watches and
-/// `apply_all` walks.
+/// enum, so a kind cannot exist without being in the list the runner watches and `apply_all`
+/// walks; `Kind::declaration` is an exhaustive `match`, so it cannot exist undeclared.
 macro_rules! kinds {
     ($($(#[$doc:meta])* $variant:ident),+ $(,)?) => {
         /// A kind of object the operator makes for a TrustyAIService.
@@ -27,8 +27,14 @@ macro_rules! kinds {
 
         impl Kind {
             /// Every child kind, in the order they are applied.
-            #[cfg(test)]
             pub const ALL: &'static [Kind] = &[$(Kind::$variant),+];
+
+            /// The Kubernetes kind, as metrics, logs and errors name it.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Kind::$variant => stringify!($variant)),+
+                }
+            }
         }
     };
 }
@@ -202,14 +208,20 @@ pub enum Applying {
     Issued,
 }
 
-/// Everything about one child kind.
+impl Kind {
+    /// How event reasons and notes name it: the kind, except the claim's, which is `PVC`
+    /// (`PVCCreated`, as the Go operator's reason is).
+    pub const fn event_name(self) -> &'static str {
+        match self {
+            Kind::PersistentVolumeClaim => "PVC",
+            other => other.name(),
+        }
+    }
+}
+
+/// Everything about one child kind (which kind is [`Kind::declaration`]'s to say).
 #[derive(Debug, Clone, Copy)]
 pub struct Declaration {
-    /// Which kind.
-    pub kind: Kind,
-    /// Its name in metrics, logs and events; the claim's is `PVC` in events (the Go
-    /// operator's reason is `PVCCreated`) and `PersistentVolumeClaim` in metrics.
-    pub label: &'static str,
     /// Its watch and cache.
     pub watch: WatchSpec,
     /// Whether the kind is wanted at all on a cluster serving `apis` (its API, or another

@@ -13,9 +13,7 @@ use serde_json::Value;
 
 use super::super::resources::deployment::{self, DeploymentInputs};
 use super::cache::Projection;
-use super::declaration::{
-    Applying, Declaration, Kind, Lifecycle, Mapping, WatchSpec, always, ours,
-};
+use super::declaration::{Applying, Declaration, Lifecycle, Mapping, WatchSpec, always, ours};
 use super::memory::Tracking;
 use super::{built_in, render_one};
 
@@ -57,8 +55,6 @@ const RENDERED: &str = "rendered";
 
 /// The declaration.
 pub const DECLARATION: Declaration = Declaration {
-    kind: Kind::Deployment,
-    label: "Deployment",
     watch: WatchSpec {
         resource: built_in::<Deployment>,
         namespaced: true,

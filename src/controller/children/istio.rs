@@ -2,13 +2,11 @@
 //! namespace logs to this TrustyAIService through Istio (and deleted once none does).
 
 use super::super::resources::istio;
-use super::declaration::{Applying, Declaration, Kind, Lifecycle};
+use super::declaration::{Applying, Declaration, Lifecycle};
 use super::{optional_owned_watch, render_one};
 
 /// The DestinationRule's declaration.
 pub const DESTINATION_RULE: Declaration = Declaration {
-    kind: Kind::DestinationRule,
-    label: "DestinationRule",
     watch: optional_owned_watch(istio::destination_rule_api_resource, |a| {
         a.destination_rules
     }),
@@ -29,8 +27,6 @@ pub const DESTINATION_RULE: Declaration = Declaration {
 
 /// The VirtualService's declaration.
 pub const VIRTUAL_SERVICE: Declaration = Declaration {
-    kind: Kind::VirtualService,
-    label: "VirtualService",
     watch: optional_owned_watch(istio::virtual_service_api_resource, |a| a.virtual_services),
     applies_with: |a| a.virtual_services,
     lifecycle: Lifecycle::Owned,

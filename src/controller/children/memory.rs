@@ -15,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 
 use super::cache::Cached;
+use super::declaration::Kind;
 
 /// Prefix of the annotations the Deployment controller writes on Deployments.
 const DEPLOYMENT_CONTROLLER_PREFIX: &str = "deployment.kubernetes.io/";
@@ -66,7 +67,7 @@ pub fn fingerprint<T: Serialize>(object: &T) -> Result<u64, serde_json::Error> {
 pub type Owner = (String, String);
 
 /// One child of an owner: kind and name.
-type Child = (&'static str, String);
+type Child = (Kind, String);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Record<V> {
@@ -96,7 +97,7 @@ impl<V: Clone> AppliedMemory<V> {
     pub fn current(
         &self,
         owner: &Owner,
-        kind: &'static str,
+        kind: Kind,
         name: &str,
         fingerprint: u64,
         cached: &Cached,
@@ -111,7 +112,7 @@ impl<V: Clone> AppliedMemory<V> {
     }
 
     /// Whether anything is remembered about the child.
-    pub fn knows(&self, owner: &Owner, kind: &'static str, name: &str) -> bool {
+    pub fn knows(&self, owner: &Owner, kind: Kind, name: &str) -> bool {
         self.by_owner
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -124,7 +125,7 @@ impl<V: Clone> AppliedMemory<V> {
     pub fn record(
         &self,
         owner: &Owner,
-        kind: &'static str,
+        kind: Kind,
         name: &str,
         fingerprint: u64,
         version: Option<&str>,
@@ -194,42 +195,42 @@ mod tests {
     #[test]
     fn current_only_when_fingerprint_and_resource_version_match() {
         let memory = AppliedMemory::<()>::default();
-        let known = |kind: &'static str, name: &str, fingerprint: u64, cached: &Cached| {
+        let known = |kind: Kind, name: &str, fingerprint: u64, cached: &Cached| {
             memory
                 .current(&owner(), kind, name, fingerprint, cached)
                 .is_some()
         };
         let present = Cached::Present("7".to_owned());
-        assert!(!known("Service", "tas", 1, &present));
-        memory.record(&owner(), "Service", "tas", 1, Some("7"), ());
-        assert!(known("Service", "tas", 1, &present));
+        assert!(!known(Kind::Service, "tas", 1, &present));
+        memory.record(&owner(), Kind::Service, "tas", 1, Some("7"), ());
+        assert!(known(Kind::Service, "tas", 1, &present));
         // Another rendering, another object, another kind: not current.
-        assert!(!known("Service", "tas", 2, &present));
-        assert!(!known("Service", "tas-tls", 1, &present));
-        assert!(!known("ConfigMap", "tas", 1, &present));
+        assert!(!known(Kind::Service, "tas", 2, &present));
+        assert!(!known(Kind::Service, "tas-tls", 1, &present));
+        assert!(!known(Kind::ConfigMap, "tas", 1, &present));
         // Someone changed it, or the cache cannot tell, or it is gone: apply again.
         let moved = Cached::Present("8".to_owned());
-        assert!(!known("Service", "tas", 1, &moved));
-        assert!(!known("Service", "tas", 1, &Cached::Unknown));
-        assert!(!known("Service", "tas", 1, &Cached::Absent));
+        assert!(!known(Kind::Service, "tas", 1, &moved));
+        assert!(!known(Kind::Service, "tas", 1, &Cached::Unknown));
+        assert!(!known(Kind::Service, "tas", 1, &Cached::Absent));
     }
 
     #[test]
     fn an_answer_without_resource_version_forgets_and_owners_are_forgotten() {
         let memory = AppliedMemory::<()>::default();
         let present = Cached::Present("7".to_owned());
-        memory.record(&owner(), "Service", "tas", 1, Some("7"), ());
-        memory.record(&owner(), "Service", "tas", 1, None, ());
+        memory.record(&owner(), Kind::Service, "tas", 1, Some("7"), ());
+        memory.record(&owner(), Kind::Service, "tas", 1, None, ());
         assert_eq!(
-            memory.current(&owner(), "Service", "tas", 1, &present),
+            memory.current(&owner(), Kind::Service, "tas", 1, &present),
             None
         );
-        memory.record(&owner(), "Service", "tas", 1, Some("7"), ());
+        memory.record(&owner(), Kind::Service, "tas", 1, Some("7"), ());
         assert_eq!(memory.owners(), 1);
         memory.forget_owner(&owner());
         assert_eq!(memory.owners(), 0);
         assert_eq!(
-            memory.current(&owner(), "Service", "tas", 1, &present),
+            memory.current(&owner(), Kind::Service, "tas", 1, &present),
             None
         );
     }
@@ -238,13 +239,13 @@ mod tests {
     fn what_was_learnt_comes_back_while_current() {
         let memory = AppliedMemory::<u32>::default();
         let present = Cached::Present("7".to_owned());
-        memory.record(&owner(), "Secret", "tas-tls", 9, Some("7"), 42);
+        memory.record(&owner(), Kind::Secret, "tas-tls", 9, Some("7"), 42);
         assert_eq!(
-            memory.current(&owner(), "Secret", "tas-tls", 9, &present),
+            memory.current(&owner(), Kind::Secret, "tas-tls", 9, &present),
             Some(42)
         );
         assert_eq!(
-            memory.current(&owner(), "Secret", "tas-tls", 8, &present),
+            memory.current(&owner(), Kind::Secret, "tas-tls", 8, &present),
             None
         );
     }
@@ -252,10 +253,10 @@ mod tests {
     #[test]
     fn knows_what_was_recorded() {
         let memory = AppliedMemory::<()>::default();
-        assert!(!memory.knows(&owner(), "Service", "tas"));
-        memory.record(&owner(), "Service", "tas", 1, Some("7"), ());
-        assert!(memory.knows(&owner(), "Service", "tas"));
-        assert!(!memory.knows(&owner(), "Service", "tas-tls"));
+        assert!(!memory.knows(&owner(), Kind::Service, "tas"));
+        memory.record(&owner(), Kind::Service, "tas", 1, Some("7"), ());
+        assert!(memory.knows(&owner(), Kind::Service, "tas"));
+        assert!(!memory.knows(&owner(), Kind::Service, "tas-tls"));
     }
 
     #[test]

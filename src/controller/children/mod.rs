@@ -1,14 +1,16 @@
 //! The children of a TrustyAIService, each kind declared once.
 //!
-//! [`DECLARATIONS`] is the list: one module per kind states how its objects are rendered and
-//! applied, how they are watched and cached, what happens to those no longer wanted, and which
-//! optional API they need ([`declaration::Declaration`]). The runner starts one watch per
-//! declaration ([`watches`]), and [`apply_all`] walks the same list in order; a kind cannot be
-//! applied without being watched, because both come from the list (and `Kind::ALL` is
-//! generated with the enum).
+//! [`Kind`] lists the kinds in the order they are applied, and [`Kind::declaration`] gives
+//! each its [`declaration::Declaration`], stated in the kind's own module: how its objects are
+//! rendered and applied, how they are watched and cached, what happens to those no longer
+//! wanted and at the TrustyAIService's deletion, and which optional API they need. The runner
+//! starts one watch per kind ([`watches`]), [`apply_all`] walks the same list in order, and
+//! the finalizer and `uninstall` act on each kind's lifecycle ([`lifecycle`]); a kind cannot
+//! be applied without being watched, because all of them walk `Kind::ALL`, generated with the
+//! enum.
 //!
-//! **Adding a child** is one module here (its declaration), one entry in [`DECLARATIONS`] and
-//! one variant of [`Kind`], plus its RBAC in the chart.
+//! **Adding a child** is one module here (its declaration), one variant of [`Kind`] with its
+//! arm in [`Kind::declaration`] (the compiler asks for it), plus its RBAC in the chart.
 //!
 //! Every apply goes through one path (`rendered`): a child the cache shows exactly as the
 //! last apply of the same rendering left it is skipped (no request); one whose immutable
@@ -65,27 +67,26 @@ use process_watches::ProcessWatches;
 pub use deployment::template_kept;
 pub use pvc::ClaimApplied;
 
-/// Every child kind, in the order they are applied: identity and configuration first, then the
-/// Services and their certificates, the storage, the Deployment, and last the monitoring,
-/// routing and mesh objects.
-pub const DECLARATIONS: &[Declaration] = &[
-    service_account::DECLARATION,
-    cluster_role_binding::DECLARATION,
-    config_map::DECLARATION,
-    services::DECLARATION,
-    serving_secrets::DECLARATION,
-    pvc::DECLARATION,
-    deployment::DECLARATION,
-    service_monitor::DECLARATION,
-    route::DECLARATION,
-    istio::DESTINATION_RULE,
-    istio::VIRTUAL_SERVICE,
-];
-
-/// The declaration of `kind`.
-pub fn declaration(kind: Kind) -> &'static Declaration {
-    // The list and the enum are in the same order, which a test holds.
-    &DECLARATIONS[kind as usize]
+impl Kind {
+    /// Its declaration. The order of application is the order of the variants
+    /// ([`Kind::ALL`]): identity and configuration first, then the Services and their
+    /// certificates, the storage, the Deployment, and last the monitoring, routing and mesh
+    /// objects.
+    pub fn declaration(self) -> &'static Declaration {
+        match self {
+            Kind::ServiceAccount => &service_account::DECLARATION,
+            Kind::ClusterRoleBinding => &cluster_role_binding::DECLARATION,
+            Kind::ConfigMap => &config_map::DECLARATION,
+            Kind::Service => &services::DECLARATION,
+            Kind::Secret => &serving_secrets::DECLARATION,
+            Kind::PersistentVolumeClaim => &pvc::DECLARATION,
+            Kind::Deployment => &deployment::DECLARATION,
+            Kind::ServiceMonitor => &service_monitor::DECLARATION,
+            Kind::Route => &route::DECLARATION,
+            Kind::DestinationRule => &istio::DESTINATION_RULE,
+            Kind::VirtualService => &istio::VIRTUAL_SERVICE,
+        }
+    }
 }
 
 /// The API resource of a built-in kind.
@@ -162,15 +163,16 @@ impl Children {
     /// cache is the process's).
     pub fn sharing(process: Option<ProcessWatches>) -> Self {
         let cache = |spec: WatchSpec| Arc::new(KindCache::new(spec.tracking, spec.projection));
-        let kind_cache = |d: &Declaration| {
+        let kind_cache = |kind: &Kind| {
             process
                 .as_ref()
-                .and_then(|p| p.cache(d.kind))
+                .and_then(|p| p.cache(*kind))
                 .cloned()
-                .unwrap_or_else(|| cache(d.watch))
+                .unwrap_or_else(|| cache(kind.declaration().watch))
         };
         Self {
-            kinds: DECLARATIONS.iter().map(kind_cache).collect(),
+            // In the order of `Kind::ALL`, so a kind's discriminant is its index.
+            kinds: Kind::ALL.iter().map(kind_cache).collect(),
             process,
             inputs: Input::ALL.iter().map(|i| cache(i.watch())).collect(),
             applied: AppliedMemory::default(),
@@ -197,15 +199,15 @@ impl Children {
     /// Every watch the controller runs: one per declared kind and input, except the kinds
     /// the process watches.
     pub fn watches(&self) -> Vec<watches::Watched> {
-        let own = |d: &&Declaration| {
+        let own = |kind: &&Kind| {
             self.process
                 .as_ref()
-                .is_none_or(|p| p.cache(d.kind).is_none())
+                .is_none_or(|p| p.cache(**kind).is_none())
         };
-        let kinds = DECLARATIONS.iter().filter(own).map(|d| watches::Watched {
-            spec: d.watch,
-            cache: self.kinds[d.kind as usize].clone(),
-            label: d.label,
+        let kinds = Kind::ALL.iter().filter(own).map(|kind| watches::Watched {
+            spec: kind.declaration().watch,
+            cache: self.kinds[*kind as usize].clone(),
+            label: kind.name(),
         });
         let inputs = Input::ALL.iter().map(|i| watches::Watched {
             spec: i.watch(),
@@ -258,7 +260,7 @@ pub struct Inputs<'a> {
     pub service_access: ServiceAccess,
 }
 
-/// Applies every child of `instance`, in the order of [`DECLARATIONS`], and reports what
+/// Applies every child of `instance`, in the order of [`Kind::ALL`], and reports what
 /// changed in one event.
 pub async fn apply_all(
     ctx: &Context,
@@ -280,7 +282,8 @@ async fn apply_declared(
 ) -> Result<ChildrenApplied, ReconcileError> {
     let owner = (instance.namespace().to_owned(), instance.name().to_owned());
     let mut out = ChildrenApplied::default();
-    for declaration in DECLARATIONS {
+    for &kind in Kind::ALL {
+        let declaration = kind.declaration();
         if !(declaration.applies_with)(&inputs.apis) {
             continue;
         }
@@ -293,7 +296,7 @@ async fn apply_declared(
                 let wanted = render(instance, &inputs)?;
                 let answers = rendered::apply_kind(
                     ctx,
-                    declaration,
+                    kind,
                     &owner,
                     wanted,
                     keep_live,
@@ -301,7 +304,7 @@ async fn apply_declared(
                     changes,
                 )
                 .await?;
-                keep_answers(declaration.kind, answers, &mut out)?;
+                keep_answers(kind, answers, &mut out)?;
             }
             Applying::Planned => out.claim = pvc::apply(ctx, instance, changes).await?,
             Applying::Issued => {
@@ -340,7 +343,7 @@ pub fn typed<K: DeserializeOwned>(object: DynamicObject) -> Result<K, ReconcileE
 }
 
 /// Counts what happened to a child of `kind` (`skipped`: known current, no request made).
-fn count(ctx: &Context, kind: &'static str, outcome: &'static str) {
+fn count(ctx: &Context, kind: Kind, outcome: &'static str) {
     if let Some(metrics) = &ctx.config.metrics {
         metrics.child_applied(kind, outcome);
     }
@@ -527,41 +530,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_list_holds_every_kind_once_in_declaration_order() {
-        assert_eq!(DECLARATIONS.len(), Kind::ALL.len());
-        for (index, (declaration, kind)) in DECLARATIONS.iter().zip(Kind::ALL).enumerate() {
-            assert_eq!(declaration.kind, *kind, "entry {index}");
-            assert_eq!(*kind as usize, index);
+    fn a_kinds_discriminant_is_its_place_in_the_list() {
+        for (index, kind) in Kind::ALL.iter().enumerate() {
+            assert_eq!(*kind as usize, index, "{kind:?}");
         }
     }
 
     #[test]
     fn every_kind_is_watched_with_this_operators_label_or_a_reason() {
-        for declaration in DECLARATIONS {
-            let watch = declaration.watch;
-            match declaration.kind {
+        for &kind in Kind::ALL {
+            let watch = kind.declaration().watch;
+            match kind {
                 // Credentials are not ours: every Secret, names only.
                 Kind::Secret => assert!(watch.selector.is_none()),
                 Kind::ClusterRoleBinding => assert_eq!(watch.mapping, Mapping::OwnerLabels),
-                _ => assert_eq!(
-                    watch.selector.map(|s| s()),
-                    Some(ours()),
-                    "{:?}",
-                    declaration.kind
-                ),
+                _ => assert_eq!(watch.selector.map(|s| s()), Some(ours()), "{kind:?}"),
             }
         }
     }
 
     #[test]
     fn only_data_and_credentials_survive_when_unwanted() {
-        for declaration in DECLARATIONS {
-            let kept = !declaration.lifecycle.removes_orphans();
-            let expected = matches!(declaration.kind, Kind::PersistentVolumeClaim | Kind::Secret);
-            assert_eq!(kept, expected, "{:?}", declaration.kind);
+        for &kind in Kind::ALL {
+            let kept = !kind.declaration().lifecycle.removes_orphans();
+            let expected = matches!(kind, Kind::PersistentVolumeClaim | Kind::Secret);
+            assert_eq!(kept, expected, "{kind:?}");
         }
         assert_eq!(
-            declaration(Kind::PersistentVolumeClaim).lifecycle,
+            Kind::PersistentVolumeClaim.declaration().lifecycle,
             Lifecycle::Data
         );
     }
@@ -576,10 +572,11 @@ mod tests {
             destination_rules: true,
             virtual_services: true,
         };
-        for declaration in DECLARATIONS {
+        for &kind in Kind::ALL {
+            let declaration = kind.declaration();
             if let Some(served) = declaration.watch.served {
-                assert!(!served(&none) && served(&all), "{:?}", declaration.kind);
-                assert!(!(declaration.applies_with)(&none), "{:?}", declaration.kind);
+                assert!(!served(&none) && served(&all), "{kind:?}");
+                assert!(!(declaration.applies_with)(&none), "{kind:?}");
             }
         }
     }

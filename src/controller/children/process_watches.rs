@@ -27,7 +27,7 @@ pub struct ProcessWatches {
 
 impl Default for ProcessWatches {
     fn default() -> Self {
-        let spec = super::declaration(Kind::Secret).watch;
+        let spec = Kind::Secret.declaration().watch;
         Self {
             secrets: Arc::new(KindCache::new(spec.tracking, spec.projection)),
             targets: Targets::process(),
@@ -48,14 +48,13 @@ impl ProcessWatches {
 
     /// Runs the watches until `stop`.
     pub async fn run(&self, client: Client, stop: CancellationToken) {
-        let declaration = super::declaration(Kind::Secret);
         // None of these watches needs an optional API; the sender is kept so the receiver
         // never reads as closed.
         let (_apis_tx, apis) = watch::channel(OptionalApis::default());
         let watched = Watched {
-            spec: declaration.watch,
+            spec: Kind::Secret.declaration().watch,
             cache: self.secrets.clone(),
-            label: declaration.label,
+            label: Kind::Secret.name(),
         };
         let shared = Shared {
             client,

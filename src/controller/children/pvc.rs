@@ -21,8 +21,6 @@ use crate::controller::context::Context;
 
 /// The declaration.
 pub const DECLARATION: Declaration = Declaration {
-    kind: Kind::PersistentVolumeClaim,
-    label: "PVC",
     watch: WatchSpec {
         resource: built_in::<PersistentVolumeClaim>,
         namespaced: true,
@@ -67,15 +65,21 @@ pub async fn apply(
         source,
     })?;
     if memory
-        .current(&owner, "PersistentVolumeClaim", &name, rendered, &cached)
+        .current(
+            &owner,
+            Kind::PersistentVolumeClaim,
+            &name,
+            rendered,
+            &cached,
+        )
         .is_some()
     {
-        count(ctx, "PersistentVolumeClaim", "skipped");
+        count(ctx, Kind::PersistentVolumeClaim, "skipped");
         return Ok(ClaimApplied::default());
     }
     let api: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), instance.namespace());
     let live = match cached {
-        Cached::Absent if !memory.knows(&owner, "PersistentVolumeClaim", &name) => None,
+        Cached::Absent if !memory.knows(&owner, Kind::PersistentVolumeClaim, &name) => None,
         _ => api.get_opt(&name).await.map_err(ReconcileError::kube(
             "reading",
             "PersistentVolumeClaim",
@@ -124,19 +128,19 @@ pub async fn apply(
                 (applied, Some(refused))
             }
         };
-    count(ctx, "PersistentVolumeClaim", applied.outcome.label());
+    count(ctx, Kind::PersistentVolumeClaim, applied.outcome.label());
     // Remembered only when the whole spec was applied: a refused growth is tried again.
     if growth_refused.is_none() {
         memory.record(
             &owner,
-            "PersistentVolumeClaim",
+            Kind::PersistentVolumeClaim,
             &name,
             rendered,
             applied.object.metadata.resource_version.as_deref(),
             (),
         );
     }
-    changes.applied(DECLARATION.label, &name, applied.outcome);
+    changes.applied(Kind::PersistentVolumeClaim, &name, applied.outcome);
     Ok(ClaimApplied {
         claim: Some(applied.object),
         growth_refused,

@@ -11,7 +11,7 @@ use super::super::apply::{self, Applied};
 use super::super::error::ReconcileError;
 use super::cache::{Cached, KindCache};
 use super::changes::Changes;
-use super::declaration::{Declaration, KeepLive, MustReplace, Wanted};
+use super::declaration::{Declaration, KeepLive, Kind, MustReplace, Wanted};
 use super::memory::{Owner, fingerprint};
 use super::{Children, count, delete_ignoring_absent};
 use crate::controller::context::Context;
@@ -33,13 +33,14 @@ pub fn api(client: &Client, resource: &ApiResource, namespace: Option<&str>) -> 
 /// wanted. Returns the API server's answers to the applies made (skipped ones have none).
 pub async fn apply_kind(
     ctx: &Context,
-    declaration: &Declaration,
+    kind: Kind,
     owner: &Owner,
     wanted: Vec<Wanted>,
     keep_live: Option<KeepLive>,
     must_replace: Option<MustReplace>,
     changes: &mut Changes,
 ) -> Result<Vec<DynamicObject>, ReconcileError> {
+    let declaration = kind.declaration();
     let resource = (declaration.watch.resource)();
     let mut answers = Vec::new();
     let mut names = HashSet::new();
@@ -48,6 +49,7 @@ pub async fn apply_kind(
         names.insert((wanted.object.namespace().unwrap_or_default(), name.clone()));
         let child = Child {
             ctx,
+            kind,
             declaration,
             resource: &resource,
             owner: if wanted.shared {
@@ -69,7 +71,7 @@ pub async fn apply_kind(
         }
     }
     if declaration.lifecycle.removes_orphans() {
-        remove_orphans(ctx, declaration, &resource, owner, &names, changes).await?;
+        remove_orphans(ctx, kind, &resource, owner, &names, changes).await?;
     }
     Ok(answers)
 }
@@ -77,7 +79,8 @@ pub async fn apply_kind(
 /// One object of a kind, for one owner.
 struct Child<'a> {
     ctx: &'a Context,
-    declaration: &'a Declaration,
+    kind: Kind,
+    declaration: &'static Declaration,
     resource: &'a ApiResource,
     owner: Owner,
     namespace: Option<String>,
@@ -90,7 +93,7 @@ impl Child<'_> {
     }
 
     fn cache(&self) -> &KindCache {
-        self.children().cache(self.declaration.kind)
+        self.children().cache(self.kind)
     }
 
     fn api(&self) -> Api<DynamicObject> {
@@ -104,7 +107,7 @@ impl Child<'_> {
         must_replace: Option<MustReplace>,
         changes: &mut Changes,
     ) -> Result<Option<Applied<DynamicObject>>, ReconcileError> {
-        let label = self.declaration.label;
+        let kind = self.kind;
         let memory = &self.children().applied;
         let rendered = fingerprint(&wanted.object).map_err(|source| ReconcileError::Encode {
             what: "a rendered child",
@@ -112,10 +115,10 @@ impl Child<'_> {
         })?;
         let cached = self.cache().lookup(self.namespace.as_deref(), &self.name);
         if memory
-            .current(&self.owner, label, &self.name, rendered, &cached)
+            .current(&self.owner, kind, &self.name, rendered, &cached)
             .is_some()
         {
-            count(self.ctx, label, "skipped");
+            count(self.ctx, kind, "skipped");
             return Ok(None);
         }
         let api = self.api();
@@ -129,8 +132,8 @@ impl Child<'_> {
         if let (Some(must_replace), Some(live)) = (must_replace, &live)
             && must_replace(&live.fields, &object)
         {
-            delete_ignoring_absent(&api, label, &self.name).await?;
-            changes.replaced(label, &self.name);
+            delete_ignoring_absent(&api, kind.name(), &self.name).await?;
+            changes.replaced(kind, &self.name);
             live_rv = None;
         }
         // It exists, but not as this TrustyAIService's, or made by another operator (the Go
@@ -140,12 +143,13 @@ impl Child<'_> {
             || live.as_ref().is_some_and(|l| {
                 !wanted.shared && (l.owner.as_ref() != Some(&self.owner) || !l.applied_by_us)
             });
-        let applied = apply::apply_taking_over(&api, label, &object, live_rv, taking_over).await?;
-        count(self.ctx, label, applied.outcome.label());
+        let applied =
+            apply::apply_taking_over(&api, kind.name(), &object, live_rv, taking_over).await?;
+        count(self.ctx, kind, applied.outcome.label());
         let tracking = self.declaration.watch.tracking;
         memory.record(
             &self.owner,
-            label,
+            kind,
             &self.name,
             rendered,
             tracking.version(&applied.object.metadata).as_deref(),
@@ -170,7 +174,7 @@ impl Child<'_> {
                 .written_through(self.namespace.as_deref(), &self.name, entry);
         }
         if !wanted.shared {
-            changes.applied(label, &self.name, applied.outcome);
+            changes.applied(kind, &self.name, applied.outcome);
         }
         Ok(Some(applied))
     }
@@ -183,7 +187,7 @@ impl Child<'_> {
         api: &Api<DynamicObject>,
         cached: &Cached,
     ) -> Result<Option<Live>, ReconcileError> {
-        let label = self.declaration.label;
+        let kind = self.kind;
         match cached {
             Cached::Present(_) => {
                 let projected = self.declaration.watch.projection.needs_objects();
@@ -200,20 +204,16 @@ impl Child<'_> {
                     }));
                 }
             }
-            Cached::Absent
-                if !self
-                    .children()
-                    .applied
-                    .knows(&self.owner, label, &self.name) =>
-            {
+            Cached::Absent if !self.children().applied.knows(&self.owner, kind, &self.name) => {
                 return Ok(None);
             }
             Cached::Absent | Cached::Unknown => {}
         }
-        let found = api
-            .get_opt(&self.name)
-            .await
-            .map_err(ReconcileError::kube("reading", label, &self.name))?;
+        let found = api.get_opt(&self.name).await.map_err(ReconcileError::kube(
+            "reading",
+            kind.name(),
+            &self.name,
+        ))?;
         Ok(found.map(|object| {
             let value = serde_json::to_value(&object).unwrap_or_default();
             Live {
@@ -241,39 +241,37 @@ struct Live {
     fields: serde_json::Value,
 }
 
-/// Deletes the objects of `declaration` that belong to `owner` but are not in `wanted`, as
+/// Deletes the objects of `kind` that belong to `owner` but are not in `wanted`, as
 /// far as its cache knows (a cache that has not listed deletes nothing: the next reconcile
 /// will).
 async fn remove_orphans(
     ctx: &Context,
-    declaration: &Declaration,
+    kind: Kind,
     resource: &ApiResource,
     owner: &Owner,
     wanted: &HashSet<(String, String)>,
     changes: &mut Changes,
 ) -> Result<(), ReconcileError> {
-    let Some(owned) = ctx.children.cache(declaration.kind).owned_by(owner) else {
+    let Some(owned) = ctx.children.cache(kind).owned_by(owner) else {
         return Ok(());
     };
     for (namespace, name) in owned {
         if wanted.contains(&(namespace.clone(), name.clone())) {
             continue;
         }
-        let namespace = declaration.watch.namespaced.then_some(namespace.as_str());
+        let namespace = kind
+            .declaration()
+            .watch
+            .namespaced
+            .then_some(namespace.as_str());
         let api = api(&ctx.client, resource, namespace);
-        delete_ignoring_absent(&api, declaration.label, &name).await?;
+        delete_ignoring_absent(&api, kind.name(), &name).await?;
         // Written through, like the applies: a reconcile before the watch event would delete
         // it again and report a second deletion.
-        ctx.children
-            .cache(declaration.kind)
-            .deleted(namespace, &name);
-        tracing::info!(
-            kind = declaration.label,
-            name,
-            "deleted a child no longer wanted"
-        );
-        count(ctx, declaration.label, "deleted");
-        changes.deleted(declaration.label, &name);
+        ctx.children.cache(kind).deleted(namespace, &name);
+        tracing::info!(kind = kind.name(), name, "deleted a child no longer wanted");
+        count(ctx, kind, "deleted");
+        changes.deleted(kind, &name);
     }
     Ok(())
 }

@@ -4,14 +4,12 @@
 
 use super::super::resources::route;
 use super::cache::Projection;
-use super::declaration::{Applying, Declaration, Kind, Lifecycle, WatchSpec};
+use super::declaration::{Applying, Declaration, Lifecycle, WatchSpec};
 use super::memory::Tracking;
 use super::{optional_owned_watch, render_one};
 
 /// The declaration.
 pub const DECLARATION: Declaration = Declaration {
-    kind: Kind::Route,
-    label: "Route",
     // Tracked by generation: a router's status writes would otherwise cost a no-op apply.
     watch: WatchSpec {
         tracking: Tracking::GenerationAndMetadata,

@@ -3,13 +3,11 @@
 use k8s_openapi::api::core::v1::ServiceAccount;
 
 use super::super::resources::service_account;
-use super::declaration::{Applying, Declaration, Kind, Lifecycle, always};
+use super::declaration::{Applying, Declaration, Lifecycle, always};
 use super::{built_in, owned_watch, render_one};
 
 /// The declaration.
 pub const DECLARATION: Declaration = Declaration {
-    kind: Kind::ServiceAccount,
-    label: "ServiceAccount",
     watch: owned_watch(built_in::<ServiceAccount>),
     applies_with: always,
     lifecycle: Lifecycle::Owned,

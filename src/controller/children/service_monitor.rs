@@ -4,13 +4,11 @@
 
 use super::super::resources::images::is_java_service;
 use super::super::resources::service_monitor;
-use super::declaration::{Applying, Declaration, Kind, Lifecycle, Wanted};
+use super::declaration::{Applying, Declaration, Lifecycle, Wanted};
 use super::{optional_owned_watch, wanted};
 
 /// The declaration.
 pub const DECLARATION: Declaration = Declaration {
-    kind: Kind::ServiceMonitor,
-    label: "ServiceMonitor",
     watch: optional_owned_watch(service_monitor::api_resource, |a| a.service_monitors),
     applies_with: |a| a.service_monitors,
     lifecycle: Lifecycle::Owned,

@@ -3,13 +3,11 @@
 use k8s_openapi::api::core::v1::Service;
 
 use super::super::resources::services;
-use super::declaration::{Applying, Declaration, Kind, Lifecycle, always};
+use super::declaration::{Applying, Declaration, Lifecycle, always};
 use super::{built_in, owned_watch, wanted};
 
 /// The declaration.
 pub const DECLARATION: Declaration = Declaration {
-    kind: Kind::Service,
-    label: "Service",
     watch: owned_watch(built_in::<Service>),
     applies_with: always,
     lifecycle: Lifecycle::Owned,

@@ -30,8 +30,6 @@ use crate::controller::context::Context;
 
 /// The declaration.
 pub const DECLARATION: Declaration = Declaration {
-    kind: Kind::Secret,
-    label: "Secret",
     watch: WatchSpec {
         resource: built_in::<Secret>,
         namespaced: true,
@@ -75,10 +73,10 @@ pub async fn apply(
         let now = OffsetDateTime::now_utc();
         let cached = cache.lookup(Some(instance.namespace()), &secret_name);
         if let Some(renew_at) =
-            memory.current(&owner, "Secret", &secret_name, ca_fingerprint, &cached)
+            memory.current(&owner, Kind::Secret, &secret_name, ca_fingerprint, &cached)
             && now < renew_at
         {
-            count(ctx, "Secret", "skipped");
+            count(ctx, Kind::Secret, "skipped");
             next = Some(next.map_or(renew_at, |n| n.min(renew_at)));
             continue;
         }
@@ -95,13 +93,13 @@ pub async fn apply(
         ) {
             SecretDecision::Foreign => continue,
             SecretDecision::Keep { renew_at } => {
-                count(ctx, "Secret", "unchanged");
+                count(ctx, Kind::Secret, "unchanged");
                 let live_rv = live
                     .as_ref()
                     .and_then(|l| l.metadata.resource_version.as_deref());
                 memory.record(
                     &owner,
-                    "Secret",
+                    Kind::Secret,
                     &secret_name,
                     ca_fingerprint,
                     live_rv,
@@ -139,10 +137,10 @@ pub async fn apply(
             }
         };
         let applied = apply::apply_after(&api, "Secret", &secret, live_rv).await?;
-        count(ctx, "Secret", applied.outcome.label());
+        count(ctx, Kind::Secret, applied.outcome.label());
         memory.record(
             &owner,
-            "Secret",
+            Kind::Secret,
             &secret_name,
             ca_fingerprint,
             applied.object.metadata.resource_version.as_deref(),
