@@ -16,17 +16,16 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, DynamicObject, ListParams, Patch};
 use kube::runtime::reflector;
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 use trustyai_crds::TrustyAIService;
-use trustyai_crds::contract::{CENTRAL_SERVICE_MONITOR, owner_labels};
+use trustyai_crds::contract::CENTRAL_SERVICE_MONITOR;
 
 use crate::cli::UninstallArgs;
 use crate::controller::apply::update_params;
-use crate::controller::children::{Children, delete_ignoring_absent};
+use crate::controller::children::{Children, delete_ignoring_absent, lifecycle};
 use crate::controller::context::{Context, ControllerConfig};
 use crate::controller::discovery::{self, OptionalApis};
 use crate::controller::error::ReconcileError;
@@ -135,22 +134,9 @@ async fn delete_leftovers(
     report: &mut Report,
 ) -> Result<(), ReconcileError> {
     let ns = args.names.namespace.as_str();
-    // Every binding made for a TrustyAIService, including those of objects already gone.
-    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
-    let labelled = bindings
-        .list_metadata(&ListParams::default().labels(owner_labels::NAME))
-        .await
-        .map_err(ReconcileError::kube("listing", "ClusterRoleBinding", "all"))?;
-    for binding in labelled.items {
-        delete_found(
-            &bindings,
-            "ClusterRoleBinding",
-            "",
-            &binding.name_any(),
-            report,
-        )
-        .await?;
-    }
+    report
+        .deleted
+        .extend(lifecycle::delete_every_cluster_scoped(client).await?);
     if apis.service_monitors {
         let monitors = Api::<DynamicObject>::namespaced_with(
             client.clone(),

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -27,7 +26,7 @@ use trustyai_crds::validation::image_allowed;
 use super::apply::update_params;
 use super::backoff::{self, CONFLICT_RETRY};
 use super::children::declaration::Kind;
-use super::children::{self, CachedObject, ChildrenApplied, Inputs, delete_ignoring_absent};
+use super::children::{self, CachedObject, ChildrenApplied, Inputs};
 use super::context::Context;
 use super::db_secret::{self, DbSecretError};
 use super::discovery::OptionalApis;
@@ -37,7 +36,7 @@ use super::image_upgrade;
 use super::migration_trigger;
 use super::model_servers;
 use super::resources::images::{self, ImageSource, ImageSources, Images};
-use super::resources::{Instance, cluster_role_binding, labels, names, route};
+use super::resources::{Instance, labels, names, route};
 use super::single_writer;
 use super::status::pod_problem::pod_problem;
 use super::status::{self, DeploymentObservation, Observations, PvcObservation, RouteObservation};
@@ -781,8 +780,8 @@ async fn write_status(
     Ok(())
 }
 
-/// The finalizer's work: undo the wiring, delete the ClusterRoleBinding, report a retained
-/// PVC, then release the object. A failing step is retried with backoff until
+/// The finalizer's work: undo the wiring, delete the cluster-scoped children, apply the
+/// claim's retention, then release the object. A failing step is retried with backoff until
 /// `cleanup_timeout` after the deletion request, then given up with a warning.
 async fn cleanup(
     service: &TrustyAIService,
@@ -824,15 +823,7 @@ async fn cleanup(
                 .await;
         }
     }
-    if service.spec.uses_pvc() {
-        // What the spec says now, at deletion: a `retention: Delete` set just before the
-        // deletion may not have reached the claim's owner reference yet.
-        if service.spec.storage.deletes_pvc_with_service() {
-            delete_claim(ctx, service).await?;
-        } else {
-            report_retained_pvc(ctx, service).await;
-        }
-    }
+    children::lifecycle::settle_data(ctx, service).await?;
     set_finalizers(ctx, service, &remaining).await?;
     ctx.events.forget(service);
     ctx.children
@@ -843,73 +834,6 @@ async fn cleanup(
 
 pub(crate) async fn undo(service: &TrustyAIService, ctx: &Context) -> Result<(), ReconcileError> {
     let wiring = model_servers::unwire(ctx, service, ctx.apis()).await;
-    let binding = delete_bindings(ctx, service).await;
-    wiring.and(binding)
-}
-
-/// Deletes the ClusterRoleBinding(s) made for `service`: by name, and any other carrying its
-/// owner labels.
-async fn delete_bindings(ctx: &Context, service: &TrustyAIService) -> Result<(), ReconcileError> {
-    let (cr, ns) = (service.name_any(), service.namespace().unwrap_or_default());
-    let api: Api<ClusterRoleBinding> = Api::all(ctx.client.clone());
-    delete_ignoring_absent(
-        &api,
-        "ClusterRoleBinding",
-        &names::proxy_cluster_role_binding(&cr, &ns),
-    )
-    .await?;
-    let labelled = api
-        .list_metadata(
-            &ListParams::default().labels(&cluster_role_binding::owned_by_selector(&cr, &ns)),
-        )
-        .await
-        .map_err(ReconcileError::kube("listing", "ClusterRoleBinding", &cr))?;
-    for binding in labelled.items {
-        delete_ignoring_absent(&api, "ClusterRoleBinding", &binding.name_any()).await?;
-    }
-    Ok(())
-}
-
-/// With `retention: Delete`: deletes the claim (the garbage collector would too, through the
-/// owner reference, when it has one) and says so.
-async fn delete_claim(ctx: &Context, service: &TrustyAIService) -> Result<(), ReconcileError> {
-    let name = names::pvc(&service.name_any());
-    let api: Api<PersistentVolumeClaim> =
-        Api::namespaced(ctx.client.clone(), &service.namespace().unwrap_or_default());
-    if !delete_ignoring_absent(&api, "PersistentVolumeClaim", &name).await? {
-        return Ok(());
-    }
-    ctx.events
-        .normal(
-            service,
-            "PVCDeleted",
-            "Delete",
-            format!("PersistentVolumeClaim {name} deleted (storage.retention: Delete)"),
-        )
-        .await;
-    Ok(())
-}
-
-async fn report_retained_pvc(ctx: &Context, service: &TrustyAIService) {
-    let name = names::pvc(&service.name_any());
-    let api: Api<PersistentVolumeClaim> =
-        Api::namespaced(ctx.client.clone(), &service.namespace().unwrap_or_default());
-    match api.get_metadata_opt(&name).await {
-        Ok(Some(_)) => {
-            ctx.events
-                .normal(
-                    service,
-                    "PVCRetained",
-                    "Delete",
-                    format!(
-                        "PersistentVolumeClaim {name} is retained (storage.retention: Retain); a TrustyAIService of the same name adopts it, or delete it to free the data"
-                    ),
-                )
-                .await;
-        }
-        Ok(None) => {}
-        Err(error) => {
-            tracing::warn!(error = %crate::error_chain::Chain(&error), pvc = %name, "could not check the retained PVC")
-        }
-    }
+    let cluster_scoped = children::lifecycle::delete_cluster_scoped(ctx, service).await;
+    wiring.and(cluster_scoped)
 }

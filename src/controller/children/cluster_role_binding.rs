@@ -5,7 +5,7 @@
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use trustyai_crds::contract::owner_labels;
 
-use super::super::resources::cluster_role_binding;
+use super::super::resources::{cluster_role_binding, names};
 use super::cache::Projection;
 use super::declaration::{Applying, Declaration, Lifecycle, Mapping, WatchSpec, always};
 use super::memory::Tracking;
@@ -23,7 +23,9 @@ pub const DECLARATION: Declaration = Declaration {
         projection: Projection(&["/roleRef"]),
     },
     applies_with: always,
-    lifecycle: Lifecycle::ClusterScoped,
+    lifecycle: Lifecycle::ClusterScoped {
+        name: names::proxy_cluster_role_binding,
+    },
     applying: Applying::Rendered {
         render: |instance, inputs| {
             render_one(&cluster_role_binding::cluster_role_binding(

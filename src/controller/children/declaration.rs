@@ -1,12 +1,15 @@
 //! The shape of a child declaration: everything the operator does with one kind of object,
 //! stated in one place. The list itself is [`Kind::ALL`], each kind's declaration [`Kind::declaration`].
 
+use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
 use kube::core::ApiResource;
 use serde_json::Value;
+use trustyai_crds::TrustyAIService;
 use trustyai_crds::contract::{labels, owner_labels};
 
+use super::super::context::Context;
 use super::super::discovery::OptionalApis;
 use super::super::error::ReconcileError;
 use super::super::resources::Instance;
@@ -143,26 +146,39 @@ pub fn ours() -> String {
 }
 
 /// What may happen to an object of the kind that is no longer wanted, and on deletion of its
-/// TrustyAIService.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// TrustyAIService ([`super::lifecycle`] acts on it there and at uninstall).
+#[derive(Debug, Clone, Copy)]
 pub enum Lifecycle {
     /// Owned by the TrustyAIService: garbage-collected with it; deleted when no longer wanted.
     Owned,
-    /// Cluster-scoped, so not garbage-collected: the finalizer deletes it; deleted when no
-    /// longer wanted.
-    ClusterScoped,
-    /// Holds data: never deleted by the operator (the retention policy decides, through the
-    /// owner reference).
-    Data,
+    /// Cluster-scoped, so no namespaced owner can own it and garbage collection never deletes
+    /// it: deleted when no longer wanted, by the finalizer (by its owner labels and by `name`,
+    /// the name it is made under: an object made by the Go operator has no owner labels), and
+    /// by `uninstall` (every object with owner labels).
+    ClusterScoped {
+        /// The name of the TrustyAIService `cr` of `namespace`'s object.
+        name: fn(cr: &str, namespace: &str) -> String,
+    },
+    /// Holds data: never deleted by the operator while the TrustyAIService exists (the
+    /// retention policy decides, through the owner reference); at its deletion, `at_deletion`
+    /// applies the retention the spec says then.
+    Data {
+        /// Run by the finalizer.
+        at_deletion: AtDeletion,
+    },
     /// Issued credentials a running pod may still read: owned (garbage-collected) but never
     /// deleted while the TrustyAIService exists.
     Credentials,
 }
 
+/// What the finalizer does with a kind's objects of the TrustyAIService being deleted.
+pub type AtDeletion =
+    for<'a> fn(&'a Context, &'a TrustyAIService) -> BoxFuture<'a, Result<(), ReconcileError>>;
+
 impl Lifecycle {
     /// Whether an object that is no longer wanted is deleted.
     pub fn removes_orphans(self) -> bool {
-        matches!(self, Self::Owned | Self::ClusterScoped)
+        matches!(self, Self::Owned | Self::ClusterScoped { .. })
     }
 }
 

@@ -3,20 +3,22 @@
 //! decides through the owner reference); with `retention: Retain`, an owner reference to this
 //! TrustyAIService (the Go operator's) is removed. The plan is [`super::super::pvc_plan`].
 
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::{Api, ResourceExt};
+use trustyai_crds::TrustyAIService;
 
 use super::super::apply;
 use super::super::error::ReconcileError;
 use super::super::pvc_plan;
-use super::super::resources::{Instance, pvc};
+use super::super::resources::{Instance, names, pvc};
 use super::cache::{Cached, Projection};
 use super::changes::Changes;
 use super::declaration::{
     Applying, Declaration, Kind, Lifecycle, Mapping, WatchSpec, always, ours,
 };
 use super::memory::{Tracking, fingerprint};
-use super::{built_in, count};
+use super::{built_in, count, delete_ignoring_absent};
 use crate::controller::context::Context;
 
 /// The declaration.
@@ -31,7 +33,7 @@ pub const DECLARATION: Declaration = Declaration {
         projection: Projection(&["/status/phase", "/metadata/creationTimestamp"]),
     },
     applies_with: always,
-    lifecycle: Lifecycle::Data,
+    lifecycle: Lifecycle::Data { at_deletion },
     applying: Applying::Planned,
 };
 
@@ -145,4 +147,68 @@ pub async fn apply(
         claim: Some(applied.object),
         growth_refused,
     })
+}
+
+/// At the TrustyAIService's deletion, in PVC and migration modes: with `retention: Delete`,
+/// deletes the claim (the garbage collector would too, through the owner reference, when it
+/// has one) and says so; else says that it is retained. What the spec says now counts: a
+/// `retention: Delete` set just before the deletion may not have reached the claim's owner
+/// reference yet.
+fn at_deletion<'a>(
+    ctx: &'a Context,
+    service: &'a TrustyAIService,
+) -> BoxFuture<'a, Result<(), ReconcileError>> {
+    Box::pin(async move {
+        if !service.spec.uses_pvc() {
+            return Ok(());
+        }
+        if service.spec.storage.deletes_pvc_with_service() {
+            delete_claim(ctx, service).await
+        } else {
+            report_retained(ctx, service).await;
+            Ok(())
+        }
+    })
+}
+
+async fn delete_claim(ctx: &Context, service: &TrustyAIService) -> Result<(), ReconcileError> {
+    let name = names::pvc(&service.name_any());
+    let api: Api<PersistentVolumeClaim> =
+        Api::namespaced(ctx.client.clone(), &service.namespace().unwrap_or_default());
+    if !delete_ignoring_absent(&api, Kind::PersistentVolumeClaim.name(), &name).await? {
+        return Ok(());
+    }
+    ctx.events
+        .normal(
+            service,
+            "PVCDeleted",
+            "Delete",
+            format!("PersistentVolumeClaim {name} deleted (storage.retention: Delete)"),
+        )
+        .await;
+    Ok(())
+}
+
+async fn report_retained(ctx: &Context, service: &TrustyAIService) {
+    let name = names::pvc(&service.name_any());
+    let api: Api<PersistentVolumeClaim> =
+        Api::namespaced(ctx.client.clone(), &service.namespace().unwrap_or_default());
+    match api.get_metadata_opt(&name).await {
+        Ok(Some(_)) => {
+            ctx.events
+                .normal(
+                    service,
+                    "PVCRetained",
+                    "Delete",
+                    format!(
+                        "PersistentVolumeClaim {name} is retained (storage.retention: Retain); a TrustyAIService of the same name adopts it, or delete it to free the data"
+                    ),
+                )
+                .await;
+        }
+        Ok(None) => {}
+        Err(error) => {
+            tracing::warn!(error = %crate::error_chain::Chain(&error), pvc = %name, "could not check the retained PVC")
+        }
+    }
 }

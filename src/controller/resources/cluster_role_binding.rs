@@ -40,12 +40,6 @@ pub fn cluster_role_binding(instance: &Instance<'_>, cluster_role: &str) -> Clus
     }
 }
 
-/// The label selector that lists the ClusterRoleBindings made for the TrustyAIService
-/// `cr` in `namespace`, for cleanup.
-pub fn owned_by_selector(cr: &str, namespace: &str) -> String {
-    labels::selector_string(&labels::owner(cr, namespace))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,13 +75,5 @@ mod tests {
         let instance = Instance::new(&service, VERSION).expect("instance");
         let crb = cluster_role_binding(&instance, "my-release-proxy-role");
         assert_eq!(crb.role_ref.name, "my-release-proxy-role");
-    }
-
-    #[test]
-    fn cleanup_selector_matches_the_labels() {
-        assert_eq!(
-            owned_by_selector("tas", "models"),
-            "trustyai.opendatahub.io/owner-name=tas,trustyai.opendatahub.io/owner-namespace=models"
-        );
     }
 }
