@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -26,7 +26,7 @@ use trustyai_crds::validation::image_allowed;
 use super::apply::update_params;
 use super::backoff::{self, CONFLICT_RETRY};
 use super::children::declaration::Kind;
-use super::children::{self, CachedObject, ChildrenApplied, Inputs};
+use super::children::{self, ChildrenApplied, Inputs, pvc};
 use super::context::Context;
 use super::db_secret::{self, DbSecretError};
 use super::discovery::OptionalApis;
@@ -36,10 +36,10 @@ use super::image_upgrade;
 use super::migration_trigger;
 use super::model_servers;
 use super::resources::images::{self, ImageSource, ImageSources, Images};
-use super::resources::{Instance, labels, names, route};
+use super::resources::{Instance, labels, names};
 use super::single_writer;
 use super::status::pod_problem::pod_problem;
-use super::status::{self, DeploymentObservation, Observations, PvcObservation, RouteObservation};
+use super::status::{self, DeploymentObservation, Observations, RouteObservation};
 use super::wiring::kserve;
 
 /// Event topics: each has at most one outstanding warning.
@@ -51,9 +51,6 @@ mod topic {
     pub const IMAGE_UPGRADE: &str = "image-upgrade";
     pub const WIRING: &str = "wiring";
     pub const CLEANUP: &str = "cleanup";
-    pub const PVC_GROWTH: &str = "pvc-growth";
-    /// The claim stays unbound.
-    pub const PVC_PENDING: &str = "pvc-pending";
     /// The service's pods do not serve (crashing, or unready for long).
     pub const SERVICE: &str = "service";
 }
@@ -156,13 +153,7 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
     let provisioned = provision(ctx, &instance, &images, &read, &survey, apis).await?;
     let inference_services_present = survey.inference_services_present;
     let wired = model_servers::wire(ctx, &instance, survey, serverless).await;
-    let pvc = observe_pvc(
-        ctx,
-        &instance,
-        mode,
-        provisioned.applied.claim.claim.as_ref(),
-    )
-    .await?;
+    let pvc = pvc::observe(ctx, &instance, mode, provisioned.applied.claim.claim).await?;
     let (deployment, pods) =
         observe_deployment(ctx, &instance, provisioned.applied.deployment).await?;
     // Only the service CA issues them where it runs; looked at only while pods are listed
@@ -196,8 +187,14 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
     };
     write_status(ctx, service, &observed).await?;
     report_pod_problem(ctx, service, &observed).await;
-    let pending_recheck = report_pending_pvc(ctx, &instance, &pvc).await;
-    report_growth(ctx, &instance, &observed, provisioned.error.is_none()).await;
+    let pending_recheck = pvc::report_pending(ctx, &instance, &pvc).await;
+    pvc::report_growth(
+        ctx,
+        &instance,
+        observed.pvc_growth_refused.as_deref(),
+        provisioned.error.is_none(),
+    )
+    .await;
     report_failures(
         ctx,
         service,
@@ -322,34 +319,6 @@ async fn provision(
             applied: ChildrenApplied::default(),
             error: Some(e),
         }),
-    }
-}
-
-/// A `PVCGrowthRefused` warning while the claim cannot grow; only a completed apply of the
-/// claim says the refusal is over.
-async fn report_growth(
-    ctx: &Context,
-    instance: &Instance<'_>,
-    observed: &Observations,
-    completed: bool,
-) {
-    let service = instance.service();
-    match &observed.pvc_growth_refused {
-        Some(refused) => {
-            ctx.events
-                .warning(
-                    service,
-                    topic::PVC_GROWTH,
-                    "PVCGrowthRefused",
-                    format!(
-                        "PersistentVolumeClaim {}: {refused}",
-                        names::pvc(instance.name())
-                    ),
-                )
-                .await;
-        }
-        None if completed => ctx.events.resolved(service, topic::PVC_GROWTH),
-        None => {}
     }
 }
 
@@ -513,10 +482,12 @@ async fn resolve_images(
         }
         _ => ctx.events.resolved(service, topic::IMAGE),
     }
-    let deployment = match children::cached_deployment(ctx, instance) {
-        CachedObject::Present(deployment) => Some(deployment),
-        CachedObject::Unknown | CachedObject::Absent => None,
-    };
+    let deployment: Option<Deployment> = children::cached(
+        ctx,
+        Kind::Deployment,
+        instance.namespace(),
+        &names::workload(instance.name()),
+    );
     let running = image_upgrade::running_image(deployment.as_ref(), service);
     let (service_image, held) = image_upgrade::decide(
         images.service,
@@ -594,26 +565,10 @@ async fn observe_deployment(
     instance: &Instance<'_>,
     applied: Option<Deployment>,
 ) -> Result<(Option<DeploymentObservation>, Vec<Pod>), ReconcileError> {
-    let cached = match applied {
-        Some(deployment) => CachedObject::Present(deployment),
-        None => children::cached_deployment(ctx, instance),
-    };
-    let deployment = match cached {
-        CachedObject::Present(deployment) => deployment,
-        CachedObject::Absent => return Ok((None, Vec::new())),
-        CachedObject::Unknown => {
-            let name = names::workload(instance.name());
-            let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), instance.namespace());
-            let read = api.get_opt(&name).await.map_err(ReconcileError::kube(
-                "reading",
-                "Deployment",
-                &name,
-            ))?;
-            let Some(deployment) = read else {
-                return Ok((None, Vec::new()));
-            };
-            deployment
-        }
+    let name = names::workload(instance.name());
+    let current = children::current(ctx, Kind::Deployment, instance.namespace(), &name, applied);
+    let Some(deployment) = current.await? else {
+        return Ok((None, Vec::new()));
     };
     let pods = if status::pods_may_be_failing(&deployment) {
         let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), instance.namespace());
@@ -629,94 +584,6 @@ async fn observe_deployment(
     Ok((Some(observation), pods))
 }
 
-/// The claim as observed, and since when it exists.
-struct ObservedPvc {
-    observation: Option<PvcObservation>,
-    created: Option<Timestamp>,
-}
-
-/// The claim: `applied` (this reconcile's answer), else its cache, else read.
-async fn observe_pvc(
-    ctx: &Context,
-    instance: &Instance<'_>,
-    mode: StorageMode,
-    applied: Option<&PersistentVolumeClaim>,
-) -> Result<ObservedPvc, ReconcileError> {
-    if !mode.uses_pvc() {
-        return Ok(ObservedPvc {
-            observation: None,
-            created: None,
-        });
-    }
-    let cached = match applied {
-        Some(claim) => CachedObject::Present(claim.clone()),
-        None => children::cached_claim(ctx, instance),
-    };
-    let claim = match cached {
-        CachedObject::Present(claim) => Some(claim),
-        CachedObject::Absent => None,
-        CachedObject::Unknown => {
-            let name = names::pvc(instance.name());
-            let api: Api<PersistentVolumeClaim> =
-                Api::namespaced(ctx.client.clone(), instance.namespace());
-            api.get_opt(&name).await.map_err(ReconcileError::kube(
-                "reading",
-                "PersistentVolumeClaim",
-                &name,
-            ))?
-        }
-    };
-    Ok(ObservedPvc {
-        observation: Some(PvcObservation::from_claim(claim.as_ref())),
-        created: claim
-            .as_ref()
-            .and_then(|c| c.metadata.creation_timestamp.as_ref())
-            .map(|t| t.0),
-    })
-}
-
-/// A `PVCPending` Warning once the claim has been unbound for `--pvc-pending-grace` (resolved
-/// when it binds); before that, when to look again (a claim that binds triggers a reconcile by
-/// itself, one that stays pending does not).
-async fn report_pending_pvc(
-    ctx: &Context,
-    instance: &Instance<'_>,
-    pvc: &ObservedPvc,
-) -> Option<Duration> {
-    let service = instance.service();
-    let Some(PvcObservation::Unbound { phase }) = &pvc.observation else {
-        ctx.events.resolved(service, topic::PVC_PENDING);
-        return None;
-    };
-    let age = pvc
-        .created
-        .map(|created| Timestamp::now().duration_since(created))
-        .and_then(|age| Duration::try_from(age).ok())
-        .unwrap_or_default();
-    let grace = ctx.config.pvc_pending_grace;
-    if age < grace {
-        return Some(grace - age + Duration::from_secs(1));
-    }
-    let name = names::pvc(instance.name());
-    let hint = match instance.spec().storage.pv.as_deref() {
-        Some(pv) => format!("check that PersistentVolume {pv} exists, is Available and matches the claim"),
-        None => "check its events and its StorageClass (a provisioner, or a PersistentVolume that matches)".to_owned(),
-    };
-    ctx.events
-        .warning(
-            service,
-            topic::PVC_PENDING,
-            "PVCPending",
-            format!(
-                "PersistentVolumeClaim {name} has not been bound for {}s (phase {}): {hint}",
-                age.as_secs(),
-                phase.as_deref().unwrap_or("unknown")
-            ),
-        )
-        .await;
-    None
-}
-
 /// The Route: `applied` (this reconcile's answer), else its cache, else read.
 async fn observe_route(
     ctx: &Context,
@@ -727,25 +594,9 @@ async fn observe_route(
     if !served {
         return Ok(RouteObservation::NotSupported);
     }
-    let cached = match applied {
-        Some(route) => CachedObject::Present(route),
-        None => children::cached_route(ctx, instance),
-    };
-    let found = match cached {
-        CachedObject::Present(route) => Some(route),
-        CachedObject::Absent => None,
-        CachedObject::Unknown => {
-            let name = names::workload(instance.name());
-            let api = Api::<DynamicObject>::namespaced_with(
-                ctx.client.clone(),
-                instance.namespace(),
-                &route::api_resource(),
-            );
-            api.get_opt(&name)
-                .await
-                .map_err(ReconcileError::kube("reading", "Route", &name))?
-        }
-    };
+    let name = names::workload(instance.name());
+    let found: Option<DynamicObject> =
+        children::current(ctx, Kind::Route, instance.namespace(), &name, applied).await?;
     Ok(RouteObservation::from_route(found.as_ref()))
 }
 

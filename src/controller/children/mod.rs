@@ -31,7 +31,7 @@ mod cluster_role_binding;
 mod config_map;
 mod deployment;
 mod istio;
-mod pvc;
+pub mod pvc;
 mod rendered;
 mod route;
 mod service_account;
@@ -42,7 +42,6 @@ mod serving_secrets;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::Resource;
 use kube::api::{Api, DeleteParams, DynamicObject};
 use kube::core::ApiResource;
@@ -352,7 +351,7 @@ fn count(ctx: &Context, kind: Kind, outcome: &'static str) {
 
 /// An object as a cache knows it (its projected fields only).
 #[derive(Debug, Clone)]
-pub enum CachedObject<K> {
+enum CachedObject<K> {
     /// The cache cannot tell: ask the API server.
     Unknown,
     /// It does not exist.
@@ -361,34 +360,47 @@ pub enum CachedObject<K> {
     Present(K),
 }
 
-/// The Deployment `<cr>` as its cache knows it (status, selector, replicas), for the status.
-pub fn cached_deployment(ctx: &Context, instance: &Instance<'_>) -> CachedObject<Deployment> {
-    cached_fields(ctx, Kind::Deployment, instance)
-}
-
-/// The claim `<cr>-pvc` as its cache knows it (phase, creation time), for the status.
-pub fn cached_claim(ctx: &Context, instance: &Instance<'_>) -> CachedObject<PersistentVolumeClaim> {
-    let name = super::resources::names::pvc(instance.name());
-    cached_named(
-        ctx,
-        Kind::PersistentVolumeClaim,
-        instance.namespace(),
-        &name,
-    )
-}
-
-/// The Route `<cr>` as its cache knows it (status), for the status.
-pub fn cached_route(ctx: &Context, instance: &Instance<'_>) -> CachedObject<DynamicObject> {
-    cached_fields(ctx, Kind::Route, instance)
-}
-
-fn cached_fields<K: DeserializeOwned>(
+/// The child `name` of `kind` in `namespace` as this reconcile knows it: `applied` (the answer
+/// of its apply), else its cache (the projected fields the status reads), else read from the
+/// API server.
+pub async fn current<K: DeserializeOwned>(
     ctx: &Context,
     kind: Kind,
-    instance: &Instance<'_>,
-) -> CachedObject<K> {
-    let name = super::resources::names::workload(instance.name());
-    cached_named(ctx, kind, instance.namespace(), &name)
+    namespace: &str,
+    name: &str,
+    applied: Option<K>,
+) -> Result<Option<K>, ReconcileError> {
+    if let Some(applied) = applied {
+        return Ok(Some(applied));
+    }
+    match cached_named(ctx, kind, namespace, name) {
+        CachedObject::Present(object) => Ok(Some(object)),
+        CachedObject::Absent => Ok(None),
+        CachedObject::Unknown => {
+            let resource = (kind.declaration().watch.resource)();
+            let api = rendered::api(&ctx.client, &resource, Some(namespace));
+            let found = api.get_opt(name).await.map_err(ReconcileError::kube(
+                "reading",
+                kind.name(),
+                name,
+            ))?;
+            found.map(typed).transpose()
+        }
+    }
+}
+
+/// The child `name` of `kind` in `namespace` as its cache knows it (its projected fields);
+/// `None` when absent or when the cache cannot tell.
+pub fn cached<K: DeserializeOwned>(
+    ctx: &Context,
+    kind: Kind,
+    namespace: &str,
+    name: &str,
+) -> Option<K> {
+    match cached_named(ctx, kind, namespace, name) {
+        CachedObject::Present(object) => Some(object),
+        CachedObject::Absent | CachedObject::Unknown => None,
+    }
 }
 
 fn cached_named<K: DeserializeOwned>(

@@ -3,15 +3,20 @@
 //! decides through the owner reference); with `retention: Retain`, an owner reference to this
 //! TrustyAIService (the Go operator's) is removed. The plan is [`super::super::pvc_plan`].
 
+use std::time::Duration;
+
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::jiff::Timestamp;
 use kube::{Api, ResourceExt};
 use trustyai_crds::TrustyAIService;
+use trustyai_crds::defaults::StorageMode;
 
 use super::super::apply;
 use super::super::error::ReconcileError;
 use super::super::pvc_plan;
 use super::super::resources::{Instance, names, pvc};
+use super::super::status::PvcObservation;
 use super::cache::{Cached, Projection};
 use super::changes::Changes;
 use super::declaration::{
@@ -211,4 +216,121 @@ async fn report_retained(ctx: &Context, service: &TrustyAIService) {
             tracing::warn!(error = %crate::error_chain::Chain(&error), pvc = %name, "could not check the retained PVC")
         }
     }
+}
+
+/// Event topics: each has at most one outstanding warning.
+mod topic {
+    /// The claim cannot grow to the spec's size.
+    pub const GROWTH: &str = "pvc-growth";
+    /// The claim stays unbound.
+    pub const PENDING: &str = "pvc-pending";
+}
+
+/// A `PVCGrowthRefused` warning while the claim cannot grow (`refused` says why); only a
+/// `completed` apply of every child says the refusal is over.
+pub async fn report_growth(
+    ctx: &Context,
+    instance: &Instance<'_>,
+    refused: Option<&str>,
+    completed: bool,
+) {
+    let service = instance.service();
+    match refused {
+        Some(refused) => {
+            ctx.events
+                .warning(
+                    service,
+                    topic::GROWTH,
+                    "PVCGrowthRefused",
+                    format!(
+                        "PersistentVolumeClaim {}: {refused}",
+                        names::pvc(instance.name())
+                    ),
+                )
+                .await;
+        }
+        None if completed => ctx.events.resolved(service, topic::GROWTH),
+        None => {}
+    }
+}
+
+/// The claim as observed, and since when it exists.
+pub struct ObservedClaim {
+    /// What the status reads of it; `None` in the modes without a claim.
+    pub observation: Option<PvcObservation>,
+    created: Option<Timestamp>,
+}
+
+/// The claim, in the modes that use one: `applied` (this reconcile's answer), else its cache,
+/// else read.
+pub async fn observe(
+    ctx: &Context,
+    instance: &Instance<'_>,
+    mode: StorageMode,
+    applied: Option<PersistentVolumeClaim>,
+) -> Result<ObservedClaim, ReconcileError> {
+    if !mode.uses_pvc() {
+        return Ok(ObservedClaim {
+            observation: None,
+            created: None,
+        });
+    }
+    let name = names::pvc(instance.name());
+    let claim: Option<PersistentVolumeClaim> = super::current(
+        ctx,
+        Kind::PersistentVolumeClaim,
+        instance.namespace(),
+        &name,
+        applied,
+    )
+    .await?;
+    Ok(ObservedClaim {
+        observation: Some(PvcObservation::from_claim(claim.as_ref())),
+        created: claim
+            .as_ref()
+            .and_then(|c| c.metadata.creation_timestamp.as_ref())
+            .map(|t| t.0),
+    })
+}
+
+/// A `PVCPending` Warning once the claim has been unbound for `--pvc-pending-grace` (resolved
+/// when it binds); before that, when to look again (a claim that binds triggers a reconcile by
+/// itself, one that stays pending does not).
+pub async fn report_pending(
+    ctx: &Context,
+    instance: &Instance<'_>,
+    claim: &ObservedClaim,
+) -> Option<Duration> {
+    let service = instance.service();
+    let Some(PvcObservation::Unbound { phase }) = &claim.observation else {
+        ctx.events.resolved(service, topic::PENDING);
+        return None;
+    };
+    let age = claim
+        .created
+        .map(|created| Timestamp::now().duration_since(created))
+        .and_then(|age| Duration::try_from(age).ok())
+        .unwrap_or_default();
+    let grace = ctx.config.pvc_pending_grace;
+    if age < grace {
+        return Some(grace - age + Duration::from_secs(1));
+    }
+    let name = names::pvc(instance.name());
+    let hint = match instance.spec().storage.pv.as_deref() {
+        Some(pv) => format!("check that PersistentVolume {pv} exists, is Available and matches the claim"),
+        None => "check its events and its StorageClass (a provisioner, or a PersistentVolume that matches)".to_owned(),
+    };
+    ctx.events
+        .warning(
+            service,
+            topic::PENDING,
+            "PVCPending",
+            format!(
+                "PersistentVolumeClaim {name} has not been bound for {}s (phase {}): {hint}",
+                age.as_secs(),
+                phase.as_deref().unwrap_or("unknown")
+            ),
+        )
+        .await;
+    None
 }
