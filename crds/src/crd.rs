@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use crate::contract::STORAGE_VERSION;
 use crate::patterns;
+use crate::rule_messages as says;
 
 /// The webhook Service the committed CRD points conversion at. The operator (or the chart)
 /// replaces the whole client config at install time; a CRD with `strategy: Webhook` must name
@@ -77,85 +78,96 @@ fn rule(
 const MIGRATION: &str = "has(self.storage.folder) && has(self.data) && has(self.data.filename)";
 
 /// Rules a schema can carry, so the most important constraints hold even while the admission
-/// webhook is down. The webhook checks the same rules with the same patterns and adds the ones
-/// CEL can't express (image prefixes, the schedule's minimum, warnings).
+/// webhook is down. The webhook checks the same rules with the same patterns and the same
+/// messages ([`says`]), and adds the ones CEL can't express (image prefixes, the schedule's
+/// minimum, warnings).
 fn cel_rules() -> Vec<CelRule> {
     let subdomain = format!(
         "self.matches('{}')",
         patterns::DNS1123_SUBDOMAIN.replace('\\', "\\\\")
     );
-    let subdomain_msg = "must be a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit";
+    // Only on create (the name is immutable), so an object created under an older rule can
+    // still be updated and deleted. At the root, where a rule cannot name the field it checks
+    // (`metadata` has no schema of its own), so the message names it.
+    let on_create = |rule: String, message: &str| CelRule {
+        path: &[],
+        rule: format!("oldSelf.hasValue() || ({rule})"),
+        message: format!("metadata.name {message}"),
+        optional_old_self: true,
+        field_path: None,
+    };
     vec![
-        CelRule {
-            path: &[],
-            // Only on create (the name is immutable), so an object created under an older rule
-            // can still be updated and deleted.
-            rule: format!(
-                "oldSelf.hasValue() || (self.metadata.name.size() <= {} && self.metadata.name.matches('{}'))",
-                patterns::SERVICE_NAME_MAX,
-                patterns::DNS1035_LABEL
-            ),
-            message: format!(
-                "metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter) of at most {} characters, because the Services <name> and <name>-tls must be valid Service names",
-                patterns::SERVICE_NAME_MAX
-            ),
-            optional_old_self: true,
-            field_path: None,
-        },
+        on_create(
+            format!("self.metadata.name.size() <= {}", patterns::SERVICE_NAME_MAX),
+            &says::name_length(),
+        ),
+        on_create(
+            format!("self.metadata.name.matches('{}')", patterns::DNS1035_LABEL),
+            says::NAME_LABEL,
+        ),
         rule(
             &["spec"],
             format!("!has(self.storage.pv) || self.storage.format == 'PVC' || {MIGRATION}"),
-            "spec.storage.pv is allowed only with PVC storage or in migration mode (DATABASE with storage.folder and data.filename set)",
+            says::PV_MODE,
         )
         .reported_at(".storage.pv"),
         rule(
             &["spec", "storage"],
             "!(oldSelf.format == 'DATABASE' && self.format == 'PVC')",
-            "spec.storage.format cannot change from DATABASE back to PVC",
-        ),
+            says::FORMAT_BACK,
+        )
+        .reported_at(".format"),
         // On `spec`, to see whether the volume is still used: the field goes only with the end
         // of a migration.
         rule(
             &["spec"],
+            "!has(oldSelf.storage.pv) || !has(self.storage.pv) || self.storage.pv == oldSelf.storage.pv",
+            says::pv_changed(None),
+        )
+        .reported_at(".storage.pv"),
+        rule(
+            &["spec"],
             format!(
-                "!has(oldSelf.storage.pv) || (has(self.storage.pv) ? self.storage.pv == oldSelf.storage.pv : (self.storage.format == 'DATABASE' && !({MIGRATION})))"
+                "!has(oldSelf.storage.pv) || has(self.storage.pv) || (self.storage.format == 'DATABASE' && !({MIGRATION}))"
             ),
-            "spec.storage.pv cannot change once set, and is removed only with the end of a migration (DATABASE storage without storage.folder or data.filename)",
+            says::pv_removed(None),
         )
         .reported_at(".storage.pv"),
         rule(
             &["spec", "storage"],
             "!has(oldSelf.size) || !has(self.size) || !isQuantity(oldSelf.size) || !isQuantity(self.size) || quantity(self.size).compareTo(quantity(oldSelf.size)) >= 0",
-            "spec.storage.size may not shrink",
-        ),
+            says::size_shrink(None),
+        )
+        .reported_at(".size"),
         rule(
             &["spec", "storage", "folder"],
             format!(
                 "self.startsWith('/') && !self.matches('{}')",
                 patterns::DOT_DOT_SEGMENT.replace('\\', "\\\\")
             ),
-            "must be an absolute path with no '..' segment",
+            says::FOLDER,
         ),
+        rule(&["spec", "storage", "size"], "isQuantity(self)", says::SIZE_QUANTITY),
         rule(
             &["spec", "storage", "size"],
-            "isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))",
-            "must be a quantity greater than zero, such as 1Gi or 500Mi",
+            "!isQuantity(self) || quantity(self).isGreaterThan(quantity('0'))",
+            says::SIZE_POSITIVE,
         ),
-        rule(&["spec", "storage", "pv"], subdomain.clone(), subdomain_msg),
+        rule(&["spec", "storage", "pv"], subdomain.clone(), says::SUBDOMAIN),
         rule(
             &["spec", "storage", "databaseConfigurations"],
             subdomain,
-            subdomain_msg,
+            says::SUBDOMAIN,
         ),
         rule(
             &["spec", "data", "filename"],
             "self != '' && self != '.' && self != '..' && !self.contains('/')",
-            "must be a plain file name (no '/', not '.' or '..')",
+            says::FILENAME,
         ),
         rule(
             &["spec", "metrics", "schedule"],
             format!("self.matches('{}')", patterns::SCHEDULE),
-            "must be one or more <integer><unit> groups with unit ms, s, m or h, for example 5s or 1m30s",
+            says::SCHEDULE,
         ),
     ]
 }

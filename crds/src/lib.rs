@@ -11,6 +11,7 @@ pub mod manifests;
 pub mod patterns;
 pub mod quantity;
 pub mod review;
+pub mod rule_messages;
 mod shared_spec;
 pub mod v1;
 pub mod v1alpha1;

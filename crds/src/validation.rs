@@ -21,6 +21,7 @@ use crate::contract::{GROUP, KIND, db_secret, retention, storage_format, suffix}
 use crate::defaults::{self, Operation, StorageMode, storage_mode};
 use crate::patterns;
 use crate::quantity::Quantity;
+use crate::rule_messages as says;
 
 /// Compiles one of the crate's constant patterns.
 #[allow(clippy::expect_used)] // the patterns are constants and a unit test compiles each one
@@ -45,10 +46,6 @@ use crate::limits::{
     BATCH_SIZE_MIN, DATA_FORMAT_MAX, FILENAME_MAX, FOLDER_MAX, IMAGE_MAX, REPLICAS_MIN,
     SCHEDULE_MAX, SIZE_MAX,
 };
-
-const SUBDOMAIN_DETAIL: &str = "must be a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit";
-const SCHEDULE_DETAIL: &str =
-    "must be one or more <integer><unit> groups with unit ms, s, m or h, for example 5s or 1m30s";
 
 // Field paths, as JSON keys from the root.
 type Path = &'static [&'static str];
@@ -511,16 +508,12 @@ impl<'a> Validator<'a> {
     }
 
     fn check_name(&mut self, name: &str) {
-        let max = patterns::SERVICE_NAME_MAX;
-        if name.len() > max {
+        if name.len() > patterns::SERVICE_NAME_MAX {
             self.error(FieldError::invalid(
                 Rule::Name,
                 "metadata.name",
                 name,
-                format!(
-                    "must be no more than {max} characters, because the Services <name> and <name>{} must be valid Service names",
-                    suffix::TLS
-                ),
+                says::name_length(),
             ));
         }
         if !DNS1035_LABEL.is_match(name) {
@@ -528,7 +521,7 @@ impl<'a> Validator<'a> {
                 Rule::Name,
                 "metadata.name",
                 name,
-                "must be a DNS-1035 label: lowercase letters, digits and '-', starting with a letter and ending with a letter or digit",
+                says::NAME_LABEL,
             ));
         }
     }
@@ -703,7 +696,7 @@ impl<'a> Validator<'a> {
                 Rule::StorageFolder,
                 dotted(FOLDER),
                 folder,
-                "must be an absolute path with no '..' segment",
+                says::FOLDER,
             ));
         }
     }
@@ -723,13 +716,13 @@ impl<'a> Validator<'a> {
                 Rule::StorageSize,
                 dotted(SIZE),
                 size,
-                "must be a quantity such as 1Gi or 500Mi",
+                says::SIZE_QUANTITY,
             )),
             Ok(quantity) if !quantity.is_positive() => self.error(FieldError::invalid(
                 Rule::StorageSize,
                 dotted(SIZE),
                 size,
-                "must be greater than zero",
+                says::SIZE_POSITIVE,
             )),
             Ok(_) => {}
         }
@@ -750,7 +743,7 @@ impl<'a> Validator<'a> {
                 rule,
                 dotted(path),
                 name,
-                SUBDOMAIN_DETAIL,
+                says::SUBDOMAIN,
             ));
         }
     }
@@ -764,7 +757,7 @@ impl<'a> Validator<'a> {
             self.error(FieldError::forbidden(
                 Rule::StoragePvMode,
                 dotted(PV),
-                "may be set only with PVC storage or in migration mode (DATABASE with spec.storage.folder and spec.data.filename set)",
+                says::PV_MODE,
             ));
         }
     }
@@ -813,7 +806,7 @@ impl<'a> Validator<'a> {
                 Rule::DataFilename,
                 dotted(FILENAME),
                 filename,
-                "must be a plain file name (no '/', not '.' or '..', not empty)",
+                says::FILENAME,
             ));
         }
     }
@@ -870,7 +863,7 @@ impl<'a> Validator<'a> {
                 SCHEDULE_MAX,
             ));
         } else if !SCHEDULE.is_match(schedule) {
-            self.error(error(SCHEDULE_DETAIL));
+            self.error(error(says::SCHEDULE));
         } else if schedule_millis(schedule) < 1000 {
             self.error(error("must be at least one second in total"));
         }
@@ -975,7 +968,7 @@ impl<'a> Validator<'a> {
                 Rule::StorageFormatChange,
                 dotted(FORMAT),
                 to,
-                "may not change from DATABASE back to PVC: the data is in the database, and the service would start again from the volume",
+                says::FORMAT_BACK,
             ));
         } else if from == storage_format::PVC
             && to == storage_format::DATABASE
@@ -1004,10 +997,7 @@ impl<'a> Validator<'a> {
                 Rule::StorageSizeShrink,
                 dotted(SIZE),
                 to,
-                format!(
-                    "may not be smaller than the current {}: a PersistentVolumeClaim can grow but not shrink",
-                    go_quote(from)
-                ),
+                says::size_shrink(Some(&go_quote(from))),
             ));
         } else if to_q > from_q && uses_pvc(self.new) {
             // Whether it can grow depends on the claim's StorageClass, which only the cluster
@@ -1024,14 +1014,14 @@ impl<'a> Validator<'a> {
         let Some(from) = at(before, PV) else {
             return;
         };
-        let was = format!("it is {}", render_value(from));
+        let was = render_value(from);
         match at(self.new, PV) {
             Some(to) if to == from => {}
             Some(to) => self.error(FieldError::invalid(
                 Rule::StoragePvImmutable,
                 dotted(PV),
                 to.clone(),
-                format!("may not change once set ({was})"),
+                says::pv_changed(Some(&was)),
             )),
             // The end of a migration: the volume is no longer mounted (and the claim is kept,
             // still bound to it), so the field goes with the folder and the file name.
@@ -1039,9 +1029,7 @@ impl<'a> Validator<'a> {
             None => self.error(FieldError::forbidden(
                 Rule::StoragePvImmutable,
                 dotted(PV),
-                format!(
-                    "may not be removed while the PersistentVolumeClaim is in use ({was}); it goes only with the end of a migration (DATABASE storage without storage.folder or data.filename)"
-                ),
+                says::pv_removed(Some(&was)),
             )),
         }
     }

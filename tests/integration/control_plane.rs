@@ -16,6 +16,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use serde_json::{Value, json};
 use support::cluster::tas_api;
 use support::wait;
+use trustyai_crds::rule_messages as says;
 
 /// Applies the generated CRD. Until the conversion webhook is served, these tests use
 /// `None` conversion (the two versions' specs are the same shape); this is the only place that
@@ -147,58 +148,58 @@ async fn crd_is_served_in_both_versions_and_validates() {
         (
             "a-name-that-is-far-too-long-to-be-a-service-name-with-the-tls-suffix",
             json!({"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}}),
-            "at most 59 characters",
+            says::name_length(),
         ),
         (
             "pv-with-db",
             json!({"storage": {"format": "DATABASE", "pv": "pv1"}, "metrics": {"schedule": "5s"}}),
-            "spec.storage.pv is allowed only",
+            says::PV_MODE.to_owned(),
         ),
         (
             "rel-folder",
             json!({"storage": {"format": "PVC", "folder": "inputs"}, "metrics": {"schedule": "5s"}}),
-            "absolute path",
+            says::FOLDER.to_owned(),
         ),
         (
             "dotdot",
             json!({"storage": {"format": "PVC", "folder": "/a/../b"}, "metrics": {"schedule": "5s"}}),
-            "absolute path",
+            says::FOLDER.to_owned(),
         ),
         (
             "bad-size",
             json!({"storage": {"format": "PVC", "size": "1Gx"}, "metrics": {"schedule": "5s"}}),
-            "greater than zero",
+            says::SIZE_QUANTITY.to_owned(),
         ),
         (
             "zero-size",
             json!({"storage": {"format": "PVC", "size": "0"}, "metrics": {"schedule": "5s"}}),
-            "greater than zero",
+            says::SIZE_POSITIVE.to_owned(),
         ),
         (
             "bad-pv",
             json!({"storage": {"format": "PVC", "pv": "Not_A_Name"}, "metrics": {"schedule": "5s"}}),
-            "DNS-1123 subdomain",
+            says::SUBDOMAIN.to_owned(),
         ),
         (
             "bad-secret",
             json!({"storage": {"format": "DATABASE", "databaseConfigurations": "UPPER"}, "metrics": {"schedule": "5s"}}),
-            "DNS-1123 subdomain",
+            says::SUBDOMAIN.to_owned(),
         ),
         (
             "bad-file",
             json!({"storage": {"format": "PVC"}, "data": {"filename": "a/b.csv"}, "metrics": {"schedule": "5s"}}),
-            "plain file name",
+            says::FILENAME.to_owned(),
         ),
         (
             "bad-schedule",
             json!({"storage": {"format": "PVC"}, "metrics": {"schedule": "5 seconds"}}),
-            "<integer><unit>",
+            says::SCHEDULE.to_owned(),
         ),
     ];
     for (name, spec, expected) in cases {
         let err = create_error(&v1, tas(name, spec)).await;
         assert!(
-            err.contains(expected),
+            err.contains(&expected),
             "{name}: expected {expected:?} in: {err}"
         );
     }
@@ -210,11 +211,11 @@ async fn crd_is_served_in_both_versions_and_validates() {
     for (patch, expected) in [
         (
             json!({"spec": {"storage": {"size": "1Gi"}}}),
-            "may not shrink",
+            says::size_shrink(None),
         ),
         (
             json!({"spec": {"storage": {"pv": "pv-b"}}}),
-            "cannot change once set",
+            says::pv_changed(None),
         ),
     ] {
         let err = v1
@@ -222,7 +223,7 @@ async fn crd_is_served_in_both_versions_and_validates() {
             .await
             .expect_err("refused");
         assert!(
-            err.to_string().contains(expected),
+            err.to_string().contains(&expected),
             "expected {expected:?} in: {err}"
         );
     }
@@ -250,11 +251,7 @@ async fn crd_is_served_in_both_versions_and_validates() {
         )
         .await
         .expect_err("refused");
-    assert!(
-        err.to_string()
-            .contains("cannot change from DATABASE back to PVC"),
-        "{err}"
-    );
+    assert!(err.to_string().contains(says::FORMAT_BACK), "{err}");
 
     // A migration from a bound volume: the volume stays named while it is mounted, and goes
     // with the end of the migration. The error names the field, though the rule sits on spec.
@@ -278,9 +275,7 @@ async fn crd_is_served_in_both_versions_and_validates() {
         .expect_err("refused");
     assert!(
         err.to_string().contains("spec.storage.pv: Invalid value")
-            && err
-                .to_string()
-                .contains("removed only with the end of a migration"),
+            && err.to_string().contains(&says::pv_removed(None)),
         "{err}"
     );
     v1.patch(
