@@ -203,7 +203,8 @@ pub enum LogFormat {
 #[derive(Debug, Args)]
 pub struct WebhookLimitArgs {
     /// Memory, in MiB, that webhook requests in flight may reserve together; an admission
-    /// request reserves 8× its body, a conversion 6×. The process needs about this plus ~100 MiB (with 1,000 TrustyAIServices).
+    /// request reserves 8× its body, a conversion 6×. The process needs about this plus 40 MiB
+    /// (its peak with 1,000 TrustyAIServices).
     #[arg(long, default_value_t = trustyai_webhooks::HttpsOptions::DEFAULT_MEMORY_BUDGET_BYTES / MIB)]
     pub webhook_memory_budget_mib: usize,
 
