@@ -7,7 +7,6 @@ use std::sync::Arc;
 use http::Method;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::DynamicObject;
 use kube::runtime::reflector;
 use serde_json::{Value, json};
 
@@ -18,7 +17,8 @@ use trustyai_crds::TrustyAIService;
 use super::changes::Changes;
 use super::declaration::{Applying, Kind};
 use super::memory::Owner;
-use super::{Children, Inputs, apply_all, pvc, rendered};
+use super::rendered::KindApplied;
+use super::{Children, Inputs, apply_all, rendered};
 use crate::controller::context::{Context, ControllerConfig};
 use crate::controller::discovery::OptionalApis;
 use crate::controller::error::ReconcileError;
@@ -128,29 +128,15 @@ impl Harness {
         &self,
         service: &TrustyAIService,
         kind: Kind,
-    ) -> Result<Vec<DynamicObject>, ReconcileError> {
+    ) -> Result<KindApplied, ReconcileError> {
         let instance = Instance::new(service, VERSION).expect("an instance");
-        let declaration = kind.declaration();
-        let Applying::Rendered {
-            render,
-            keep_live,
-            must_replace,
-        } = declaration.applying
-        else {
+        let Applying::Rendered(hooks) = &kind.declaration().applying else {
             panic!("{kind:?} is not a rendered kind");
         };
-        let wanted = render(&instance, &self.inputs(openshift()))?;
+        let wanted = (hooks.render)(&instance, &self.inputs(openshift()))?;
         let mut changes = Changes::default();
-        let result = rendered::apply_kind(
-            &self.ctx,
-            kind,
-            &owner(),
-            wanted,
-            keep_live,
-            must_replace,
-            &mut changes,
-        )
-        .await;
+        let result =
+            rendered::apply_kind(&self.ctx, kind, &instance, wanted, hooks, &mut changes).await;
         changes.publish(&self.ctx.events, service).await;
         result
     }
@@ -336,8 +322,8 @@ async fn a_refused_growth_keeps_the_claim_at_its_live_size() {
         ),
         Step::apply(CLAIM),
     ]);
-    let instance = Instance::new(&service, VERSION).expect("an instance");
-    let applied = pvc::apply(&harness.ctx, &instance, &mut Changes::default())
+    let applied = harness
+        .apply_kind(&service, Kind::PersistentVolumeClaim)
         .await
         .expect("applied at the live size");
     let sizes: Vec<Value> = harness
@@ -350,12 +336,12 @@ async fn a_refused_growth_keeps_the_claim_at_its_live_size() {
         })
         .collect();
     assert_eq!(sizes, vec![json!("2Gi"), json!("1Gi")]);
-    let refused = applied.growth_refused.expect("the refusal");
+    let refused = applied.refused.expect("the refusal");
     assert!(
         refused.contains("from 1Gi to 2Gi") && refused.contains("exceeded quota"),
         "{refused}"
     );
-    assert!(applied.claim.is_some());
+    assert_eq!(applied.answers.len(), 1);
 }
 
 #[tokio::test]

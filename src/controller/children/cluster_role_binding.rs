@@ -7,7 +7,7 @@ use trustyai_crds::contract::owner_labels;
 
 use super::super::resources::{cluster_role_binding, names};
 use super::cache::Projection;
-use super::declaration::{Applying, Declaration, Lifecycle, Mapping, WatchSpec, always};
+use super::declaration::{Applying, Declaration, Lifecycle, Mapping, Rendered, WatchSpec, always};
 use super::memory::Tracking;
 use super::{built_in, render_one};
 
@@ -26,14 +26,13 @@ pub const DECLARATION: Declaration = Declaration {
     lifecycle: Lifecycle::ClusterScoped {
         name: names::proxy_cluster_role_binding,
     },
-    applying: Applying::Rendered {
-        render: |instance, inputs| {
+    applying: Applying::Rendered(Rendered {
+        must_replace: Some(|live, desired| live.get("roleRef") != desired.data.get("roleRef")),
+        ..Rendered::new(|instance, inputs| {
             render_one(&cluster_role_binding::cluster_role_binding(
                 instance,
                 inputs.proxy_cluster_role,
             ))
-        },
-        keep_live: None,
-        must_replace: Some(|live, desired| live.get("roleRef") != desired.data.get("roleRef")),
-    },
+        })
+    }),
 };

@@ -13,6 +13,7 @@ use super::super::context::Context;
 use super::super::discovery::OptionalApis;
 use super::super::error::ReconcileError;
 use super::super::resources::Instance;
+use super::super::wiring::json_patch::JsonPatch;
 use super::Inputs;
 use super::cache::Projection;
 use super::memory::{Owner, Tracking};
@@ -205,21 +206,50 @@ pub type MustReplace = fn(&Value, &DynamicObject) -> bool;
 /// its owner reference may already name this TrustyAIService).
 pub type KeepLive = fn(&Value, &mut DynamicObject) -> bool;
 
+/// Patches the live object (its projected fields and `metadata.resourceVersion`) before the
+/// apply, for what server-side apply cannot change (a field another manager owns); `None` when
+/// nothing needs it.
+pub type PrepareLive = fn(&Instance<'_>, &Value) -> Option<JsonPatch>;
+
+/// When the API server refuses to apply `body` over the live object (as for [`PrepareLive`]):
+/// what to apply instead and why the wanted object could not be (kept for the status until
+/// an apply of the wanted object succeeds); `None` when the refusal stands.
+pub type OnRefused = fn(&ReconcileError, &DynamicObject, &Value) -> Option<(DynamicObject, String)>;
+
+/// A rendered kind: its objects and the hooks its apply takes.
+#[derive(Debug, Clone, Copy)]
+pub struct Rendered {
+    /// The objects wanted.
+    pub render: Render,
+    /// What of the live object the apply keeps.
+    pub keep_live: Option<KeepLive>,
+    /// When the live object must be replaced instead (after `keep_live`).
+    pub must_replace: Option<MustReplace>,
+    /// What to patch on the live object before the apply.
+    pub prepare_live: Option<PrepareLive>,
+    /// What to apply when the wanted object is refused.
+    pub on_refused: Option<OnRefused>,
+}
+
+impl Rendered {
+    /// Objects applied as rendered, with no hook.
+    pub const fn new(render: Render) -> Self {
+        Self {
+            render,
+            keep_live: None,
+            must_replace: None,
+            prepare_live: None,
+            on_refused: None,
+        }
+    }
+}
+
 /// How the kind is applied.
 #[derive(Debug, Clone, Copy)]
 pub enum Applying {
     /// Rendered and server-side applied; skipped when the cache shows it as the last apply
     /// left it.
-    Rendered {
-        /// The objects wanted.
-        render: Render,
-        /// What of the live object the apply keeps.
-        keep_live: Option<KeepLive>,
-        /// When the live object must be replaced instead (after `keep_live`).
-        must_replace: Option<MustReplace>,
-    },
-    /// Planned from the live object (the PVC: only grows, keeps its immutable fields).
-    Planned,
+    Rendered(Rendered),
     /// Issued and renewed from the operand CA (the serving certificates).
     Issued,
 }

@@ -13,7 +13,9 @@ use serde_json::Value;
 
 use super::super::resources::deployment::{self, DeploymentInputs};
 use super::cache::Projection;
-use super::declaration::{Applying, Declaration, Lifecycle, Mapping, WatchSpec, always, ours};
+use super::declaration::{
+    Applying, Declaration, Lifecycle, Mapping, Rendered, WatchSpec, always, ours,
+};
 use super::memory::Tracking;
 use super::{built_in, render_one};
 
@@ -66,8 +68,13 @@ pub const DECLARATION: Declaration = Declaration {
     },
     applies_with: always,
     lifecycle: Lifecycle::Owned,
-    applying: Applying::Rendered {
-        render: |instance, inputs| {
+    applying: Applying::Rendered(Rendered {
+        keep_live: Some(adopt_in_place),
+        // A selector is immutable: one that is not ours plus labels is replaced.
+        must_replace: Some(|live, desired| {
+            live.pointer("/spec/selector") != desired.data.pointer("/spec/selector")
+        }),
+        ..Rendered::new(|instance, inputs| {
             render_one(&deployment::deployment(
                 instance,
                 &DeploymentInputs {
@@ -77,13 +84,8 @@ pub const DECLARATION: Declaration = Declaration {
                     service_access: inputs.service_access,
                 },
             )?)
-        },
-        keep_live: Some(adopt_in_place),
-        // A selector is immutable: one that is not ours plus labels is replaced.
-        must_replace: Some(|live, desired| {
-            live.pointer("/spec/selector") != desired.data.pointer("/spec/selector")
-        }),
-    },
+        })
+    }),
 };
 
 /// Adapts the rendered Deployment to a Go operator's one (see the module documentation);
@@ -317,10 +319,10 @@ mod tests {
     }
 
     fn replaced(live: &Value, desired: &DynamicObject) -> bool {
-        let Applying::Rendered {
+        let Applying::Rendered(Rendered {
             must_replace: Some(must_replace),
             ..
-        } = DECLARATION.applying
+        }) = DECLARATION.applying
         else {
             panic!("the Deployment is rendered and may be replaced");
         };

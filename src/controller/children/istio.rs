@@ -2,7 +2,7 @@
 //! namespace logs to this TrustyAIService through Istio (and deleted once none does).
 
 use super::super::resources::istio;
-use super::declaration::{Applying, Declaration, Lifecycle};
+use super::declaration::{Applying, Declaration, Lifecycle, Rendered};
 use super::{optional_owned_watch, render_one};
 
 /// The DestinationRule's declaration.
@@ -12,17 +12,13 @@ pub const DESTINATION_RULE: Declaration = Declaration {
     }),
     applies_with: |a| a.destination_rules,
     lifecycle: Lifecycle::Owned,
-    applying: Applying::Rendered {
-        render: |instance, inputs| {
-            if inputs.istio_wanted {
-                render_one(&istio::destination_rule(instance))
-            } else {
-                Ok(Vec::new())
-            }
-        },
-        keep_live: None,
-        must_replace: None,
-    },
+    applying: Applying::Rendered(Rendered::new(|instance, inputs| {
+        if inputs.istio_wanted {
+            render_one(&istio::destination_rule(instance))
+        } else {
+            Ok(Vec::new())
+        }
+    })),
 };
 
 /// The VirtualService's declaration.
@@ -30,15 +26,11 @@ pub const VIRTUAL_SERVICE: Declaration = Declaration {
     watch: optional_owned_watch(istio::virtual_service_api_resource, |a| a.virtual_services),
     applies_with: |a| a.virtual_services,
     lifecycle: Lifecycle::Owned,
-    applying: Applying::Rendered {
-        render: |instance, inputs| {
-            if inputs.istio_wanted {
-                render_one(&istio::virtual_service(instance))
-            } else {
-                Ok(Vec::new())
-            }
-        },
-        keep_live: None,
-        must_replace: None,
-    },
+    applying: Applying::Rendered(Rendered::new(|instance, inputs| {
+        if inputs.istio_wanted {
+            render_one(&istio::virtual_service(instance))
+        } else {
+            Ok(Vec::new())
+        }
+    })),
 };

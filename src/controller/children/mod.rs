@@ -280,33 +280,19 @@ async fn apply_declared(
     inputs: Inputs<'_>,
     changes: &mut Changes,
 ) -> Result<ChildrenApplied, ReconcileError> {
-    let owner = (instance.namespace().to_owned(), instance.name().to_owned());
     let mut out = ChildrenApplied::default();
     for &kind in Kind::ALL {
         let declaration = kind.declaration();
         if !(declaration.applies_with)(&inputs.apis) {
             continue;
         }
-        match declaration.applying {
-            Applying::Rendered {
-                render,
-                keep_live,
-                must_replace,
-            } => {
-                let wanted = render(instance, &inputs)?;
-                let answers = rendered::apply_kind(
-                    ctx,
-                    kind,
-                    &owner,
-                    wanted,
-                    keep_live,
-                    must_replace,
-                    changes,
-                )
-                .await?;
-                keep_answers(kind, answers, &mut out)?;
+        match &declaration.applying {
+            Applying::Rendered(hooks) => {
+                let wanted = (hooks.render)(instance, &inputs)?;
+                let applied =
+                    rendered::apply_kind(ctx, kind, instance, wanted, hooks, changes).await?;
+                keep_answers(kind, applied, &mut out)?;
             }
-            Applying::Planned => out.claim = pvc::apply(ctx, instance, changes).await?,
             Applying::Issued => {
                 out.renew_at = serving_secrets::apply(ctx, instance, changes).await?;
             }
@@ -315,19 +301,22 @@ async fn apply_declared(
     Ok(out)
 }
 
-/// Keeps the answers the status reads (it then needs no read of its own).
+/// Keeps what the status reads of the applies (it then needs no read of its own).
 fn keep_answers(
     kind: Kind,
-    answers: Vec<DynamicObject>,
+    applied: rendered::KindApplied,
     out: &mut ChildrenApplied,
 ) -> Result<(), ReconcileError> {
+    let answer = applied.answers.into_iter().next();
     match kind {
-        Kind::Deployment => {
-            if let Some(answer) = answers.into_iter().next() {
-                out.deployment = Some(typed(answer)?);
-            }
+        Kind::Deployment => out.deployment = answer.map(typed).transpose()?,
+        Kind::Route => out.route = answer,
+        Kind::PersistentVolumeClaim => {
+            out.claim = ClaimApplied {
+                claim: answer.map(typed).transpose()?,
+                growth_refused: applied.refused,
+            };
         }
-        Kind::Route => out.route = answers.into_iter().next(),
         _ => {}
     }
     Ok(())

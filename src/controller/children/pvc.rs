@@ -8,22 +8,24 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::jiff::Timestamp;
+use kube::api::DynamicObject;
+use kube::core::ApiResource;
 use kube::{Api, ResourceExt};
+use serde_json::{Value, json};
 use trustyai_crds::TrustyAIService;
 use trustyai_crds::defaults::StorageMode;
 
-use super::super::apply;
 use super::super::error::ReconcileError;
 use super::super::pvc_plan;
 use super::super::resources::{Instance, names, pvc};
 use super::super::status::PvcObservation;
-use super::cache::{Cached, Projection};
-use super::changes::Changes;
+use super::super::wiring::json_patch::JsonPatch;
+use super::cache::Projection;
 use super::declaration::{
-    Applying, Declaration, Kind, Lifecycle, Mapping, WatchSpec, always, ours,
+    Applying, Declaration, Kind, Lifecycle, Mapping, Rendered, WatchSpec, always, ours,
 };
-use super::memory::{Tracking, fingerprint};
-use super::{built_in, count, delete_ignoring_absent};
+use super::memory::Tracking;
+use super::{built_in, delete_ignoring_absent};
 use crate::controller::context::Context;
 
 /// The declaration.
@@ -35,11 +37,29 @@ pub const DECLARATION: Declaration = Declaration {
         served: None,
         mapping: Mapping::Claim,
         tracking: Tracking::ResourceVersion,
-        projection: Projection(&["/status/phase", "/metadata/creationTimestamp"]),
+        // The spec and the owner references for the apply's plan, the phase and the creation
+        // time for the status.
+        projection: Projection(&[
+            "/spec",
+            "/metadata/ownerReferences",
+            "/status/phase",
+            "/metadata/creationTimestamp",
+        ]),
     },
     applies_with: always,
     lifecycle: Lifecycle::Data { at_deletion },
-    applying: Applying::Planned,
+    applying: Applying::Rendered(Rendered {
+        keep_live: Some(keep_live_settings),
+        prepare_live: Some(drop_retained_owner),
+        on_refused: Some(keep_live_size),
+        ..Rendered::new(|instance, _| {
+            pvc::pvc(instance)?
+                .as_ref()
+                .map(super::wanted)
+                .into_iter()
+                .collect()
+        })
+    }),
 };
 
 /// What the apply left.
@@ -51,107 +71,53 @@ pub struct ClaimApplied {
     pub growth_refused: Option<String>,
 }
 
-/// Applies the claim, if the storage mode wants one.
-pub async fn apply(
-    ctx: &Context,
-    instance: &Instance<'_>,
-    changes: &mut Changes,
-) -> Result<ClaimApplied, ReconcileError> {
-    let Some(desired) = pvc::pvc(instance)? else {
-        return Ok(ClaimApplied::default());
+/// `value` as a claim; an unreadable one as none (the apply then goes as rendered).
+fn claim(value: &Value) -> Option<PersistentVolumeClaim> {
+    serde_json::from_value(value.clone()).ok()
+}
+
+/// Writes `claim` over `object`, keeping the object as it was if it cannot be encoded.
+fn write_back(claim: &PersistentVolumeClaim, object: &mut DynamicObject) {
+    if let Ok(encoded) = serde_json::to_value(claim).and_then(serde_json::from_value) {
+        *object = encoded;
+    }
+}
+
+/// The live claim's immutable settings and its size, when larger ([`pvc_plan::apply_body`]).
+fn keep_live_settings(live: &Value, desired: &mut DynamicObject) -> bool {
+    let (Some(live), Some(wanted)) = (claim(live), claim(&json!(desired))) else {
+        return false;
     };
-    let name = desired.name_any();
-    let owner = (instance.namespace().to_owned(), instance.name().to_owned());
-    let memory = &ctx.children.applied;
-    let cached = ctx
-        .children
-        .cache(Kind::PersistentVolumeClaim)
-        .lookup(Some(instance.namespace()), &name);
-    let rendered = fingerprint(&desired).map_err(|source| ReconcileError::Encode {
-        what: "a rendered child",
-        source,
-    })?;
-    if memory
-        .current(
-            &owner,
-            Kind::PersistentVolumeClaim,
-            &name,
-            rendered,
-            &cached,
-        )
-        .is_some()
-    {
-        count(ctx, Kind::PersistentVolumeClaim, "skipped");
-        return Ok(ClaimApplied::default());
+    write_back(&pvc_plan::apply_body(wanted, Some(&live)), desired);
+    false
+}
+
+/// With `retention: Retain`: removes an owner reference to this TrustyAIService (the Go
+/// operator's), which server-side apply cannot remove.
+fn drop_retained_owner(instance: &Instance<'_>, live: &Value) -> Option<JsonPatch> {
+    if instance.spec().storage.deletes_pvc_with_service() {
+        return None;
     }
-    let api: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), instance.namespace());
-    let live = match cached {
-        Cached::Absent if !memory.knows(&owner, Kind::PersistentVolumeClaim, &name) => None,
-        _ => api.get_opt(&name).await.map_err(ReconcileError::kube(
-            "reading",
-            "PersistentVolumeClaim",
-            &name,
-        ))?,
-    };
-    if let Some(live) = &live
-        && !instance.spec().storage.deletes_pvc_with_service()
-        && let Some(patch) = pvc_plan::drop_owner_patch(live, instance.uid())
-    {
-        let patch = patch.to_kube_patch::<()>();
-        api.patch(&name, &apply::update_params(), &patch)
-            .await
-            .map_err(ReconcileError::kube(
-                "patching",
-                "PersistentVolumeClaim",
-                &name,
-            ))?;
-        tracing::info!(pvc = %name, "removed the owner reference of a retained PVC");
-    }
-    let live_rv = live
-        .as_ref()
-        .and_then(|l| l.metadata.resource_version.clone());
-    let body = pvc_plan::apply_body(desired, live.as_ref());
-    let growth = live.as_ref().and_then(|l| pvc_plan::growth(&body, l));
-    let (applied, growth_refused) =
-        match apply::apply_after(&api, "PersistentVolumeClaim", &body, live_rv.clone()).await {
-            Ok(applied) => (applied, None),
-            // A class that cannot expand (or a quota) refuses the growth: the claim keeps its
-            // size and still serves, so the rest of the spec goes on being applied.
-            Err(e) => {
-                let (growth, refused) = match (growth, e.refusal()) {
-                    (Some(growth), Some(why)) => {
-                        let refused = format!(
-                            "it could not grow from {} to {}: {why}",
-                            growth.from.0, growth.to.0
-                        );
-                        (growth, refused)
-                    }
-                    _ => return Err(e),
-                };
-                tracing::warn!(pvc = %name, %refused, "the PVC keeps its size");
-                let kept = pvc_plan::with_size(body, growth.from.clone());
-                let applied =
-                    apply::apply_after(&api, "PersistentVolumeClaim", &kept, live_rv).await?;
-                (applied, Some(refused))
-            }
-        };
-    count(ctx, Kind::PersistentVolumeClaim, applied.outcome.label());
-    // Remembered only when the whole spec was applied: a refused growth is tried again.
-    if growth_refused.is_none() {
-        memory.record(
-            &owner,
-            Kind::PersistentVolumeClaim,
-            &name,
-            rendered,
-            applied.object.metadata.resource_version.as_deref(),
-            (),
-        );
-    }
-    changes.applied(Kind::PersistentVolumeClaim, &name, applied.outcome);
-    Ok(ClaimApplied {
-        claim: Some(applied.object),
-        growth_refused,
-    })
+    pvc_plan::drop_owner_patch(&claim(live)?, instance.uid())
+}
+
+/// A class that cannot expand (or a quota) refuses the growth: the claim keeps its size and
+/// still serves, so the rest of the spec goes on being applied.
+fn keep_live_size(
+    error: &ReconcileError,
+    body: &DynamicObject,
+    live: &Value,
+) -> Option<(DynamicObject, String)> {
+    let why = error.refusal()?;
+    let body = claim(&json!(body))?;
+    let growth = pvc_plan::growth(&body, &claim(live)?)?;
+    let refused = format!(
+        "it could not grow from {} to {}: {why}",
+        growth.from.0, growth.to.0
+    );
+    let mut kept = DynamicObject::new("", &ApiResource::erase::<PersistentVolumeClaim>(&()));
+    write_back(&pvc_plan::with_size(body, growth.from), &mut kept);
+    Some((kept, refused))
 }
 
 /// At the TrustyAIService's deletion, in PVC and migration modes: with `retention: Delete`,

@@ -9,9 +9,10 @@ use kube::{Client, ResourceExt};
 
 use super::super::apply::{self, Applied};
 use super::super::error::ReconcileError;
+use super::super::resources::Instance;
 use super::cache::{Cached, KindCache};
 use super::changes::Changes;
-use super::declaration::{Declaration, KeepLive, Kind, MustReplace, Wanted};
+use super::declaration::{Declaration, Kind, Rendered, Wanted};
 use super::memory::{Owner, fingerprint};
 use super::{Children, count, delete_ignoring_absent};
 use crate::controller::context::Context;
@@ -29,20 +30,30 @@ pub fn api(client: &Client, resource: &ApiResource, namespace: Option<&str>) -> 
     }
 }
 
-/// Applies every wanted object of `declaration`, then deletes those of `owner` no longer
-/// wanted. Returns the API server's answers to the applies made (skipped ones have none).
+/// What the apply of one kind left.
+#[derive(Debug, Default)]
+pub struct KindApplied {
+    /// The API server's answers to the applies made (skipped ones have none).
+    pub answers: Vec<DynamicObject>,
+    /// Why a wanted object could not be applied as rendered, when its kind's `on_refused`
+    /// applied another instead.
+    pub refused: Option<String>,
+}
+
+/// Applies the `wanted` objects of `kind` for `instance`, with the kind's `hooks`, then
+/// deletes those of `instance` no longer wanted.
 pub async fn apply_kind(
     ctx: &Context,
     kind: Kind,
-    owner: &Owner,
+    instance: &Instance<'_>,
     wanted: Vec<Wanted>,
-    keep_live: Option<KeepLive>,
-    must_replace: Option<MustReplace>,
+    hooks: &Rendered,
     changes: &mut Changes,
-) -> Result<Vec<DynamicObject>, ReconcileError> {
+) -> Result<KindApplied, ReconcileError> {
     let declaration = kind.declaration();
     let resource = (declaration.watch.resource)();
-    let mut answers = Vec::new();
+    let owner = &(instance.namespace().to_owned(), instance.name().to_owned());
+    let mut out = KindApplied::default();
     let mut names = HashSet::new();
     for wanted in wanted {
         let name = wanted.object.name_any();
@@ -51,6 +62,8 @@ pub async fn apply_kind(
             ctx,
             kind,
             declaration,
+            instance,
+            hooks,
             resource: &resource,
             owner: if wanted.shared {
                 shared_owner()
@@ -63,17 +76,15 @@ pub async fn apply_kind(
                 .then(|| wanted.object.namespace().unwrap_or_default()),
             name,
         };
-        if let Some(applied) = child
-            .apply(&wanted, keep_live, must_replace, changes)
-            .await?
-        {
-            answers.push(applied.object);
+        if let Some((applied, refused)) = child.apply(&wanted, changes).await? {
+            out.answers.push(applied.object);
+            out.refused = out.refused.or(refused);
         }
     }
     if declaration.lifecycle.removes_orphans() {
         remove_orphans(ctx, kind, &resource, owner, &names, changes).await?;
     }
-    Ok(answers)
+    Ok(out)
 }
 
 /// One object of a kind, for one owner.
@@ -81,6 +92,8 @@ struct Child<'a> {
     ctx: &'a Context,
     kind: Kind,
     declaration: &'static Declaration,
+    instance: &'a Instance<'a>,
+    hooks: &'a Rendered,
     resource: &'a ApiResource,
     owner: Owner,
     namespace: Option<String>,
@@ -100,13 +113,13 @@ impl Child<'_> {
         api(&self.ctx.client, self.resource, self.namespace.as_deref())
     }
 
+    /// The apply's answer and, when `on_refused` applied another object, why the wanted one
+    /// was refused; `None` when skipped.
     async fn apply(
         &self,
         wanted: &Wanted,
-        keep_live: Option<KeepLive>,
-        must_replace: Option<MustReplace>,
         changes: &mut Changes,
-    ) -> Result<Option<Applied<DynamicObject>>, ReconcileError> {
+    ) -> Result<Option<(Applied<DynamicObject>, Option<String>)>, ReconcileError> {
         let kind = self.kind;
         let memory = &self.children().applied;
         let rendered = fingerprint(&wanted.object).map_err(|source| ReconcileError::Encode {
@@ -125,11 +138,11 @@ impl Child<'_> {
         let live = self.live(&api, &cached).await?;
         let mut live_rv = live.as_ref().and_then(|l| l.resource_version.clone());
         let mut object = wanted.object.clone();
-        let taken_over = match (keep_live, &live) {
+        let taken_over = match (self.hooks.keep_live, &live) {
             (Some(keep_live), Some(live)) => keep_live(&live.fields, &mut object),
             _ => false,
         };
-        if let (Some(must_replace), Some(live)) = (must_replace, &live)
+        if let (Some(must_replace), Some(live)) = (self.hooks.must_replace, &live)
             && must_replace(&live.fields, &object)
         {
             delete_ignoring_absent(&api, kind.name(), &self.name).await?;
@@ -143,18 +156,58 @@ impl Child<'_> {
             || live.as_ref().is_some_and(|l| {
                 !wanted.shared && (l.owner.as_ref() != Some(&self.owner) || !l.applied_by_us)
             });
-        let applied =
-            apply::apply_taking_over(&api, kind.name(), &object, live_rv, taking_over).await?;
+        if let (Some(prepare), Some(live)) = (self.hooks.prepare_live, &live)
+            && let Some(patch) = prepare(self.instance, &live.with_version())
+        {
+            api.patch(
+                &self.name,
+                &apply::update_params(),
+                &patch.to_kube_patch::<()>(),
+            )
+            .await
+            .map_err(ReconcileError::kube("patching", kind.name(), &self.name))?;
+            tracing::info!(kind = kind.name(), name = %self.name, "patched the live object before the apply");
+        }
+        let (applied, refused) = match apply::apply_taking_over(
+            &api,
+            kind.name(),
+            &object,
+            live_rv.clone(),
+            taking_over,
+        )
+        .await
+        {
+            Ok(applied) => (applied, None),
+            Err(error) => {
+                let instead = match (self.hooks.on_refused, &live) {
+                    (Some(on_refused), Some(live)) => {
+                        on_refused(&error, &object, &live.with_version())
+                    }
+                    _ => None,
+                };
+                let Some((instead, refused)) = instead else {
+                    return Err(error);
+                };
+                tracing::warn!(kind = kind.name(), name = %self.name, %refused, "applying what the live object allows");
+                let applied =
+                    apply::apply_taking_over(&api, kind.name(), &instead, live_rv, taking_over)
+                        .await?;
+                (applied, Some(refused))
+            }
+        };
         count(self.ctx, kind, applied.outcome.label());
-        let tracking = self.declaration.watch.tracking;
-        memory.record(
-            &self.owner,
-            kind,
-            &self.name,
-            rendered,
-            tracking.version(&applied.object.metadata).as_deref(),
-            (),
-        );
+        // Remembered only when the wanted object was applied: a refused one is tried again.
+        if refused.is_none() {
+            let tracking = self.declaration.watch.tracking;
+            memory.record(
+                &self.owner,
+                kind,
+                &self.name,
+                rendered,
+                tracking.version(&applied.object.metadata).as_deref(),
+                (),
+            );
+        }
         // Written through: a reconcile before the watch event sees what this apply left.
         let owner = self
             .declaration
@@ -176,7 +229,7 @@ impl Child<'_> {
         if !wanted.shared {
             changes.applied(kind, &self.name, applied.outcome);
         }
-        Ok(Some(applied))
+        Ok(Some((applied, refused)))
     }
 
     /// The live object's resourceVersion and projected fields: from the cache when it
@@ -239,6 +292,26 @@ struct Live {
     applied_by_us: bool,
     resource_version: Option<String>,
     fields: serde_json::Value,
+}
+
+impl Live {
+    /// Its projected fields with `metadata.resourceVersion`, for the hooks that patch it.
+    fn with_version(&self) -> serde_json::Value {
+        let mut value = if self.fields.is_object() {
+            self.fields.clone()
+        } else {
+            serde_json::json!({})
+        };
+        if let (Some(object), Some(rv)) = (value.as_object_mut(), &self.resource_version) {
+            let meta = object
+                .entry("metadata")
+                .or_insert_with(|| serde_json::json!({}));
+            if let Some(meta) = meta.as_object_mut() {
+                meta.insert("resourceVersion".to_owned(), rv.clone().into());
+            }
+        }
+        value
+    }
 }
 
 /// Deletes the objects of `kind` that belong to `owner` but are not in `wanted`, as

@@ -4,7 +4,7 @@
 
 use super::super::resources::route;
 use super::cache::Projection;
-use super::declaration::{Applying, Declaration, Lifecycle, WatchSpec};
+use super::declaration::{Applying, Declaration, Lifecycle, Rendered, WatchSpec};
 use super::memory::Tracking;
 use super::{optional_owned_watch, render_one};
 
@@ -18,9 +18,7 @@ pub const DECLARATION: Declaration = Declaration {
     },
     applies_with: |a| a.routes,
     lifecycle: Lifecycle::Owned,
-    applying: Applying::Rendered {
-        render: |instance, _| render_one(&route::route(instance)),
-        keep_live: None,
-        must_replace: None,
-    },
+    applying: Applying::Rendered(Rendered::new(|instance, _| {
+        render_one(&route::route(instance))
+    })),
 };

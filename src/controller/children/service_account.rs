@@ -3,7 +3,7 @@
 use k8s_openapi::api::core::v1::ServiceAccount;
 
 use super::super::resources::service_account;
-use super::declaration::{Applying, Declaration, Lifecycle, always};
+use super::declaration::{Applying, Declaration, Lifecycle, Rendered, always};
 use super::{built_in, owned_watch, render_one};
 
 /// The declaration.
@@ -11,9 +11,7 @@ pub const DECLARATION: Declaration = Declaration {
     watch: owned_watch(built_in::<ServiceAccount>),
     applies_with: always,
     lifecycle: Lifecycle::Owned,
-    applying: Applying::Rendered {
-        render: |instance, _| render_one(&service_account::service_account(instance)),
-        keep_live: None,
-        must_replace: None,
-    },
+    applying: Applying::Rendered(Rendered::new(|instance, _| {
+        render_one(&service_account::service_account(instance))
+    })),
 };

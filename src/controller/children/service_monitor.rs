@@ -4,7 +4,7 @@
 
 use super::super::resources::images::is_java_service;
 use super::super::resources::service_monitor;
-use super::declaration::{Applying, Declaration, Lifecycle, Wanted};
+use super::declaration::{Applying, Declaration, Lifecycle, Rendered, Wanted};
 use super::{optional_owned_watch, wanted};
 
 /// The declaration.
@@ -12,21 +12,17 @@ pub const DECLARATION: Declaration = Declaration {
     watch: optional_owned_watch(service_monitor::api_resource, |a| a.service_monitors),
     applies_with: |a| a.service_monitors,
     lifecycle: Lifecycle::Owned,
-    applying: Applying::Rendered {
-        render: |instance, inputs| {
-            Ok(vec![
-                wanted(&service_monitor::local(
-                    instance,
-                    inputs.apis.service_ca(),
-                    is_java_service(&inputs.images.service.image),
-                ))?,
-                Wanted {
-                    shared: true,
-                    ..wanted(&service_monitor::central(inputs.operator_namespace))?
-                },
-            ])
-        },
-        keep_live: None,
-        must_replace: None,
-    },
+    applying: Applying::Rendered(Rendered::new(|instance, inputs| {
+        Ok(vec![
+            wanted(&service_monitor::local(
+                instance,
+                inputs.apis.service_ca(),
+                is_java_service(&inputs.images.service.image),
+            ))?,
+            Wanted {
+                shared: true,
+                ..wanted(&service_monitor::central(inputs.operator_namespace))?
+            },
+        ])
+    })),
 };
