@@ -53,15 +53,15 @@ fn openshift() -> OptionalApis {
     }
 }
 
-struct Harness {
-    api: MockApi,
+pub(super) struct Harness {
+    pub(super) api: MockApi,
     ctx: Arc<Context>,
     images: Images,
 }
 
 impl Harness {
     /// A context on a mock API server expecting `steps`, every cache empty and unlisted.
-    fn new(steps: impl IntoIterator<Item = Step>) -> Self {
+    pub(super) fn new(steps: impl IntoIterator<Item = Step>) -> Self {
         let (api, client) = MockApi::new(steps);
         let (_, apis) = watch::channel(OptionalApis::default());
         let ctx = Context::new(
@@ -79,7 +79,7 @@ impl Harness {
     }
 
     /// [`Self::new`] with every kind's cache listed (and empty), as once the watches ran.
-    fn listed(steps: impl IntoIterator<Item = Step>) -> Self {
+    pub(super) fn listed(steps: impl IntoIterator<Item = Step>) -> Self {
         let harness = Self::new(steps);
         for kind in Kind::ALL {
             harness.cache_objects(*kind, []);
@@ -88,7 +88,11 @@ impl Harness {
     }
 
     /// Lists `objects` (with their owners) into the cache of `kind`.
-    fn cache_objects(&self, kind: Kind, objects: impl IntoIterator<Item = (Value, Option<Owner>)>) {
+    pub(super) fn cache_objects(
+        &self,
+        kind: Kind,
+        objects: impl IntoIterator<Item = (Value, Option<Owner>)>,
+    ) {
         let cache = self.ctx.children.cache(kind);
         cache.begin_list();
         for (object, owner) in objects {
@@ -102,12 +106,20 @@ impl Harness {
     }
 
     fn inputs(&self, apis: OptionalApis) -> Inputs<'_> {
+        self.inputs_wanting_istio(apis, false)
+    }
+
+    pub(super) fn inputs_wanting_istio(
+        &self,
+        apis: OptionalApis,
+        istio_wanted: bool,
+    ) -> Inputs<'_> {
         Inputs {
             images: &self.images,
             custom_ca_bundle: false,
             db_ca_exists: false,
             apis,
-            istio_wanted: false,
+            istio_wanted,
             proxy_cluster_role: DEFAULT_PROXY_CLUSTER_ROLE,
             operator_namespace: OPERATOR_NAMESPACE,
             service_access: ServiceAccess::Get,
@@ -129,11 +141,22 @@ impl Harness {
         service: &TrustyAIService,
         kind: Kind,
     ) -> Result<KindApplied, ReconcileError> {
+        self.apply_kind_with(service, kind, self.inputs(openshift()))
+            .await
+    }
+
+    /// [`Self::apply_kind`] with `inputs`.
+    pub(super) async fn apply_kind_with(
+        &self,
+        service: &TrustyAIService,
+        kind: Kind,
+        inputs: Inputs<'_>,
+    ) -> Result<KindApplied, ReconcileError> {
         let instance = Instance::new(service, VERSION).expect("an instance");
         let Applying::Rendered(hooks) = &kind.declaration().applying else {
             panic!("{kind:?} is not a rendered kind");
         };
-        let wanted = (hooks.render)(&instance, &self.inputs(openshift()))?;
+        let wanted = (hooks.render)(&instance, &inputs)?;
         let mut changes = Changes::default();
         let result =
             rendered::apply_kind(&self.ctx, kind, &instance, wanted, hooks, &mut changes).await;
@@ -142,7 +165,7 @@ impl Harness {
     }
 }
 
-fn owner() -> Owner {
+pub(super) fn owner() -> Owner {
     (NAMESPACE.to_owned(), NAME.to_owned())
 }
 

@@ -525,6 +525,8 @@ where
 
 #[cfg(test)]
 mod apply_tests;
+#[cfg(test)]
+mod every_kind_tests;
 
 #[cfg(test)]
 mod tests {

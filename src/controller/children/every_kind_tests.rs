@@ -1,0 +1,232 @@
+//! What the one apply path does with every rendered kind, driven by the list of kinds rather
+//! than by a request script per kind: each behaviour is asserted the same way for each kind,
+//! so a new kind is covered by being declared. The serving Secrets are issued rather than
+//! rendered: their requests are `serving_secrets`' to test; their watch and lifecycle are here.
+
+use kube::Resource;
+use kube::api::DynamicObject;
+use serde_json::{Value, json};
+
+use super::apply_tests::{Harness, owner};
+use super::declaration::{Applying, Kind, Lifecycle, Wanted};
+use super::{Children, Inputs};
+use crate::controller::discovery::OptionalApis;
+use crate::controller::mock_api::Step;
+use crate::controller::resources::Instance;
+use crate::controller::test_support::{VERSION, pvc_service};
+
+/// Every optional API served and the mesh objects wanted: every kind has objects to apply.
+fn everything() -> OptionalApis {
+    OptionalApis {
+        routes: true,
+        service_monitors: true,
+        inference_services: true,
+        destination_rules: true,
+        virtual_services: true,
+    }
+}
+
+fn inputs(harness: &Harness) -> Inputs<'_> {
+    harness.inputs_wanting_istio(everything(), true)
+}
+
+/// The rendered kinds.
+fn rendered_kinds() -> impl Iterator<Item = Kind> {
+    Kind::ALL
+        .iter()
+        .copied()
+        .filter(|kind| matches!(kind.declaration().applying, Applying::Rendered(_)))
+}
+
+/// What `kind` wants for the PVC-mode TrustyAIService, with each object's API path.
+fn wanted(kind: Kind) -> Vec<(String, Wanted)> {
+    let harness = Harness::new([]);
+    let service = pvc_service();
+    let instance = Instance::new(&service, VERSION).expect("an instance");
+    let Applying::Rendered(hooks) = &kind.declaration().applying else {
+        return Vec::new();
+    };
+    let wanted = (hooks.render)(&instance, &inputs(&harness)).expect("rendered");
+    assert!(!wanted.is_empty(), "{kind:?} renders nothing");
+    wanted
+        .into_iter()
+        .map(|w| (path_of(kind, &w.object), w))
+        .collect()
+}
+
+/// The API path of `object`, an object of `kind`.
+fn path_of(kind: Kind, object: &DynamicObject) -> String {
+    let watch = kind.declaration().watch;
+    let namespace = object
+        .metadata
+        .namespace
+        .as_deref()
+        .filter(|_| watch.namespaced);
+    let name = object.metadata.name.as_deref().unwrap_or_default();
+    format!(
+        "{}/{name}",
+        DynamicObject::url_path(&(watch.resource)(), namespace)
+    )
+}
+
+fn patches(paths: &[String]) -> Vec<String> {
+    paths.iter().map(|p| format!("PATCH {p}")).collect()
+}
+
+/// A harness with every cache listed that expects `steps`, after the objects of `kind` were
+/// applied once.
+async fn applied_once(kind: Kind, then: impl IntoIterator<Item = Step>) -> Harness {
+    let paths: Vec<String> = wanted(kind).into_iter().map(|(p, _)| p).collect();
+    let steps: Vec<Step> = paths.iter().map(|p| Step::apply(p)).chain(then).collect();
+    let harness = Harness::listed(steps);
+    harness
+        .apply_kind_with(&pvc_service(), kind, inputs(&harness))
+        .await
+        .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+    harness
+}
+
+#[tokio::test]
+async fn every_kind_wanted_is_created_with_one_apply_per_object() {
+    for kind in rendered_kinds() {
+        let wanted = wanted(kind);
+        let paths: Vec<String> = wanted.iter().map(|(p, _)| p.clone()).collect();
+        let harness = applied_once(kind, []).await;
+        assert_eq!(harness.api.calls(), patches(&paths), "{kind:?}");
+        let notes = harness.api.event_notes();
+        for (_, object) in wanted.iter().filter(|(_, w)| !w.shared) {
+            let item = format!(
+                "{} {}",
+                kind.event_name(),
+                object.object.metadata.name.as_deref().unwrap_or_default()
+            );
+            assert!(
+                notes
+                    .iter()
+                    .any(|(_, note)| note.starts_with("Created: ") && note.contains(&item)),
+                "{kind:?}: {item} not reported created in {notes:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_kind_as_the_last_apply_left_it_costs_no_request() {
+    for kind in rendered_kinds() {
+        let harness = applied_once(kind, []).await;
+        harness.api.clear();
+        harness
+            .apply_kind_with(&pvc_service(), kind, inputs(&harness))
+            .await
+            .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        assert_eq!(harness.api.calls(), Vec::<String>::new(), "{kind:?}");
+    }
+}
+
+#[tokio::test]
+async fn every_kind_changed_by_someone_else_is_applied_again() {
+    for kind in rendered_kinds() {
+        let wanted = wanted(kind);
+        let paths: Vec<String> = wanted.iter().map(|(p, _)| p.clone()).collect();
+        let harness = applied_once(kind, paths.iter().map(|p| Step::apply(p))).await;
+        harness.api.clear();
+        // The watch shows each object at a version this operator's apply did not produce.
+        let edited = wanted.iter().map(|(_, w)| {
+            let mut object = serde_json::to_value(&w.object).expect("encodes");
+            object["metadata"]["resourceVersion"] = json!("5");
+            object["metadata"]["generation"] = json!(2);
+            object["metadata"]["managedFields"] =
+                json!([{"manager": "trustyai-operator", "operation": "Apply"}]);
+            (object, Some(owner()))
+        });
+        harness.cache_objects(kind, edited.collect::<Vec<_>>());
+        harness
+            .apply_kind_with(&pvc_service(), kind, inputs(&harness))
+            .await
+            .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        assert_eq!(harness.api.calls(), patches(&paths), "{kind:?}");
+    }
+}
+
+#[tokio::test]
+async fn every_kind_no_longer_wanted_meets_its_lifecycle() {
+    for kind in rendered_kinds() {
+        let wanted = wanted(kind);
+        let (path, first) = &wanted[0];
+        let unwanted_path = format!("{path}-unwanted");
+        let mut unwanted: Value = serde_json::to_value(&first.object).expect("encodes");
+        let name = format!(
+            "{}-unwanted",
+            first.object.metadata.name.as_deref().unwrap_or_default()
+        );
+        unwanted["metadata"]["name"] = json!(name);
+        unwanted["metadata"]["resourceVersion"] = json!("3");
+        unwanted["metadata"]["generation"] = json!(1);
+        let lifecycle = kind.declaration().lifecycle;
+        let deleted = lifecycle.removes_orphans();
+        let paths: Vec<String> = wanted.iter().map(|(p, _)| p.clone()).collect();
+        let mut steps: Vec<Step> = paths.iter().map(|p| Step::apply(p)).collect();
+        if deleted {
+            steps.push(Step::delete(&unwanted_path));
+        }
+        let harness = Harness::listed(steps);
+        harness.cache_objects(kind, [(unwanted, Some(owner()))]);
+        harness
+            .apply_kind_with(&pvc_service(), kind, inputs(&harness))
+            .await
+            .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        let calls = harness.api.calls();
+        let delete = format!("DELETE {unwanted_path}");
+        assert_eq!(
+            calls.contains(&delete),
+            deleted,
+            "{kind:?} ({lifecycle:?}): {calls:#?}"
+        );
+        if deleted {
+            let notes = harness.api.event_notes();
+            let item = format!("{} {name}", kind.event_name());
+            assert!(
+                notes
+                    .iter()
+                    .any(|(_, n)| n.contains("Deleted (no longer wanted): ") && n.contains(&item)),
+                "{kind:?}: {notes:?}"
+            );
+        }
+    }
+    // What is never deleted while its TrustyAIService exists holds data or credentials.
+    for &kind in Kind::ALL {
+        let lifecycle = kind.declaration().lifecycle;
+        if !lifecycle.removes_orphans() {
+            assert!(
+                matches!(lifecycle, Lifecycle::Data { .. } | Lifecycle::Credentials),
+                "{kind:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_kind_is_watched() {
+    let alone = Children::default();
+    let watched: Vec<&str> = alone.watches().iter().map(|w| w.label).collect();
+    for &kind in Kind::ALL {
+        assert!(
+            watched.contains(&kind.name()),
+            "{kind:?} not in {watched:?}"
+        );
+    }
+    // Where the process watches a kind for everyone, the controller shares that cache.
+    let process = super::process_watches::ProcessWatches::default();
+    let sharing = Children::sharing(Some(process.clone()));
+    let own: Vec<&str> = sharing.watches().iter().map(|w| w.label).collect();
+    for &kind in Kind::ALL {
+        let shared = process.cache(kind).is_some();
+        assert_eq!(own.contains(&kind.name()), !shared, "{kind:?}");
+        if let Some(cache) = process.cache(kind) {
+            assert!(std::ptr::eq(
+                std::sync::Arc::as_ptr(cache),
+                sharing.cache(kind)
+            ));
+        }
+    }
+}
