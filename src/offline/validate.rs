@@ -306,10 +306,6 @@ fn expand(documents: Vec<Value>) -> Vec<(Location, Value)> {
     out
 }
 
-fn str_at<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
-    value.get(key).and_then(Value::as_str)
-}
-
 fn meta_str<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
     value
         .get("metadata")
@@ -369,7 +365,8 @@ fn check(
     };
     match classify(document) {
         Document::Other => {
-            let what = match (str_at(document, "apiVersion"), str_at(document, "kind")) {
+            let type_meta = |key: &str| document.get(key).and_then(Value::as_str);
+            let what = match (type_meta("apiVersion"), type_meta("kind")) {
                 (Some(api_version), Some(kind)) => format!("{api_version} {kind}"),
                 _ => "no apiVersion and kind".to_owned(),
             };

@@ -249,10 +249,6 @@ fn review(
         .into_response()
 }
 
-fn str_at<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
-    value.get(key).and_then(Value::as_str)
-}
-
 /// What admission reads of an object: everything the rules read (metadata, spec), not
 /// `status` or `managedFields`, which no rule looks at (and which are most of a stored object).
 const METADATA: Members = Members {
@@ -366,18 +362,19 @@ fn parse(body: &[u8]) -> Result<Request, Rejection> {
             "request.object must be a TrustyAIService object".into(),
         ));
     }
-    let version = str_at(&object, "apiVersion")
+    let api_version = object.get("apiVersion").and_then(Value::as_str);
+    let kind = object.get("kind").and_then(Value::as_str);
+    let version = api_version
         .and_then(|v| v.strip_prefix(&format!("{GROUP}/")))
         .unwrap_or("")
         .to_string();
     if operation.is_some()
-        && (str_at(&object, "kind") != Some(KIND)
-            || (version != STORAGE_VERSION && version != DEPRECATED_VERSION))
+        && (kind != Some(KIND) || (version != STORAGE_VERSION && version != DEPRECATED_VERSION))
     {
         return Err(refuse(format!(
             "request.object is a {} {}, not a {GROUP} {KIND}",
-            str_at(&object, "apiVersion").unwrap_or("<no apiVersion>"),
-            str_at(&object, "kind").unwrap_or("<no kind>")
+            api_version.unwrap_or("<no apiVersion>"),
+            kind.unwrap_or("<no kind>")
         )));
     }
     // The name of an object being created from generateName is only in the object.
