@@ -13,7 +13,11 @@ use super::{Children, Inputs};
 use crate::controller::discovery::OptionalApis;
 use crate::controller::mock_api::Step;
 use crate::controller::resources::Instance;
-use crate::controller::test_support::{VERSION, pvc_service};
+use crate::controller::resources::cluster_role_binding::DEFAULT_PROXY_CLUSTER_ROLE;
+use crate::controller::resources::config_map::ServiceAccess;
+use crate::controller::resources::images::{ImageSources, resolve};
+use crate::controller::test_support::{VERSION, database_service, migration_service, pvc_service};
+use trustyai_crds::TrustyAIService;
 
 /// Every optional API served and the mesh objects wanted: every kind has objects to apply.
 fn everything() -> OptionalApis {
@@ -201,6 +205,117 @@ async fn every_kind_no_longer_wanted_meets_its_lifecycle() {
                 matches!(lifecycle, Lifecycle::Data { .. } | Lifecycle::Credentials),
                 "{kind:?}"
             );
+        }
+    }
+}
+
+/// Every object every rendered kind renders for `service`, as JSON.
+fn render_all(service: &TrustyAIService) -> Vec<Value> {
+    let instance = Instance::new(service, VERSION).expect("an instance");
+    let images = resolve(&ImageSources::default());
+    let inputs = Inputs {
+        images: &images,
+        custom_ca_bundle: true,
+        db_ca_exists: true,
+        apis: everything(),
+        istio_wanted: true,
+        proxy_cluster_role: DEFAULT_PROXY_CLUSTER_ROLE,
+        operator_namespace: "operator-ns",
+        service_access: ServiceAccess::Get,
+    };
+    rendered_kinds()
+        .flat_map(|kind| {
+            let Applying::Rendered(hooks) = &kind.declaration().applying else {
+                return Vec::new();
+            };
+            let wanted = (hooks.render)(&instance, &inputs).expect("rendered");
+            wanted
+                .into_iter()
+                .map(|w| serde_json::to_value(&w.object).expect("encodes"))
+                .collect()
+        })
+        .collect()
+}
+
+/// Every `selector`/`matchLabels`/pod-template `labels` map found in `value`.
+fn label_maps<'a>(value: &'a Value, key: Option<&str>, out: &mut Vec<&'a Value>) {
+    match value {
+        Value::Object(map) => {
+            if matches!(key, Some("selector" | "matchLabels")) {
+                out.push(value);
+            }
+            for (k, v) in map {
+                label_maps(v, Some(k), out);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| label_maps(v, None, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_object_renders_deterministically() {
+    for service in [pvc_service(), database_service(), migration_service()] {
+        let a = render_all(&service);
+        let b = render_all(&service);
+        assert_eq!(a, b);
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(
+                serde_json::to_string(x).expect("json"),
+                serde_json::to_string(y).expect("json")
+            );
+        }
+    }
+}
+
+#[test]
+fn no_selector_or_pod_template_carries_the_version() {
+    let mut checked = 0;
+    for service in [pvc_service(), database_service(), migration_service()] {
+        for object in render_all(&service) {
+            let mut maps = Vec::new();
+            label_maps(&object, None, &mut maps);
+            if let Some(template_labels) = object.pointer("/spec/template/metadata/labels") {
+                maps.push(template_labels);
+            }
+            for map in maps {
+                let text = map.to_string();
+                assert!(!text.contains("app.kubernetes.io/version"), "{text}");
+                assert!(!text.contains(VERSION), "{text}");
+                checked += 1;
+            }
+        }
+    }
+    // Deployment selector and template, two Service selectors, two ServiceMonitor
+    // selectors (each with matchLabels inside), per mode.
+    assert!(checked >= 3 * 8, "{checked}");
+}
+
+#[test]
+fn namespaced_objects_are_owned_except_retained_pvc_and_shared_ones() {
+    let service = pvc_service();
+    for object in render_all(&service) {
+        let kind = object["kind"].as_str().map(str::to_owned);
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let owners = object["metadata"].get("ownerReferences");
+        let unowned = matches!(
+            (kind.as_deref(), name.as_str()),
+            (Some("ClusterRoleBinding"), _)
+                | (Some("ServiceMonitor"), "trustyai-metrics")
+                | (Some("PersistentVolumeClaim"), "tas-pvc")
+        );
+        if unowned {
+            assert!(owners.is_none(), "{kind:?} {name}");
+        } else {
+            let owner = &owners.expect("owner references")[0];
+            assert_eq!(owner["controller"], true, "{kind:?} {name}");
+            assert_eq!(owner["blockOwnerDeletion"], true);
+            assert_eq!(owner["apiVersion"], "trustyai.opendatahub.io/v1");
+            assert_eq!(owner["kind"], "TrustyAIService");
+            assert_eq!(owner["name"], "tas");
         }
     }
 }

@@ -33,7 +33,7 @@ mod deployment;
 mod istio;
 pub mod pvc;
 mod rendered;
-mod route;
+pub mod route;
 mod service_account;
 mod service_monitor;
 mod services;

@@ -17,8 +17,6 @@ pub mod istio;
 pub mod labels;
 pub mod names;
 pub mod pvc;
-pub mod route;
-pub mod service_account;
 pub mod service_monitor;
 pub mod services;
 
@@ -181,142 +179,8 @@ pub(crate) fn non_empty(value: Option<&str>) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::config_map::ServiceAccess;
     use super::*;
-    use crate::controller::test_support::{
-        VERSION, database_service, migration_service, pvc_service, with_spec,
-    };
-    use serde_json::Value;
-
-    /// Every object rendered for `service`, as JSON.
-    fn render_all(service: &TrustyAIService) -> Vec<Value> {
-        let instance = Instance::new(service, VERSION).expect("instance");
-        let images = images::resolve(&images::ImageSources::default());
-        let inputs = deployment::DeploymentInputs {
-            images: &images,
-            custom_ca_bundle: true,
-            db_ca_exists: true,
-            service_access: ServiceAccess::Get,
-        };
-        let json = |v: &dyn erased::Json| v.json();
-        let mut out = vec![
-            json(&service_account::service_account(&instance)),
-            json(&cluster_role_binding::cluster_role_binding(
-                &instance,
-                cluster_role_binding::DEFAULT_PROXY_CLUSTER_ROLE,
-            )),
-            json(&config_map::kube_rbac_proxy_config(
-                &instance,
-                ServiceAccess::Get,
-            )),
-            json(&services::tls_service(&instance)),
-            json(&services::internal_service(&instance)),
-            json(&deployment::deployment(&instance, &inputs).expect("deployment")),
-            json(&route::route(&instance)),
-            json(&service_monitor::local(&instance, false, false)),
-            json(&service_monitor::central("operators")),
-            json(&istio::destination_rule(&instance)),
-            json(&istio::virtual_service(&instance)),
-        ];
-        if let Some(claim) = pvc::pvc(&instance).expect("pvc") {
-            out.push(json(&claim));
-        }
-        out
-    }
-
-    mod erased {
-        pub trait Json {
-            fn json(&self) -> serde_json::Value;
-        }
-        impl<T: serde::Serialize> Json for T {
-            fn json(&self) -> serde_json::Value {
-                serde_json::to_value(self).expect("serializable")
-            }
-        }
-    }
-
-    /// Every `selector`/`matchLabels`/pod-template `labels` map found in `value`.
-    fn label_maps<'a>(value: &'a Value, key: Option<&str>, out: &mut Vec<&'a Value>) {
-        match value {
-            Value::Object(map) => {
-                if matches!(key, Some("selector" | "matchLabels")) {
-                    out.push(value);
-                }
-                for (k, v) in map {
-                    label_maps(v, Some(k), out);
-                }
-            }
-            Value::Array(items) => items.iter().for_each(|v| label_maps(v, None, out)),
-            _ => {}
-        }
-    }
-
-    #[test]
-    fn every_object_renders_deterministically() {
-        for service in [pvc_service(), database_service(), migration_service()] {
-            let a = render_all(&service);
-            let b = render_all(&service);
-            assert_eq!(a, b);
-            for (x, y) in a.iter().zip(&b) {
-                assert_eq!(
-                    serde_json::to_string(x).expect("json"),
-                    serde_json::to_string(y).expect("json")
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn no_selector_or_pod_template_carries_the_version() {
-        let mut checked = 0;
-        for service in [pvc_service(), database_service(), migration_service()] {
-            for object in render_all(&service) {
-                let mut maps = Vec::new();
-                label_maps(&object, None, &mut maps);
-                if let Some(template_labels) = object.pointer("/spec/template/metadata/labels") {
-                    maps.push(template_labels);
-                }
-                for map in maps {
-                    let text = map.to_string();
-                    assert!(!text.contains("app.kubernetes.io/version"), "{text}");
-                    assert!(!text.contains(VERSION), "{text}");
-                    checked += 1;
-                }
-            }
-        }
-        // Deployment selector and template, two Service selectors, two ServiceMonitor
-        // selectors (each with matchLabels inside), per mode.
-        assert!(checked >= 3 * 8, "{checked}");
-    }
-
-    #[test]
-    fn namespaced_objects_are_owned_except_retained_pvc_and_shared_ones() {
-        let service = pvc_service();
-        for object in render_all(&service) {
-            let kind = object["kind"].as_str().map(str::to_owned);
-            let name = object["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            let owners = object["metadata"].get("ownerReferences");
-            let unowned = matches!(
-                (kind.as_deref(), name.as_str()),
-                (Some("ClusterRoleBinding"), _)
-                    | (Some("ServiceMonitor"), "trustyai-metrics")
-                    | (Some("PersistentVolumeClaim"), "tas-pvc")
-            );
-            if unowned {
-                assert!(owners.is_none(), "{kind:?} {name}");
-            } else {
-                let owner = &owners.expect("owner references")[0];
-                assert_eq!(owner["controller"], true, "{kind:?} {name}");
-                assert_eq!(owner["blockOwnerDeletion"], true);
-                assert_eq!(owner["apiVersion"], "trustyai.opendatahub.io/v1");
-                assert_eq!(owner["kind"], "TrustyAIService");
-                assert_eq!(owner["name"], "tas");
-            }
-        }
-    }
+    use crate::controller::test_support::{pvc_service, with_spec};
 
     #[test]
     fn instance_needs_name_namespace_and_uid() {

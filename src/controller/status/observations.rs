@@ -6,8 +6,8 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::core::DynamicObject;
 use trustyai_crds::defaults::StorageMode;
 
+use crate::controller::children::route;
 use crate::controller::db_secret::DbSecretError;
-use crate::controller::resources::route;
 
 /// Everything the status is computed from.
 #[derive(Debug, Clone, PartialEq)]
