@@ -25,13 +25,13 @@ use trustyai_crds::contract::CENTRAL_SERVICE_MONITOR;
 
 use crate::cli::UninstallArgs;
 use crate::controller::apply::update_params;
+use crate::controller::children::service_monitor;
 use crate::controller::children::{Children, delete_ignoring_absent, lifecycle};
 use crate::controller::context::{Context, ControllerConfig};
 use crate::controller::discovery::{self, OptionalApis};
 use crate::controller::error::ReconcileError;
 use crate::controller::finalizer;
 use crate::controller::reconciler::undo;
-use crate::controller::resources::service_monitor;
 
 /// What the command did.
 #[derive(Debug, Default)]

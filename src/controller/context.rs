@@ -12,11 +12,11 @@ use trustyai_crds::contract::{config_map, image_env};
 
 use super::backoff::Backoffs;
 use super::children::Children;
+use super::children::cluster_role_binding::DEFAULT_PROXY_CLUSTER_ROLE;
+use super::children::config_map::ServiceAccess;
 use super::children::process_watches::ProcessWatches;
 use super::discovery::OptionalApis;
 use super::events::Events;
-use super::resources::cluster_role_binding::DEFAULT_PROXY_CLUSTER_ROLE;
-use super::resources::config_map::ServiceAccess;
 use crate::metrics::Metrics;
 use trustyai_certs::operand_ca::{DEFAULT_CA_SECRET, OperandCa};
 

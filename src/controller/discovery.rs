@@ -20,8 +20,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::children::route;
+use super::children::{istio, service_monitor};
 use super::error::is_not_found;
-use super::resources::{istio, service_monitor};
 
 /// How often the optional APIs are discovered again without a CRD change.
 pub const REDISCOVERY_INTERVAL: Duration = Duration::from_secs(60);

@@ -19,7 +19,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use trustyai_crds::TrustyAIService;
 use trustyai_crds::contract::ALLOW_SERVICE_IMAGE_UPGRADE_ANNOTATION;
 
-use super::resources::deployment::containers::SERVICE_CONTAINER;
+use super::children::deployment::containers::SERVICE_CONTAINER;
 use super::resources::images::{self, ImageSource, ResolvedImage};
 
 /// The pods keep the Java service although the operator is configured with another image.

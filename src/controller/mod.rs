@@ -54,8 +54,8 @@ pub mod status;
 pub mod triggers;
 pub mod wiring;
 
+pub use children::config_map::ServiceAccess;
 pub use context::ControllerConfig;
-pub use resources::config_map::ServiceAccess;
 pub use runner::{ControllerError, run_controller};
 
 #[cfg(test)]

@@ -13,10 +13,10 @@ use kube::Api;
 use kube::api::PatchParams;
 use serde_json::json;
 
+use super::children::deployment::SINGLE_WRITER_GATE;
 use super::context::Context;
 use super::error::ReconcileError;
 use super::resources::Instance;
-use super::resources::deployment::SINGLE_WRITER_GATE;
 use super::wiring::json_patch::{self, JsonPatch};
 
 /// What the gate asks of the operator now.

@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::reflector;
 use serde_json::{Value, json};
 
-use crate::controller::resources::config_map::ServiceAccess;
+use crate::controller::children::config_map::ServiceAccess;
 use tokio::sync::watch;
 use trustyai_crds::TrustyAIService;
 
@@ -19,12 +19,12 @@ use super::declaration::{Applying, Kind};
 use super::memory::Owner;
 use super::rendered::KindApplied;
 use super::{Children, Inputs, apply_all, rendered};
+use crate::controller::children::cluster_role_binding::DEFAULT_PROXY_CLUSTER_ROLE;
 use crate::controller::context::{Context, ControllerConfig};
 use crate::controller::discovery::OptionalApis;
 use crate::controller::error::ReconcileError;
 use crate::controller::mock_api::{MockApi, Step};
 use crate::controller::resources::Instance;
-use crate::controller::resources::cluster_role_binding::DEFAULT_PROXY_CLUSTER_ROLE;
 use crate::controller::resources::images::{ImageSources, Images, resolve};
 use crate::controller::test_support::{
     NAME, NAMESPACE, VERSION, database_service, pvc_service, pvc_spec, with_spec,

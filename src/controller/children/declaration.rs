@@ -1,5 +1,5 @@
 //! The shape of a child declaration: everything the operator does with one kind of object,
-//! stated in one place. The list itself is [`Kind::ALL`], each kind's declaration [`Kind::declaration`].
+//! stated in one place. The list is [`Kind::ALL`], each kind's declaration [`Kind::declaration`].
 
 use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -18,11 +18,12 @@ use super::Inputs;
 use super::cache::Projection;
 use super::memory::{Owner, Tracking};
 
-/// Declares the child kinds in the order they are applied. `Kind::ALL` is generated with the
-/// enum, so a kind cannot exist without being in the list the runner watches and `apply_all`
-/// walks; `Kind::declaration` is an exhaustive `match`, so it cannot exist undeclared.
+/// Declares the child kinds in the order they are applied, each with its declaration.
+/// `Kind::ALL` is generated with the enum, so a kind cannot exist without being in the list
+/// the runner watches and `apply_all` walks, and `Kind::declaration` is generated from the
+/// same entries, so it cannot exist undeclared.
 macro_rules! kinds {
-    ($($(#[$doc:meta])* $variant:ident),+ $(,)?) => {
+    ($($(#[$doc:meta])* $variant:ident => $declaration:path),+ $(,)?) => {
         /// A kind of object the operator makes for a TrustyAIService.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum Kind {
@@ -39,34 +40,20 @@ macro_rules! kinds {
                     $(Kind::$variant => stringify!($variant)),+
                 }
             }
+
+            /// Its declaration, stated in its module.
+            pub fn declaration(self) -> &'static $crate::controller::children::declaration::Declaration {
+                match self {
+                    $(Kind::$variant => &$declaration),+
+                }
+            }
         }
     };
 }
+pub(crate) use kinds;
 
-kinds! {
-    /// The kube-rbac-proxy's ServiceAccount.
-    ServiceAccount,
-    /// The per-instance ClusterRoleBinding of the proxy role.
-    ClusterRoleBinding,
-    /// The kube-rbac-proxy configuration.
-    ConfigMap,
-    /// The `<cr>-tls` and `<cr>-internal` Services.
-    Service,
-    /// The serving certificate Secrets, where no service-ca issues them.
-    Secret,
-    /// The storage claim in PVC and migration modes.
-    PersistentVolumeClaim,
-    /// The service itself.
-    Deployment,
-    /// The local ServiceMonitor and the shared one in the operator namespace.
-    ServiceMonitor,
-    /// The OpenShift Route.
-    Route,
-    /// The Istio DestinationRule for KServe InferenceServices behind Istio.
-    DestinationRule,
-    /// The Istio VirtualService for the same.
-    VirtualService,
-}
+/// The list itself is in the children's module, beside the kinds' modules.
+pub use super::Kind;
 
 /// How the objects of a watched kind map to the TrustyAIServices an event concerns (and to
 /// the one they belong to).

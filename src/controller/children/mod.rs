@@ -1,16 +1,17 @@
-//! The children of a TrustyAIService, each kind declared once.
+//! The children of a TrustyAIService, each kind in one module.
 //!
-//! [`Kind`] lists the kinds in the order they are applied, and [`Kind::declaration`] gives
-//! each its [`declaration::Declaration`], stated in the kind's own module: how its objects are
-//! rendered and applied, how they are watched and cached, what happens to those no longer
-//! wanted and at the TrustyAIService's deletion, and which optional API they need. The runner
-//! starts one watch per kind ([`watches`]), [`apply_all`] walks the same list in order, and
-//! the finalizer and `uninstall` act on each kind's lifecycle ([`lifecycle`]); a kind cannot
-//! be applied without being watched, because all of them walk `Kind::ALL`, generated with the
-//! enum.
+//! A kind's module holds everything the operator does with its objects: the renderer (a pure
+//! function of the TrustyAIService and explicit inputs), and its
+//! [`declaration::Declaration`]: how its objects are watched and cached, the hooks of its
+//! apply, what happens to those no longer wanted and at the TrustyAIService's deletion, and
+//! which optional API it needs. The `kinds!` list below names every kind with its declaration,
+//! in the order they are applied. The runner starts one watch per kind ([`watches`]),
+//! [`apply_all`] walks the same list in order, and the finalizer and `uninstall` act on each
+//! kind's lifecycle ([`lifecycle`]): a kind cannot be applied without being watched, because
+//! all of them walk `Kind::ALL`, generated from the list.
 //!
-//! **Adding a child** is one module here (its declaration), one variant of [`Kind`] with its
-//! arm in [`Kind::declaration`] (the compiler asks for it), plus its RBAC in the chart.
+//! **Adding a child** is its module here, its entry in the list (and the module's `mod` line),
+//! and its RBAC in the chart.
 //!
 //! Every apply goes through one path (`rendered`): a child the cache shows exactly as the
 //! last apply of the same rendering left it is skipped (no request); one whose immutable
@@ -27,16 +28,16 @@ pub mod memory;
 pub mod process_watches;
 pub mod watches;
 
-mod cluster_role_binding;
-mod config_map;
-mod deployment;
-mod istio;
+pub mod cluster_role_binding;
+pub mod config_map;
+pub mod deployment;
+pub mod istio;
 pub mod pvc;
 mod rendered;
 pub mod route;
 mod service_account;
-mod service_monitor;
-mod services;
+pub mod service_monitor;
+pub mod services;
 mod serving_secrets;
 
 use std::sync::Arc;
@@ -50,16 +51,16 @@ use serde::de::DeserializeOwned;
 use trustyai_certs::time::OffsetDateTime;
 use trustyai_crds::contract::custom_ca_bundle;
 
+use super::children::config_map::ServiceAccess;
 use super::context::Context;
 use super::db_secret::DbSecretError;
 use super::discovery::OptionalApis;
 use super::error::{ReconcileError, is_not_found};
 use super::resources::Instance;
-use super::resources::config_map::ServiceAccess;
 use super::resources::images::Images;
 use cache::KindCache;
 use changes::Changes;
-use declaration::{Applying, Declaration, Kind, Mapping, Wanted, WatchSpec, ours};
+use declaration::{Applying, Mapping, Wanted, WatchSpec, ours};
 use inputs::Input;
 use memory::{AppliedMemory, Owner, Tracking};
 use process_watches::ProcessWatches;
@@ -67,26 +68,31 @@ use process_watches::ProcessWatches;
 pub use deployment::template_kept;
 pub use pvc::ClaimApplied;
 
-impl Kind {
-    /// Its declaration. The order of application is the order of the variants
-    /// ([`Kind::ALL`]): identity and configuration first, then the Services and their
-    /// certificates, the storage, the Deployment, and last the monitoring, routing and mesh
-    /// objects.
-    pub fn declaration(self) -> &'static Declaration {
-        match self {
-            Kind::ServiceAccount => &service_account::DECLARATION,
-            Kind::ClusterRoleBinding => &cluster_role_binding::DECLARATION,
-            Kind::ConfigMap => &config_map::DECLARATION,
-            Kind::Service => &services::DECLARATION,
-            Kind::Secret => &serving_secrets::DECLARATION,
-            Kind::PersistentVolumeClaim => &pvc::DECLARATION,
-            Kind::Deployment => &deployment::DECLARATION,
-            Kind::ServiceMonitor => &service_monitor::DECLARATION,
-            Kind::Route => &route::DECLARATION,
-            Kind::DestinationRule => &istio::DESTINATION_RULE,
-            Kind::VirtualService => &istio::VIRTUAL_SERVICE,
-        }
-    }
+// The order of application: identity and configuration first, then the Services and their
+// certificates, the storage, the Deployment, and last the monitoring, routing and mesh objects.
+declaration::kinds! {
+    /// The kube-rbac-proxy's ServiceAccount.
+    ServiceAccount => service_account::DECLARATION,
+    /// The per-instance ClusterRoleBinding of the proxy role.
+    ClusterRoleBinding => cluster_role_binding::DECLARATION,
+    /// The kube-rbac-proxy configuration.
+    ConfigMap => config_map::DECLARATION,
+    /// The `<cr>-tls` and `<cr>-internal` Services.
+    Service => services::DECLARATION,
+    /// The serving certificate Secrets, where no service-ca issues them.
+    Secret => serving_secrets::DECLARATION,
+    /// The storage claim in PVC and migration modes.
+    PersistentVolumeClaim => pvc::DECLARATION,
+    /// The service itself.
+    Deployment => deployment::DECLARATION,
+    /// The local ServiceMonitor and the shared one in the operator namespace.
+    ServiceMonitor => service_monitor::DECLARATION,
+    /// The OpenShift Route.
+    Route => route::DECLARATION,
+    /// The Istio DestinationRule for KServe InferenceServices behind Istio.
+    DestinationRule => istio::DESTINATION_RULE,
+    /// The Istio VirtualService for the same.
+    VirtualService => istio::VIRTUAL_SERVICE,
 }
 
 /// The API resource of a built-in kind.

@@ -2,8 +2,8 @@
 //! router admitted it is part of readiness. A Route without `metadata.generation` cannot be
 //! tracked that way; it is then read before each apply.
 //!
-//! Route `<cr>` (`route.openshift.io/v1`): the external HTTPS entry point on OpenShift, to the
-//! `<cr>-tls` Service (kube-rbac-proxy), re-encrypting with the service CA's certificate.
+//! `route.openshift.io/v1`: the external HTTPS entry point on OpenShift, to the `<cr>-tls`
+//! Service (kube-rbac-proxy), re-encrypting with the service CA's certificate.
 //!
 //! k8s-openapi has no Route type, so the Route is a [`DynamicObject`]; [`api_resource`] gives
 //! the matching `ApiResource` for `Api::namespaced_with`.
@@ -15,8 +15,9 @@ use trustyai_crds::contract::labels as contract_labels;
 use super::cache::Projection;
 use super::declaration::{Applying, Declaration, Lifecycle, Rendered, WatchSpec};
 use super::memory::Tracking;
+use super::services;
 use super::{optional_owned_watch, render_one};
-use crate::controller::resources::{Instance, labels, names, services};
+use crate::controller::resources::{Instance, labels, names};
 
 /// The declaration.
 pub const DECLARATION: Declaration = Declaration {

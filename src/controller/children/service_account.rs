@@ -1,6 +1,4 @@
-//! The kube-rbac-proxy's ServiceAccount `<cr>-proxy`.
-//!
-//! ServiceAccount `<cr>-proxy`, the identity of the pods; kube-rbac-proxy uses it for token and
+//! The ServiceAccount `<cr>-proxy`, the identity of the pods; kube-rbac-proxy uses it for token and
 //! subject access reviews.
 
 use k8s_openapi::api::core::v1::ServiceAccount;

@@ -1,7 +1,9 @@
-//! Builders of the objects the operator creates for a TrustyAIService `<cr>` (the same objects,
-//! names and labels the Go operator creates), one module per object.
+//! What the renderers of every kind share: the [`Instance`] being rendered (its metadata,
+//! owner reference and storage mode), the objects' [`names`] and [`labels`] (the Go
+//! operator's), and the resolved [`images`]. Each kind's renderer is in its module under
+//! `children`.
 //!
-//! Every builder is a pure function of the TrustyAIService and explicit inputs: no timestamps,
+//! Every renderer is a pure function of the TrustyAIService and explicit inputs: no timestamps,
 //! no randomness, maps sorted (`BTreeMap`) or built in a fixed order. Rendering twice gives
 //! byte-identical JSON, so the caller can apply the result with server-side apply on every
 //! reconcile and the API server sees no change unless the spec or an image changed.
@@ -9,16 +11,9 @@
 //! Namespaced objects carry a controller owner reference to the TrustyAIService (except the
 //! PVC with `retention: Retain`); cluster-scoped and shared objects carry none.
 
-pub mod cluster_role_binding;
-pub mod config_map;
-pub mod deployment;
 pub mod images;
-pub mod istio;
 pub mod labels;
 pub mod names;
-pub mod pvc;
-pub mod service_monitor;
-pub mod services;
 
 use std::collections::BTreeMap;
 

@@ -8,7 +8,7 @@
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use crate::controller::resources::deployment::containers::SERVICE_CONTAINER;
+use crate::controller::children::deployment::containers::SERVICE_CONTAINER;
 
 /// How long a running service may fail its readiness check before it is reported: it starts in
 /// about 10 s, and its check is first made after 10 s.

@@ -6,18 +6,47 @@
 //! operator's `app.kubernetes.io/version`) cannot change, and its pod template is left as the
 //! Go operator wrote it as long as nothing it is made from changed, so switching operators
 //! replaces no pod. [`POD_TEMPLATE_ANNOTATION`] records the decision on the Deployment.
+//!
+//! Deployment `<cr>`: the TrustyAI service and its kube-rbac-proxy sidecar.
+//!
+//! The pod template depends only on the spec, the resolved images and the presence of the
+//! optional CA objects, so it changes (and the pods roll) exactly when one of those does; the
+//! operator version appears only in the Deployment's own labels. No config-hash annotation is
+//! needed: the only rendered config, the kube-rbac-proxy ConfigMap, changes only with the
+//! operator's [`ServiceAccess`], which the template names itself when it is not the default.
+//!
+//! Differences from the Go operator: `spec.replicas` is honoured in DATABASE mode (with the data
+//! on a claim, one pod runs at a time, released by the operator: [`SINGLE_WRITER_GATE`]); the
+//! selector and the pod labels carry no version; the pods follow the `restricted` security
+//! profile and both containers request resources; no PVC is required in DATABASE mode.
 
-use k8s_openapi::api::apps::v1::Deployment;
+pub mod containers;
+pub mod env;
+pub mod volumes;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{
+    Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
+};
+use k8s_openapi::api::core::v1::{PodSchedulingGate, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::DynamicObject;
 use serde_json::Value;
+use trustyai_crds::defaults::DEFAULT_REPLICAS;
 
-use super::super::resources::deployment::{self, DeploymentInputs};
 use super::cache::Projection;
 use super::declaration::{
     Applying, Declaration, Lifecycle, Mapping, Rendered, WatchSpec, always, ours,
 };
 use super::memory::Tracking;
 use super::{built_in, render_one};
+use crate::controller::children::config_map::ServiceAccess;
+use crate::controller::children::services::PROMETHEUS_ANNOTATIONS;
+use crate::controller::resources::images::Images;
+use crate::controller::resources::{BuildError, Instance, labels, names};
+use volumes::VolumePlan;
 
 /// The fields the reconciler reads: what [`super::super::status::DeploymentObservation`]
 /// needs, and the selector.
@@ -75,7 +104,7 @@ pub const DECLARATION: Declaration = Declaration {
             live.pointer("/spec/selector") != desired.data.pointer("/spec/selector")
         }),
         ..Rendered::new(|instance, inputs| {
-            render_one(&deployment::deployment(
+            render_one(&deployment(
                 instance,
                 &DeploymentInputs {
                     images: inputs.images,
@@ -195,171 +224,122 @@ fn keep_selector(live: &Value, desired: &mut DynamicObject) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
+mod adoption_tests;
 
-    fn desired() -> DynamicObject {
-        serde_json::from_value(json!({
-            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "tas"},
-            "spec": {
-                "selector": {"matchLabels": {"app": "tas", "app.kubernetes.io/part-of": "trustyai"}},
-                "template": {
-                    "metadata": {"labels": {"app": "tas", "app.kubernetes.io/part-of": "trustyai"}},
-                    "spec": {"containers": [{"name": "trustyai-service", "image": "svc:1"},
-                                            {"name": "kube-rbac-proxy", "image": "proxy:1"}]}
-                }
-            }
-        }))
-        .expect("a Deployment")
-    }
-
-    /// The Go operator's Deployment as the cache projects it.
-    fn go_live(service_image: &str, annotation: Option<&str>) -> Value {
-        let mut live = json!({
-            "spec": {
-                "selector": {"matchLabels": {"app": "tas", "app.kubernetes.io/part-of": "trustyai",
-                                             "app.kubernetes.io/version": "1.39.0"}},
-                "template": {"spec": {"containers": [{"name": "trustyai-service", "image": service_image},
-                                                     {"name": "kube-rbac-proxy", "image": "proxy:1"}]}}
-            }
-        });
-        if let Some(annotation) = annotation {
-            live["metadata"] = json!({"annotations": {POD_TEMPLATE_ANNOTATION: annotation}});
-        }
-        live
-    }
-
-    fn decision(object: &DynamicObject) -> Option<&str> {
-        object
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(POD_TEMPLATE_ANNOTATION))
-            .map(String::as_str)
-    }
-
-    #[test]
-    fn a_go_operators_pods_running_our_images_are_left_as_they_run() {
-        let mut first = desired();
-        assert!(
-            adopt_in_place(&go_live("svc:1", None), &mut first),
-            "taken over"
-        );
-        let kept = decision(&first).expect("recorded").to_owned();
-        assert!(kept.starts_with(KEPT), "{kept}");
-        assert_eq!(
-            first.data.pointer("/spec/template"),
-            None,
-            "the template is not applied"
-        );
-        assert!(
-            first
-                .data
-                .pointer("/spec/selector/matchLabels/app.kubernetes.io~1version")
-                .is_some()
-        );
-
-        // Later reconciles with nothing changed keep them.
-        let mut again = desired();
-        assert!(!adopt_in_place(&go_live("svc:1", Some(&kept)), &mut again));
-        assert_eq!(decision(&again), Some(kept.as_str()));
-        assert_eq!(again.data.pointer("/spec/template"), None);
-    }
-
-    #[test]
-    fn a_change_after_adoption_or_other_images_roll_the_pods_once() {
-        // The rendered template changed since it was kept (the spec, an image, the config).
-        let mut changed = desired();
-        adopt_in_place(
-            &go_live("svc:1", Some("kept:0000000000000000")),
-            &mut changed,
-        );
-        assert_eq!(decision(&changed), Some(RENDERED));
-        assert!(
-            changed
-                .data
-                .pointer("/spec/template/spec/containers")
-                .is_some()
-        );
-        // Once rendered, it stays this operator's.
-        let mut after = desired();
-        adopt_in_place(&go_live("svc:1", Some(RENDERED)), &mut after);
-        assert_eq!(decision(&after), Some(RENDERED));
-        assert!(after.data.pointer("/spec/template").is_some());
-        // The Go operator ran another image: this operator's template is applied at once.
-        let mut other = desired();
-        adopt_in_place(&go_live("svc:0", None), &mut other);
-        assert_eq!(decision(&other), Some(RENDERED));
-        assert!(other.data.pointer("/spec/template").is_some());
-    }
-
-    #[test]
-    fn our_own_deployment_gets_no_decision() {
-        let ours = json!({"spec": {"selector": {"matchLabels": {"app": "tas", "app.kubernetes.io/part-of": "trustyai"}}}});
-        let mut object = desired();
-        assert!(!adopt_in_place(&ours, &mut object));
-        assert_eq!(object.data, desired().data);
-        assert_eq!(decision(&object), None);
-    }
-
-    #[test]
-    fn the_fingerprint_is_stable_and_follows_the_template() {
-        let a = template_fingerprint(&desired());
-        assert_eq!(a, template_fingerprint(&desired()));
-        // Pinned: it is stored on Deployments, so it must not change between releases.
-        assert_eq!(a, "2df0ce0d5c8daab9");
-        let mut other = desired();
-        other.data["spec"]["template"]["spec"]["containers"][0]["image"] = json!("svc:2");
-        assert_ne!(a, template_fingerprint(&other));
-    }
-
-    fn live(match_labels: Value) -> Value {
-        json!({"spec": {"selector": {"matchLabels": match_labels}}})
-    }
-
-    fn replaced(live: &Value, desired: &DynamicObject) -> bool {
-        let Applying::Rendered(Rendered {
-            must_replace: Some(must_replace),
-            ..
-        }) = DECLARATION.applying
-        else {
-            panic!("the Deployment is rendered and may be replaced");
-        };
-        must_replace(live, desired)
-    }
-
-    #[test]
-    fn the_go_operators_selector_is_kept_and_the_pods_get_its_labels() {
-        let go = live(
-            json!({"app": "tas", "app.kubernetes.io/part-of": "trustyai",
-                             "app.kubernetes.io/version": "1.39.0"}),
-        );
-        let mut object = desired();
-        assert!(keep_selector(&go, &mut object));
-        assert_eq!(
-            object
-                .data
-                .pointer("/spec/selector/matchLabels/app.kubernetes.io~1version"),
-            Some(&json!("1.39.0"))
-        );
-        assert_eq!(
-            object
-                .data
-                .pointer("/spec/template/metadata/labels/app.kubernetes.io~1version"),
-            Some(&json!("1.39.0"))
-        );
-        assert!(!replaced(&go, &object));
-    }
-
-    #[test]
-    fn a_selector_without_our_labels_is_replaced() {
-        let foreign = live(json!({"app": "other"}));
-        let mut object = desired();
-        assert!(!keep_selector(&foreign, &mut object));
-        assert_eq!(object.data, desired().data);
-        assert!(replaced(&foreign, &object));
-        let ours = live(json!({"app": "tas", "app.kubernetes.io/part-of": "trustyai"}));
-        assert!(!replaced(&ours, &desired()));
-    }
+/// What the Deployment depends on besides the TrustyAIService.
+#[derive(Debug, Clone, Copy)]
+pub struct DeploymentInputs<'a> {
+    /// The resolved images.
+    pub images: &'a Images,
+    /// The `odh-trusted-ca-bundle` ConfigMap (labelled
+    /// `config.openshift.io/inject-trusted-cabundle=true`) exists in the namespace.
+    pub custom_ca_bundle: bool,
+    /// The `<cr>-db-ca` Secret exists (used in DATABASE and migration modes only).
+    pub db_ca_exists: bool,
+    /// The verbs kube-rbac-proxy checks: the pods roll when it changes, since the proxy reads
+    /// its configuration at start only.
+    pub service_access: ServiceAccess,
 }
+
+/// Scheduling gate on the pods of a TrustyAIService whose data is on a claim: the operator
+/// removes it only once no other pod of the TrustyAIService is left (a deleted or evicted pod
+/// is replaced at once, while it is still being killed; the service ignores SIGTERM, so that
+/// takes the whole grace period). So two service processes never have the claim's files open
+/// at once, whatever the volume, the claim's access modes or the cause of the replacement.
+pub const SINGLE_WRITER_GATE: &str = "trustyai.opendatahub.io/single-writer";
+
+/// The pods' grace period after SIGTERM. The TrustyAI service ignores SIGTERM and answers until
+/// the SIGKILL at the end of it, so the grace period only bounds how long its in-flight requests
+/// may take; with the data on a claim the replacement starts after it (the single-writer gate),
+/// so it is also the service's downtime on every rollout and pod deletion. The Kubernetes
+/// default is 30 s.
+pub const TERMINATION_GRACE_SECONDS: i64 = 10;
+
+/// Pod template annotation naming the non-default [`ServiceAccess`] the pods' kube-rbac-proxy
+/// was started with. Absent for the default, so the template of a TrustyAIService the Go
+/// operator ran is unchanged.
+pub const SERVICE_ACCESS_ANNOTATION: &str = "trustyai.opendatahub.io/service-access";
+
+/// The Deployment `<cr>`, owned by the TrustyAIService.
+pub fn deployment(
+    instance: &Instance<'_>,
+    inputs: &DeploymentInputs<'_>,
+) -> Result<Deployment, BuildError> {
+    let cr = instance.name();
+    let spec = instance.spec();
+    let mode = instance.storage_mode()?;
+    let plan = VolumePlan::new(mode, inputs.custom_ca_bundle, inputs.db_ca_exists);
+    let db_credentials = names::db_credentials(cr, spec);
+    let service = containers::service_container(
+        &inputs.images.service.image,
+        env::service_env(spec, mode, &db_credentials, plan.db_tls),
+        volumes::service_mounts(instance, plan),
+    );
+    let proxy = containers::proxy_container(
+        &inputs.images.kube_rbac_proxy.image,
+        volumes::proxy_mounts(instance, plan),
+    );
+    let mut pod_annotations: BTreeMap<String, String> = PROMETHEUS_ANNOTATIONS
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    if inputs.service_access != ServiceAccess::default() {
+        pod_annotations.insert(
+            SERVICE_ACCESS_ANNOTATION.to_owned(),
+            inputs.service_access.as_str().to_owned(),
+        );
+    }
+
+    let replicas = spec.replicas.unwrap_or(DEFAULT_REPLICAS);
+    // One writer per claim: at most one pod, and each released by the operator (see
+    // [`SINGLE_WRITER_GATE`]).
+    let (replicas, scheduling_gates) = if mode.uses_pvc() {
+        let gate = PodSchedulingGate {
+            name: SINGLE_WRITER_GATE.to_owned(),
+        };
+        (replicas.min(1), Some(vec![gate]))
+    } else {
+        (replicas, None)
+    };
+
+    Ok(Deployment {
+        metadata: instance.owned_meta(names::workload(cr), labels::metadata(instance)),
+        spec: DeploymentSpec {
+            replicas: Some(replicas),
+            selector: LabelSelector {
+                match_labels: Some(labels::selector(cr)),
+                match_expressions: None,
+            },
+            // No surge: with a ReadWriteOnce PVC a second pod on another node could not mount
+            // the volume, and the rollout would hang.
+            strategy: Some(DeploymentStrategy {
+                type_: Some("RollingUpdate".to_owned()),
+                rolling_update: Some(RollingUpdateDeployment {
+                    max_surge: Some(IntOrString::Int(0)),
+                    max_unavailable: Some(IntOrString::Int(1)),
+                }),
+            }),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels::selector(cr)),
+                    annotations: Some(pod_annotations),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    service_account_name: Some(names::proxy_service_account(cr)),
+                    security_context: Some(containers::pod_security_context()),
+                    containers: vec![service, proxy],
+                    volumes: Some(volumes::volumes(instance, plan)),
+                    scheduling_gates,
+                    termination_grace_period_seconds: Some(TERMINATION_GRACE_SECONDS),
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        },
+        ..Deployment::default()
+    })
+}
+
+#[cfg(test)]
+mod tests;
