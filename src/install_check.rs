@@ -213,7 +213,7 @@ async fn refused(api: &Api<DynamicObject>, namespace: &str) -> Result<String, Ch
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::mock_api::{MockApi, Step};
+    use crate::controller::mock_api::{Expected, MockApi};
     use http::Method;
 
     const V1: &str = "/apis/trustyai.opendatahub.io/v1/namespaces/models/trustyaiservices";
@@ -225,9 +225,9 @@ mod tests {
     #[tokio::test]
     async fn webhooks_that_never_see_the_namespace_fail_two_checks_and_say_why() {
         let (api, client) = MockApi::new([
-            Step::write(Method::POST, V1),
-            Step::write(Method::POST, V1ALPHA1),
-            Step::write(Method::POST, V1),
+            Expected::write(Method::POST, V1),
+            Expected::write(Method::POST, V1ALPHA1),
+            Expected::write(Method::POST, V1),
         ]);
         let results = check(client, "models").await;
         assert!(
@@ -259,7 +259,7 @@ mod tests {
         let refusal = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
             "reason": "Forbidden", "code": 403,
             "message": "trustyaiservices.trustyai.opendatahub.io is forbidden: User cannot create"});
-        let (_api, client) = MockApi::new([Step::answer(Method::POST, V1, 403, refusal)]);
+        let (_api, client) = MockApi::new([Expected::answer(Method::POST, V1, 403, refusal)]);
         let outcome = refused(&api(&client, "models", STORAGE_VERSION), "models").await;
         assert!(
             matches!(&outcome, Err(CheckFailure::RefusedOtherwise { message }) if message.contains("forbidden")),

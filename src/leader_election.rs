@@ -68,7 +68,7 @@ struct Observed {
 
 /// The decision on one look at the lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Step {
+enum LeaseAction {
     /// Nobody may take it yet (held by another, seen changing within `lease_duration`).
     Wait,
     /// Take it (free, released, or not renewed for `lease_duration`).
@@ -77,17 +77,17 @@ enum Step {
     Renew,
 }
 
-fn next_step(
+fn next_action(
     observed: &Observed,
     me: &str,
     unchanged_for: Duration,
     lease_duration: Duration,
-) -> Step {
+) -> LeaseAction {
     match observed.holder.as_deref() {
-        Some(holder) if holder == me => Step::Renew,
-        None | Some("") => Step::Acquire,
-        Some(_) if unchanged_for >= lease_duration => Step::Acquire,
-        Some(_) => Step::Wait,
+        Some(holder) if holder == me => LeaseAction::Renew,
+        None | Some("") => LeaseAction::Acquire,
+        Some(_) if unchanged_for >= lease_duration => LeaseAction::Acquire,
+        Some(_) => LeaseAction::Wait,
     }
 }
 
@@ -241,13 +241,13 @@ async fn attempt(
         _ => Instant::now(),
     };
     *last_seen = Some((observed.clone(), since));
-    match next_step(
+    match next_action(
         &observed,
         &config.identity,
         since.elapsed(),
         config.lease_duration,
     ) {
-        Step::Wait => Ok(false),
+        LeaseAction::Wait => Ok(false),
         step => {
             let transitions = lease
                 .spec
@@ -256,7 +256,7 @@ async fn attempt(
                 .unwrap_or(0);
             let previous = lease.spec.take();
             let mut spec = held_spec(config, previous.as_ref());
-            if step == Step::Acquire {
+            if step == LeaseAction::Acquire {
                 spec.lease_transitions = Some(transitions + 1);
                 spec.acquire_time = Some(now());
             }
@@ -368,37 +368,37 @@ mod tests {
     #[test]
     fn a_free_or_released_lease_is_taken() {
         assert_eq!(
-            next_step(&observed(None), "me", Duration::ZERO, LEASE),
-            Step::Acquire
+            next_action(&observed(None), "me", Duration::ZERO, LEASE),
+            LeaseAction::Acquire
         );
         assert_eq!(
-            next_step(&observed(Some("")), "me", Duration::ZERO, LEASE),
-            Step::Acquire
+            next_action(&observed(Some("")), "me", Duration::ZERO, LEASE),
+            LeaseAction::Acquire
         );
     }
 
     #[test]
     fn our_lease_is_renewed() {
         assert_eq!(
-            next_step(&observed(Some("me")), "me", Duration::from_secs(100), LEASE),
-            Step::Renew
+            next_action(&observed(Some("me")), "me", Duration::from_secs(100), LEASE),
+            LeaseAction::Renew
         );
     }
 
     #[test]
     fn another_holder_is_waited_for_until_unchanged_for_a_whole_lease() {
         assert_eq!(
-            next_step(
+            next_action(
                 &observed(Some("other")),
                 "me",
                 Duration::from_secs(14),
                 LEASE
             ),
-            Step::Wait
+            LeaseAction::Wait
         );
         assert_eq!(
-            next_step(&observed(Some("other")), "me", LEASE, LEASE),
-            Step::Acquire
+            next_action(&observed(Some("other")), "me", LEASE, LEASE),
+            LeaseAction::Acquire
         );
     }
 
@@ -415,16 +415,16 @@ mod tests {
 
     #[tokio::test]
     async fn the_holder_renews_without_reading_the_lease_first() {
-        use crate::controller::mock_api::{MockApi, Step};
+        use crate::controller::mock_api::{Expected, MockApi};
         use http::Method;
         let (mock, client) = MockApi::new([
-            Step::get_absent(LEASE_PATH),
-            Step::write(
+            Expected::get_absent(LEASE_PATH),
+            Expected::write(
                 Method::POST,
                 "/apis/coordination.k8s.io/v1/namespaces/ns/leases",
             ),
-            Step::write(Method::PUT, LEASE_PATH),
-            Step::write(Method::PUT, LEASE_PATH),
+            Expected::write(Method::PUT, LEASE_PATH),
+            Expected::write(Method::PUT, LEASE_PATH),
         ]);
         let api: Api<Lease> = Api::namespaced(client, "ns");
         let config = timing();
@@ -458,16 +458,16 @@ mod tests {
 
     #[tokio::test]
     async fn a_renewal_that_conflicts_reads_the_lease_and_judges_it_again() {
-        use crate::controller::mock_api::{MockApi, Step, failure};
+        use crate::controller::mock_api::{Expected, MockApi, failure};
         use http::Method;
         let (_mock, client) = MockApi::new([
-            Step::answer(
+            Expected::answer(
                 Method::PUT,
                 LEASE_PATH,
                 409,
                 failure(409, "Conflict", "changed"),
             ),
-            Step::get(LEASE_PATH, held_by("someone-else", "9")),
+            Expected::get(LEASE_PATH, held_by("someone-else", "9")),
         ]);
         let api: Api<Lease> = Api::namespaced(client, "ns");
         let config = timing();

@@ -90,7 +90,7 @@ async fn ask(client: &Client) -> InitialListStrategy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::mock_api::{MockApi, Step};
+    use crate::controller::mock_api::{Expected, MockApi};
     use http::Method;
     use serde_json::json;
 
@@ -102,7 +102,7 @@ mod tests {
             "kind": "CustomResourceDefinition", "apiVersion": "apiextensions.k8s.io/v1",
             "metadata": {"resourceVersion": "12",
                          "annotations": {"k8s.io/initial-events-end": "true"}}}});
-        let (api, client) = MockApi::new([Step::answer(Method::GET, CRDS, 200, bookmark)]);
+        let (api, client) = MockApi::new([Expected::answer(Method::GET, CRDS, 200, bookmark)]);
         assert_eq!(ask(&client).await, InitialListStrategy::StreamingList);
         let requests = api.requests();
         assert!(
@@ -119,7 +119,7 @@ mod tests {
         let refusal = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
             "reason": "Invalid", "code": 422,
             "message": "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"});
-        let (_api, client) = MockApi::new([Step::answer(Method::GET, CRDS, 422, refusal)]);
+        let (_api, client) = MockApi::new([Expected::answer(Method::GET, CRDS, 422, refusal)]);
         assert_eq!(ask(&client).await, InitialListStrategy::ListWatch);
     }
 

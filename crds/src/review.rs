@@ -3,8 +3,8 @@
 //! server hands the webhooks v1 through `matchPolicy: Equivalent`), defaulted when the step
 //! being played defaults, then judged against every rule.
 //!
-//! `validate` plays the whole chain ([`Step::Default`]). The webhooks judge what they hold
-//! ([`Step::JudgeAsIs`]): the validating one runs after the defaulting one, and an object that
+//! `validate` plays the whole chain ([`AdmissionStep::Default`]). The webhooks judge what they hold
+//! ([`AdmissionStep::JudgeAsIs`]): the validating one runs after the defaulting one, and an object that
 //! skipped defaulting must not pass for one that did; the defaulting one has already defaulted,
 //! in the request's version, because its JSON patch must be in that version.
 
@@ -18,7 +18,7 @@ use crate::validation::{ValidationContext, Verdict, validate};
 
 /// Which admission step is being played.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+pub enum AdmissionStep {
     /// Default for `Operation`, then judge (`validate`, which plays the whole chain).
     Default(Operation),
     /// Judge the object as it is (the webhooks).
@@ -41,14 +41,14 @@ pub struct Reviewed<'a> {
 pub fn review<'a>(
     object: &'a Value,
     old: Option<&Value>,
-    step: Step,
+    step: AdmissionStep,
     ctx: &ValidationContext<'_>,
 ) -> Result<Reviewed<'a>, ConversionError> {
     let new = in_storage_version(object)?;
     let old = old.map(in_storage_version).transpose()?;
     let object = match step {
-        Step::Default(operation) => Cow::Owned(defaulted(&new, operation)),
-        Step::JudgeAsIs => new,
+        AdmissionStep::Default(operation) => Cow::Owned(defaulted(&new, operation)),
+        AdmissionStep::JudgeAsIs => new,
     };
     let verdict = validate(&object, old.as_deref(), ctx);
     Ok(Reviewed { object, verdict })
@@ -85,13 +85,18 @@ mod tests {
     #[test]
     fn a_v1alpha1_object_is_judged_in_v1_and_defaulted_only_when_the_step_defaults() {
         let object = alpha(minimal_spec());
-        let defaulted =
-            review(&object, None, Step::Default(Operation::Create), &context()).expect("converts");
+        let defaulted = review(
+            &object,
+            None,
+            AdmissionStep::Default(Operation::Create),
+            &context(),
+        )
+        .expect("converts");
         assert_eq!(defaulted.object["apiVersion"], "trustyai.opendatahub.io/v1");
         assert_eq!(defaulted.object["spec"]["replicas"], 1);
         assert!(defaulted.verdict.is_allowed(), "{:?}", defaulted.verdict);
 
-        let as_is = review(&object, None, Step::JudgeAsIs, &context()).expect("converts");
+        let as_is = review(&object, None, AdmissionStep::JudgeAsIs, &context()).expect("converts");
         assert_eq!(as_is.object["apiVersion"], "trustyai.opendatahub.io/v1");
         assert!(as_is.object["spec"].get("replicas").is_none());
     }
@@ -101,8 +106,13 @@ mod tests {
         let mut spec = minimal_spec();
         spec["metrics"]["schedule"] = json!("500ms");
         let object = alpha(spec);
-        let reviewed =
-            review(&object, None, Step::Default(Operation::Create), &context()).expect("converts");
+        let reviewed = review(
+            &object,
+            None,
+            AdmissionStep::Default(Operation::Create),
+            &context(),
+        )
+        .expect("converts");
         assert!(
             reviewed
                 .verdict
@@ -118,6 +128,6 @@ mod tests {
     fn an_object_of_another_version_is_a_conversion_error() {
         let mut object = alpha(minimal_spec());
         object["apiVersion"] = json!("trustyai.opendatahub.io/v2");
-        assert!(review(&object, None, Step::JudgeAsIs, &context()).is_err());
+        assert!(review(&object, None, AdmissionStep::JudgeAsIs, &context()).is_err());
     }
 }

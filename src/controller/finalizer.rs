@@ -15,7 +15,7 @@ use trustyai_crds::contract;
 
 /// What the reconcile must do about finalizers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
+pub enum FinalizerAction {
     /// Live object whose finalizers are as wanted: reconcile it.
     Reconcile,
     /// Live object: write these finalizers (ours added, the legacy one dropped), then
@@ -35,14 +35,14 @@ fn ours(finalizer: &str) -> bool {
 }
 
 /// Decides from the object's metadata.
-pub fn step(meta: &ObjectMeta) -> Step {
+pub fn step(meta: &ObjectMeta) -> FinalizerAction {
     let current = meta.finalizers.as_deref().unwrap_or_default();
     let others: Vec<String> = current.iter().filter(|f| !ours(f)).cloned().collect();
     if meta.deletion_timestamp.is_some() {
         return if current.iter().any(|f| ours(f)) {
-            Step::Cleanup { remaining: others }
+            FinalizerAction::Cleanup { remaining: others }
         } else {
-            Step::Ignore
+            FinalizerAction::Ignore
         };
     }
     let wanted: Vec<String> = others
@@ -52,9 +52,9 @@ pub fn step(meta: &ObjectMeta) -> Step {
     let has_ours = current.iter().any(|f| f == contract::FINALIZER);
     let has_legacy = current.iter().any(|f| f == contract::LEGACY_FINALIZER);
     if has_ours && !has_legacy {
-        Step::Reconcile
+        FinalizerAction::Reconcile
     } else {
-        Step::Set(wanted)
+        FinalizerAction::Set(wanted)
     }
 }
 
@@ -140,19 +140,19 @@ mod tests {
     fn adds_ours_keeping_others() {
         assert_eq!(
             step(&meta(&[], false)),
-            Step::Set(vec![contract::FINALIZER.to_owned()])
+            FinalizerAction::Set(vec![contract::FINALIZER.to_owned()])
         );
         assert_eq!(
             step(&ObjectMeta::default()),
-            Step::Set(vec![contract::FINALIZER.to_owned()])
+            FinalizerAction::Set(vec![contract::FINALIZER.to_owned()])
         );
         assert_eq!(
             step(&meta(&["other/x"], false)),
-            Step::Set(vec!["other/x".to_owned(), contract::FINALIZER.to_owned()])
+            FinalizerAction::Set(vec!["other/x".to_owned(), contract::FINALIZER.to_owned()])
         );
         assert_eq!(
             step(&meta(&["other/x", contract::FINALIZER], false)),
-            Step::Reconcile
+            FinalizerAction::Reconcile
         );
     }
 
@@ -160,30 +160,30 @@ mod tests {
     fn strips_the_legacy_name() {
         assert_eq!(
             step(&meta(&[contract::LEGACY_FINALIZER], false)),
-            Step::Set(vec![contract::FINALIZER.to_owned()])
+            FinalizerAction::Set(vec![contract::FINALIZER.to_owned()])
         );
         assert_eq!(
             step(&meta(
                 &[contract::FINALIZER, contract::LEGACY_FINALIZER],
                 false
             )),
-            Step::Set(vec![contract::FINALIZER.to_owned()])
+            FinalizerAction::Set(vec![contract::FINALIZER.to_owned()])
         );
     }
 
     #[test]
     fn deletion_cleans_up_only_with_our_finalizer_and_never_adds_it() {
-        assert_eq!(step(&meta(&[], true)), Step::Ignore);
-        assert_eq!(step(&meta(&["other/x"], true)), Step::Ignore);
+        assert_eq!(step(&meta(&[], true)), FinalizerAction::Ignore);
+        assert_eq!(step(&meta(&["other/x"], true)), FinalizerAction::Ignore);
         assert_eq!(
             step(&meta(&["other/x", contract::FINALIZER], true)),
-            Step::Cleanup {
+            FinalizerAction::Cleanup {
                 remaining: vec!["other/x".to_owned()]
             }
         );
         assert_eq!(
             step(&meta(&[contract::LEGACY_FINALIZER], true)),
-            Step::Cleanup { remaining: vec![] }
+            FinalizerAction::Cleanup { remaining: vec![] }
         );
     }
 

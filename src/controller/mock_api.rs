@@ -45,13 +45,13 @@ enum Answer {
 
 /// An expected request and its answer.
 #[derive(Debug)]
-pub struct Step {
+pub struct Expected {
     method: Method,
     path: String,
     answer: Answer,
 }
 
-impl Step {
+impl Expected {
     /// Whether `path` is this step's: the same path, or one under it when the step's ends
     /// with `/` (so `.../services/tas` does not take `.../services/tas-tls`).
     fn matches(&self, path: &str) -> bool {
@@ -136,7 +136,7 @@ pub fn failure(code: u16, reason: &str, message: &str) -> Value {
 
 #[derive(Debug, Default)]
 struct State {
-    steps: VecDeque<Step>,
+    steps: VecDeque<Expected>,
     requests: Vec<Recorded>,
     events: Vec<Value>,
     unexpected: Vec<String>,
@@ -233,7 +233,7 @@ pub struct MockApi {
 
 impl MockApi {
     /// A server expecting `steps`, and a client of it.
-    pub fn new(steps: impl IntoIterator<Item = Step>) -> (Self, kube::Client) {
+    pub fn new(steps: impl IntoIterator<Item = Expected>) -> (Self, kube::Client) {
         let state = Arc::new(Mutex::new(State {
             steps: steps.into_iter().collect(),
             resource_version: FIRST_WRITE_REVISION,
@@ -338,7 +338,7 @@ mod tests {
     #[tokio::test]
     async fn answers_the_scripted_request() {
         let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}});
-        let (api, client) = MockApi::new([Step::get(PATH, object)]);
+        let (api, client) = MockApi::new([Expected::get(PATH, object)]);
         let found = get(client, "a").await.expect("answered");
         assert_eq!(found.metadata.name.as_deref(), Some("a"));
         assert_eq!(api.calls(), vec![format!("GET {PATH}")]);
@@ -358,12 +358,12 @@ mod tests {
     #[tokio::test]
     #[should_panic(expected = "expected requests never made")]
     async fn a_request_not_made_fails_the_test() {
-        let (_api, _client) = MockApi::new([Step::get_absent(PATH)]);
+        let (_api, _client) = MockApi::new([Expected::get_absent(PATH)]);
     }
 
     #[test]
     fn a_step_takes_its_path_or_what_is_under_a_prefix() {
-        let step = |path| Step::get_absent(path);
+        let step = |path| Expected::get_absent(path);
         assert!(step(PATH).matches(PATH));
         assert!(!step("/api/v1/namespaces/ns/configmaps/").matches("/api/v1/namespaces/ns"));
         assert!(step("/api/v1/namespaces/ns/configmaps/").matches(PATH));

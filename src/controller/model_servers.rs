@@ -14,7 +14,7 @@ use trustyai_crds::TrustyAIService;
 use trustyai_crds::contract::labels;
 
 use super::apply;
-use super::children::inputs::Input;
+use super::children::inputs::WatchedInput;
 use super::context::Context;
 use super::discovery::{OptionalApis, inference_service_api_resource};
 use super::error::ReconcileError;
@@ -57,7 +57,12 @@ pub async fn survey(
         return out;
     }
     let ns = instance.namespace();
-    if ctx.children.input(Input::InferenceServices).any_in(ns) == Some(false) {
+    if ctx
+        .children
+        .input(WatchedInput::InferenceServices)
+        .any_in(ns)
+        == Some(false)
+    {
         return out;
     }
     let isvcs: Api<DynamicObject> =

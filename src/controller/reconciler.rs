@@ -26,12 +26,12 @@ use trustyai_crds::validation::image_allowed;
 use super::apply::update_params;
 use super::backoff::{self, CONFLICT_RETRY};
 use super::children::declaration::Kind;
-use super::children::{self, ChildrenApplied, Inputs, pvc};
+use super::children::{self, ChildrenApplied, RenderInputs, pvc};
 use super::context::Context;
 use super::db_secret::{self, DbSecretError};
 use super::discovery::OptionalApis;
 use super::error::ReconcileError;
-use super::finalizer::{self, Step};
+use super::finalizer::{self, FinalizerAction};
 use super::image_upgrade;
 use super::migration_trigger;
 use super::model_servers;
@@ -78,13 +78,13 @@ pub async fn reconcile(
     let started = std::time::Instant::now();
     async move {
         let result = match finalizer::step(&service.metadata) {
-            Step::Ignore => Ok(Action::await_change()),
-            Step::Cleanup { remaining } => cleanup(&service, &ctx, remaining).await,
-            Step::Set(finalizers) => {
+            FinalizerAction::Ignore => Ok(Action::await_change()),
+            FinalizerAction::Cleanup { remaining } => cleanup(&service, &ctx, remaining).await,
+            FinalizerAction::Set(finalizers) => {
                 set_finalizers(&ctx, &service, &finalizers).await?;
                 converge(&service, &ctx).await
             }
-            Step::Reconcile => converge(&service, &ctx).await,
+            FinalizerAction::Reconcile => converge(&service, &ctx).await,
         };
         if result.is_ok() {
             ctx.backoffs.reset(&backoff_key(&service));
@@ -252,7 +252,7 @@ async fn storage_mode(
 }
 
 /// What the rendering reads from other objects of the namespace.
-struct ReadInputs {
+struct NamespaceReads {
     /// The database credentials verdict, in the modes using a database.
     db_credentials: Option<Result<(), DbSecretError>>,
     /// The `<cr>-db-ca` Secret exists.
@@ -265,7 +265,7 @@ async fn read_inputs(
     ctx: &Context,
     instance: &Instance<'_>,
     mode: StorageMode,
-) -> Result<ReadInputs, ReconcileError> {
+) -> Result<NamespaceReads, ReconcileError> {
     let db_credentials = if mode.uses_database() {
         Some(check_database(ctx, instance).await?)
     } else {
@@ -275,7 +275,7 @@ async fn read_inputs(
         && children::secret_exists(ctx, instance.namespace(), &names::db_ca(instance.name()))
             .await?;
     let custom_ca_bundle = children::custom_ca_bundle_exists(ctx, instance.namespace()).await?;
-    Ok(ReadInputs {
+    Ok(NamespaceReads {
         db_credentials,
         db_ca_exists,
         custom_ca_bundle,
@@ -293,13 +293,13 @@ async fn provision(
     ctx: &Context,
     instance: &Instance<'_>,
     images: &Images,
-    read: &ReadInputs,
+    read: &NamespaceReads,
     survey: &model_servers::Survey,
     apis: OptionalApis,
 ) -> Result<Provisioned, ReconcileError> {
     // Istio objects are left as they are while the InferenceServices cannot be listed.
     let istio_kept = survey.failed() && children::owns_any_istio(ctx, instance);
-    let inputs = Inputs {
+    let inputs = RenderInputs {
         images,
         custom_ca_bundle: read.custom_ca_bundle,
         db_ca_exists: read.db_ca_exists,

@@ -27,7 +27,7 @@ use serde_json::Value;
 use trustyai_crds::contract::{DEPRECATED_VERSION, GROUP, KIND, STORAGE_VERSION};
 use trustyai_crds::defaults::Operation;
 use trustyai_crds::manifests::{ManifestError, TextFormat, parse_documents, render_documents};
-use trustyai_crds::review::{Step, review};
+use trustyai_crds::review::{AdmissionStep, review};
 use trustyai_crds::validation::{FieldError, Rule, ValidationContext, Verdict};
 
 use super::lists::{Document, ItemDefaults, classify, list_items};
@@ -424,7 +424,7 @@ fn check(
     let (defaulted, verdict) = match review(
         document,
         old.map(|o| &o.object),
-        Step::Default(operation),
+        AdmissionStep::Default(operation),
         ctx,
     ) {
         Ok(reviewed) => (reviewed.object.into_owned(), reviewed.verdict),

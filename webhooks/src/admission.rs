@@ -19,7 +19,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use trustyai_crds::contract::{DEPRECATED_VERSION, GROUP, KIND, PLURAL, STORAGE_VERSION};
 use trustyai_crds::defaults::{Operation, apply_defaults};
-use trustyai_crds::review::{self, Step};
+use trustyai_crds::review::{self, AdmissionStep};
 use trustyai_crds::validation::{
     FieldError, ValidationContext, denial_message, validate as validate_object,
 };
@@ -138,7 +138,12 @@ fn judge(state: &WebhookState, req: &Request, object: &Value) -> (ReviewOutcome,
         allowed_image_prefixes: settings.allowed_image_prefixes.clone(),
         secret_exists: Some(&lookup),
     };
-    let verdict = match review::review(object, req.old_object.as_ref(), Step::JudgeAsIs, &ctx) {
+    let verdict = match review::review(
+        object,
+        req.old_object.as_ref(),
+        AdmissionStep::JudgeAsIs,
+        &ctx,
+    ) {
         Ok(reviewed) => reviewed.verdict,
         // Conversion never fails for one of our objects; anything else is judged as it is
         // (and fails the rules with field errors).

@@ -18,12 +18,12 @@ use super::changes::Changes;
 use super::declaration::{Applying, Kind};
 use super::memory::Owner;
 use super::rendered::KindApplied;
-use super::{Children, Inputs, apply_all, rendered};
+use super::{Children, RenderInputs, apply_all, rendered};
 use crate::controller::children::cluster_role_binding::DEFAULT_PROXY_CLUSTER_ROLE;
 use crate::controller::context::{Context, ControllerConfig};
 use crate::controller::discovery::OptionalApis;
 use crate::controller::error::ReconcileError;
-use crate::controller::mock_api::{MockApi, Step};
+use crate::controller::mock_api::{Expected, MockApi};
 use crate::controller::resources::Instance;
 use crate::controller::resources::images::{ImageSources, Images, resolve};
 use crate::controller::test_support::{
@@ -61,7 +61,7 @@ pub(super) struct Harness {
 
 impl Harness {
     /// A context on a mock API server expecting `steps`, every cache empty and unlisted.
-    pub(super) fn new(steps: impl IntoIterator<Item = Step>) -> Self {
+    pub(super) fn new(steps: impl IntoIterator<Item = Expected>) -> Self {
         let (api, client) = MockApi::new(steps);
         let (_, apis) = watch::channel(OptionalApis::default());
         let ctx = Context::new(
@@ -79,7 +79,7 @@ impl Harness {
     }
 
     /// [`Self::new`] with every kind's cache listed (and empty), as once the watches ran.
-    pub(super) fn listed(steps: impl IntoIterator<Item = Step>) -> Self {
+    pub(super) fn listed(steps: impl IntoIterator<Item = Expected>) -> Self {
         let harness = Self::new(steps);
         for kind in Kind::ALL {
             harness.cache_objects(*kind, []);
@@ -105,7 +105,7 @@ impl Harness {
         cache.end_list();
     }
 
-    fn inputs(&self, apis: OptionalApis) -> Inputs<'_> {
+    fn inputs(&self, apis: OptionalApis) -> RenderInputs<'_> {
         self.inputs_wanting_istio(apis, false)
     }
 
@@ -113,8 +113,8 @@ impl Harness {
         &self,
         apis: OptionalApis,
         istio_wanted: bool,
-    ) -> Inputs<'_> {
-        Inputs {
+    ) -> RenderInputs<'_> {
+        RenderInputs {
             images: &self.images,
             custom_ca_bundle: false,
             db_ca_exists: false,
@@ -150,7 +150,7 @@ impl Harness {
         &self,
         service: &TrustyAIService,
         kind: Kind,
-        inputs: Inputs<'_>,
+        inputs: RenderInputs<'_>,
     ) -> Result<KindApplied, ReconcileError> {
         let instance = Instance::new(service, VERSION).expect("an instance");
         let Applying::Rendered(hooks) = &kind.declaration().applying else {
@@ -170,7 +170,7 @@ pub(super) fn owner() -> Owner {
 }
 
 /// The applies of a TrustyAIService none of whose children exist, on [`openshift`].
-fn first_applies(with_claim: bool) -> Vec<Step> {
+fn first_applies(with_claim: bool) -> Vec<Expected> {
     let mut paths = vec![
         SERVICE_ACCOUNT,
         BINDING,
@@ -182,7 +182,7 @@ fn first_applies(with_claim: bool) -> Vec<Step> {
         paths.push(CLAIM);
     }
     paths.extend([DEPLOYMENT, ROUTE]);
-    paths.into_iter().map(Step::apply).collect()
+    paths.into_iter().map(Expected::apply).collect()
 }
 
 fn patch(path: &str) -> String {
@@ -209,7 +209,7 @@ async fn a_child_as_the_last_apply_left_it_costs_no_request() {
 
 #[tokio::test]
 async fn an_object_the_listed_cache_lacks_is_applied_without_a_read() {
-    let harness = Harness::listed([Step::apply(SERVICE_ACCOUNT)]);
+    let harness = Harness::listed([Expected::apply(SERVICE_ACCOUNT)]);
     harness
         .apply_kind(&database_service(), Kind::ServiceAccount)
         .await
@@ -231,8 +231,8 @@ async fn an_object_the_listed_cache_lacks_is_applied_without_a_read() {
 #[tokio::test]
 async fn a_cache_that_has_not_listed_means_a_read_before_the_apply() {
     let harness = Harness::new([
-        Step::get_absent(SERVICE_ACCOUNT),
-        Step::apply(SERVICE_ACCOUNT),
+        Expected::get_absent(SERVICE_ACCOUNT),
+        Expected::apply(SERVICE_ACCOUNT),
     ]);
     harness
         .apply_kind(&database_service(), Kind::ServiceAccount)
@@ -253,7 +253,7 @@ async fn a_cache_that_has_not_listed_means_a_read_before_the_apply() {
 
 #[tokio::test]
 async fn a_binding_to_another_role_is_deleted_and_created_again() {
-    let harness = Harness::listed([Step::delete(BINDING), Step::apply(BINDING)]);
+    let harness = Harness::listed([Expected::delete(BINDING), Expected::apply(BINDING)]);
     let binding = json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
         "metadata": {"name": "tas-models-proxy-rolebinding", "resourceVersion": "5"},
@@ -279,7 +279,7 @@ async fn a_binding_to_another_role_is_deleted_and_created_again() {
 #[tokio::test]
 async fn unwanted_mesh_objects_are_deleted_but_never_a_claim() {
     let mut steps = first_applies(false);
-    steps.push(Step::delete(DESTINATION_RULE));
+    steps.push(Expected::delete(DESTINATION_RULE));
     let harness = Harness::listed(steps);
     let owned = |api_version: &str, kind: &str, name: &str| {
         let object = json!({
@@ -336,14 +336,14 @@ async fn a_refused_growth_keeps_the_claim_at_its_live_size() {
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
     });
     let harness = Harness::new([
-        Step::get(CLAIM, live),
-        Step::apply_refused(
+        Expected::get(CLAIM, live),
+        Expected::apply_refused(
             CLAIM,
             403,
             "Forbidden",
             "persistentvolumeclaims \"tas-pvc\" is forbidden: exceeded quota: storage",
         ),
-        Step::apply(CLAIM),
+        Expected::apply(CLAIM),
     ]);
     let applied = harness
         .apply_kind(&service, Kind::PersistentVolumeClaim)
@@ -370,8 +370,8 @@ async fn a_refused_growth_keeps_the_claim_at_its_live_size() {
 #[tokio::test]
 async fn a_conflict_stops_the_apply_and_the_event_names_what_was_done() {
     let harness = Harness::listed([
-        Step::apply(SERVICE_ACCOUNT),
-        Step::apply_refused(BINDING, 409, "Conflict", "the object has been modified"),
+        Expected::apply(SERVICE_ACCOUNT),
+        Expected::apply_refused(BINDING, 409, "Conflict", "the object has been modified"),
     ]);
     let error = harness
         .apply_all(&database_service(), openshift())
@@ -408,7 +408,7 @@ async fn one_event_names_every_child_created() {
 
 #[tokio::test]
 async fn an_orphan_deleted_is_not_deleted_again_before_its_watch_event() {
-    let harness = Harness::listed([Step::delete(DESTINATION_RULE)]);
+    let harness = Harness::listed([Expected::delete(DESTINATION_RULE)]);
     let rule = json!({
         "apiVersion": "networking.istio.io/v1beta1", "kind": "DestinationRule",
         "metadata": {"name": "tas-internal", "namespace": NAMESPACE, "resourceVersion": "3"}
@@ -436,7 +436,7 @@ async fn an_orphan_deleted_is_not_deleted_again_before_its_watch_event() {
 
 #[tokio::test]
 async fn a_child_another_operator_made_for_the_trustyaiservice_is_reported_adopted() {
-    let harness = Harness::listed([Step::apply(SERVICE_ACCOUNT)]);
+    let harness = Harness::listed([Expected::apply(SERVICE_ACCOUNT)]);
     // As the Go operator leaves it: owned by the TrustyAIService, written by its manager only.
     let made_by_go = json!({
         "apiVersion": "v1", "kind": "ServiceAccount",
@@ -468,7 +468,7 @@ async fn a_child_another_operator_made_for_the_trustyaiservice_is_reported_adopt
 
 #[tokio::test]
 async fn a_child_this_operator_applied_before_is_reported_updated() {
-    let harness = Harness::listed([Step::apply(SERVICE_ACCOUNT)]);
+    let harness = Harness::listed([Expected::apply(SERVICE_ACCOUNT)]);
     let ours = json!({
         "apiVersion": "v1", "kind": "ServiceAccount",
         "metadata": {"name": "tas-proxy", "namespace": NAMESPACE, "resourceVersion": "5",

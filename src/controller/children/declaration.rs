@@ -14,7 +14,7 @@ use super::super::discovery::OptionalApis;
 use super::super::error::ReconcileError;
 use super::super::resources::Instance;
 use super::super::wiring::json_patch::JsonPatch;
-use super::Inputs;
+use super::RenderInputs;
 use super::cache::Projection;
 use super::memory::{Owner, Tracking};
 
@@ -181,7 +181,7 @@ pub struct Wanted {
 }
 
 /// The objects of a rendered kind that `instance` wants.
-pub type Render = fn(&Instance<'_>, &Inputs<'_>) -> Result<Vec<Wanted>, ReconcileError>;
+pub type Render = fn(&Instance<'_>, &RenderInputs<'_>) -> Result<Vec<Wanted>, ReconcileError>;
 
 /// Whether the live object (its projected fields) must be deleted before `desired` can be
 /// applied: a field that cannot change in place differs.

@@ -9,11 +9,11 @@ use serde_json::{Value, json};
 
 use super::apply_tests::{Harness, owner};
 use super::declaration::{Applying, Kind, Lifecycle, Wanted};
-use super::{Children, Inputs};
+use super::{Children, RenderInputs};
 use crate::controller::children::cluster_role_binding::DEFAULT_PROXY_CLUSTER_ROLE;
 use crate::controller::children::config_map::ServiceAccess;
 use crate::controller::discovery::OptionalApis;
-use crate::controller::mock_api::Step;
+use crate::controller::mock_api::Expected;
 use crate::controller::resources::Instance;
 use crate::controller::resources::images::{ImageSources, resolve};
 use crate::controller::test_support::{VERSION, database_service, migration_service, pvc_service};
@@ -30,7 +30,7 @@ fn everything() -> OptionalApis {
     }
 }
 
-fn inputs(harness: &Harness) -> Inputs<'_> {
+fn inputs(harness: &Harness) -> RenderInputs<'_> {
     harness.inputs_wanting_istio(everything(), true)
 }
 
@@ -79,9 +79,13 @@ fn patches(paths: &[String]) -> Vec<String> {
 
 /// A harness with every cache listed that expects `steps`, after the objects of `kind` were
 /// applied once.
-async fn applied_once(kind: Kind, then: impl IntoIterator<Item = Step>) -> Harness {
+async fn applied_once(kind: Kind, then: impl IntoIterator<Item = Expected>) -> Harness {
     let paths: Vec<String> = wanted(kind).into_iter().map(|(p, _)| p).collect();
-    let steps: Vec<Step> = paths.iter().map(|p| Step::apply(p)).chain(then).collect();
+    let steps: Vec<Expected> = paths
+        .iter()
+        .map(|p| Expected::apply(p))
+        .chain(then)
+        .collect();
     let harness = Harness::listed(steps);
     harness
         .apply_kind_with(&pvc_service(), kind, inputs(&harness))
@@ -132,7 +136,7 @@ async fn every_kind_changed_by_someone_else_is_applied_again() {
     for kind in rendered_kinds() {
         let wanted = wanted(kind);
         let paths: Vec<String> = wanted.iter().map(|(p, _)| p.clone()).collect();
-        let harness = applied_once(kind, paths.iter().map(|p| Step::apply(p))).await;
+        let harness = applied_once(kind, paths.iter().map(|p| Expected::apply(p))).await;
         harness.api.clear();
         // The watch shows each object at a version this operator's apply did not produce.
         let edited = wanted.iter().map(|(_, w)| {
@@ -169,9 +173,9 @@ async fn every_kind_no_longer_wanted_meets_its_lifecycle() {
         let lifecycle = kind.declaration().lifecycle;
         let deleted = lifecycle.removes_orphans();
         let paths: Vec<String> = wanted.iter().map(|(p, _)| p.clone()).collect();
-        let mut steps: Vec<Step> = paths.iter().map(|p| Step::apply(p)).collect();
+        let mut steps: Vec<Expected> = paths.iter().map(|p| Expected::apply(p)).collect();
         if deleted {
-            steps.push(Step::delete(&unwanted_path));
+            steps.push(Expected::delete(&unwanted_path));
         }
         let harness = Harness::listed(steps);
         harness.cache_objects(kind, [(unwanted, Some(owner()))]);
@@ -213,7 +217,7 @@ async fn every_kind_no_longer_wanted_meets_its_lifecycle() {
 fn render_all(service: &TrustyAIService) -> Vec<Value> {
     let instance = Instance::new(service, VERSION).expect("an instance");
     let images = resolve(&ImageSources::default());
-    let inputs = Inputs {
+    let inputs = RenderInputs {
         images: &images,
         custom_ca_bundle: true,
         db_ca_exists: true,

@@ -14,7 +14,7 @@ use super::memory::Tracking;
 
 /// A watched input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Input {
+pub enum WatchedInput {
     /// The custom CA bundle ConfigMaps labelled for injection: mounted when present, so their
     /// appearance changes the pods of every TrustyAIService of the namespace.
     CaBundles,
@@ -25,12 +25,12 @@ pub enum Input {
     InferenceServices,
 }
 
-impl Input {
+impl WatchedInput {
     /// Every input.
-    pub const ALL: &'static [Input] = &[
-        Input::CaBundles,
-        Input::ModelMeshDeployments,
-        Input::InferenceServices,
+    pub const ALL: &'static [WatchedInput] = &[
+        WatchedInput::CaBundles,
+        WatchedInput::ModelMeshDeployments,
+        WatchedInput::InferenceServices,
     ];
 
     /// Its watch.

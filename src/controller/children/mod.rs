@@ -61,7 +61,7 @@ use super::resources::images::Images;
 use cache::KindCache;
 use changes::Changes;
 use declaration::{Applying, Mapping, Wanted, WatchSpec, ours};
-use inputs::Input;
+use inputs::WatchedInput;
 use memory::{AppliedMemory, Owner, Tracking};
 use process_watches::ProcessWatches;
 
@@ -180,7 +180,7 @@ impl Children {
             // In the order of `Kind::ALL`, so a kind's discriminant is its index.
             kinds: Kind::ALL.iter().map(kind_cache).collect(),
             process,
-            inputs: Input::ALL.iter().map(|i| cache(i.watch())).collect(),
+            inputs: WatchedInput::ALL.iter().map(|i| cache(i.watch())).collect(),
             applied: AppliedMemory::default(),
             certificates: AppliedMemory::default(),
             db_credentials: AppliedMemory::default(),
@@ -193,7 +193,7 @@ impl Children {
     }
 
     /// The cache of `input`.
-    pub fn input(&self, input: Input) -> &KindCache {
+    pub fn input(&self, input: WatchedInput) -> &KindCache {
         &self.inputs[input as usize]
     }
 
@@ -215,7 +215,7 @@ impl Children {
             cache: self.kinds[*kind as usize].clone(),
             label: kind.name(),
         });
-        let inputs = Input::ALL.iter().map(|i| watches::Watched {
+        let inputs = WatchedInput::ALL.iter().map(|i| watches::Watched {
             spec: i.watch(),
             cache: self.inputs[*i as usize].clone(),
             label: i.label(),
@@ -247,7 +247,7 @@ pub struct ChildrenApplied {
 
 /// The inputs of the rendering that come from elsewhere than the TrustyAIService.
 #[derive(Debug, Clone, Copy)]
-pub struct Inputs<'a> {
+pub struct RenderInputs<'a> {
     /// The resolved images.
     pub images: &'a Images,
     /// The custom CA bundle ConfigMap exists.
@@ -271,7 +271,7 @@ pub struct Inputs<'a> {
 pub async fn apply_all(
     ctx: &Context,
     instance: &Instance<'_>,
-    inputs: Inputs<'_>,
+    inputs: RenderInputs<'_>,
 ) -> Result<ChildrenApplied, ReconcileError> {
     let mut changes = Changes::default();
     let result = apply_declared(ctx, instance, inputs, &mut changes).await;
@@ -283,7 +283,7 @@ pub async fn apply_all(
 async fn apply_declared(
     ctx: &Context,
     instance: &Instance<'_>,
-    inputs: Inputs<'_>,
+    inputs: RenderInputs<'_>,
     changes: &mut Changes,
 ) -> Result<ChildrenApplied, ReconcileError> {
     let mut out = ChildrenApplied::default();
@@ -449,7 +449,7 @@ pub async fn custom_ca_bundle_exists(
 ) -> Result<bool, ReconcileError> {
     match ctx
         .children
-        .input(Input::CaBundles)
+        .input(WatchedInput::CaBundles)
         .lookup(Some(namespace), custom_ca_bundle::CONFIG_MAP)
     {
         cache::Cached::Present(_) => return Ok(true),
