@@ -26,6 +26,7 @@ use trustyai_crds::validation::image_allowed;
 use super::apply::update_params;
 use super::backoff::{self, CONFLICT_RETRY};
 use super::children::declaration::Kind;
+use super::children::memory::Owner;
 use super::children::{self, ChildrenApplied, RenderInputs, pvc};
 use super::context::Context;
 use super::db_secret::{self, DbSecretError};
@@ -518,7 +519,7 @@ async fn check_database(
 ) -> Result<Result<(), DbSecretError>, ReconcileError> {
     let name = names::db_credentials(instance.name(), instance.spec());
     // The verdict (never the data) is remembered for the resourceVersion it was reached on.
-    let owner = (instance.namespace().to_owned(), instance.name().to_owned());
+    let owner = Owner::of(instance);
     let cached = ctx
         .children
         .cache(Kind::Secret)
@@ -677,8 +678,10 @@ async fn cleanup(
     children::lifecycle::settle_data(ctx, service).await?;
     set_finalizers(ctx, service, &remaining).await?;
     ctx.events.forget(service);
-    ctx.children
-        .forget_owner(&(service.namespace().unwrap_or_default(), service.name_any()));
+    ctx.children.forget_owner(&Owner::new(
+        service.namespace().unwrap_or_default(),
+        service.name_any(),
+    ));
     tracing::info!("finalized");
     Ok(Action::await_change())
 }

@@ -166,7 +166,7 @@ impl Harness {
 }
 
 pub(super) fn owner() -> Owner {
-    (NAMESPACE.to_owned(), NAME.to_owned())
+    Owner::new(NAMESPACE, NAME)
 }
 
 /// The applies of a TrustyAIService none of whose children exist, on [`openshift`].

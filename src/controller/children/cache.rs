@@ -531,11 +531,11 @@ mod tests {
     #[test]
     fn owned_by_lists_the_owners_objects() {
         let cache = cache();
-        let owner = ("ns".to_owned(), "tas".to_owned());
+        let owner = Owner::new("ns", "tas");
         assert_eq!(cache.owned_by(&owner), None);
         cache.begin_list();
         put(&cache, "mine", "1", Some(owner.clone()));
-        put(&cache, "theirs", "1", Some(("ns".into(), "other".into())));
+        put(&cache, "theirs", "1", Some(Owner::new("ns", "other")));
         put(&cache, "nobodys", "1", None);
         cache.end_list();
         assert_eq!(

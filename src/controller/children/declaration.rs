@@ -81,21 +81,21 @@ impl Mapping {
             super::super::triggers::owners(meta)
                 .into_iter()
                 .next()
-                .map(|r| (namespace.clone(), r.name))
+                .map(|r| Owner::new(namespace.clone(), r.name))
         };
         match self {
             Self::OwnerReferences => by_reference(),
             Self::OwnerLabels => {
                 let labels = meta.labels.as_ref()?;
-                Some((
-                    labels.get(owner_labels::NAMESPACE)?.clone(),
-                    labels.get(owner_labels::NAME)?.clone(),
+                Some(Owner::new(
+                    labels.get(owner_labels::NAMESPACE)?,
+                    labels.get(owner_labels::NAME)?,
                 ))
             }
             Self::Claim => by_reference().or_else(|| {
                 let cr = meta.labels.as_ref()?.get(labels::INSTANCE)?;
                 (meta.name.as_deref() == Some(super::super::resources::names::pvc(cr).as_str()))
-                    .then(|| (namespace.clone(), cr.clone()))
+                    .then(|| Owner::new(namespace.clone(), cr))
             }),
             Self::SecretReaders | Self::Namespace => None,
         }

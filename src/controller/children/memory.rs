@@ -63,11 +63,36 @@ pub fn fingerprint<T: Serialize>(object: &T) -> Result<u64, serde_json::Error> {
     Ok(hasher.finish())
 }
 
-/// The TrustyAIService a child belongs to: namespace and name.
-pub type Owner = (String, String);
+/// The TrustyAIService a child belongs to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Owner {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
 
-/// One child of an owner: kind and name.
-type Child = (Kind, String);
+impl Owner {
+    /// The TrustyAIService `name` in `namespace`.
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    /// The TrustyAIService being rendered.
+    pub fn of(instance: &crate::controller::resources::Instance<'_>) -> Self {
+        Self::new(instance.namespace(), instance.name())
+    }
+}
+
+/// One child of an owner.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Child {
+    kind: Kind,
+    name: String,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Record<V> {
@@ -106,7 +131,12 @@ impl<V: Clone> AppliedMemory<V> {
         let by_owner = self.by_owner.lock().unwrap_or_else(PoisonError::into_inner);
         by_owner
             .get(owner)
-            .and_then(|children| children.get(&(kind, name.to_owned())))
+            .and_then(|children| {
+                children.get(&Child {
+                    kind,
+                    name: name.to_owned(),
+                })
+            })
             .filter(|r| r.fingerprint == fingerprint && r.version == live)
             .map(|r| r.value.clone())
     }
@@ -117,7 +147,12 @@ impl<V: Clone> AppliedMemory<V> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(owner)
-            .is_some_and(|children| children.contains_key(&(kind, name.to_owned())))
+            .is_some_and(|children| {
+                children.contains_key(&Child {
+                    kind,
+                    name: name.to_owned(),
+                })
+            })
     }
 
     /// Records an apply or check that left the child at `version`; without one, forgets the
@@ -133,7 +168,10 @@ impl<V: Clone> AppliedMemory<V> {
     ) {
         let mut by_owner = self.by_owner.lock().unwrap_or_else(PoisonError::into_inner);
         let children = by_owner.entry(owner.clone()).or_default();
-        let child = (kind, name.to_owned());
+        let child = Child {
+            kind,
+            name: name.to_owned(),
+        };
         match version {
             Some(rv) => {
                 children.insert(
@@ -176,7 +214,7 @@ mod tests {
     use kube::core::PartialObjectMeta;
 
     fn owner() -> Owner {
-        ("ns".to_owned(), "tas".to_owned())
+        Owner::new("ns", "tas")
     }
 
     fn meta(name: &str, rv: Option<&str>) -> PartialObjectMeta<Service> {

@@ -430,7 +430,7 @@ fn cached_named<K: DeserializeOwned>(
 
 /// Whether the cache shows an Istio object of `instance` (unknown counts as yes: keep them).
 pub fn owns_any_istio(ctx: &Context, instance: &Instance<'_>) -> bool {
-    let owner = (instance.namespace().to_owned(), instance.name().to_owned());
+    let owner = Owner::of(instance);
     [Kind::DestinationRule, Kind::VirtualService]
         .iter()
         .any(|kind| {

@@ -19,7 +19,7 @@ use crate::controller::context::Context;
 
 /// The owner under which shared children's applies are remembered (one memory for all).
 fn shared_owner() -> Owner {
-    (String::new(), String::new())
+    Owner::default()
 }
 
 /// The API of `declaration`'s objects in `namespace` (`None`: cluster-scoped).
@@ -52,7 +52,7 @@ pub async fn apply_kind(
 ) -> Result<KindApplied, ReconcileError> {
     let declaration = kind.declaration();
     let resource = (declaration.watch.resource)();
-    let owner = &(instance.namespace().to_owned(), instance.name().to_owned());
+    let owner = &Owner::of(instance);
     let mut out = KindApplied::default();
     let mut names = HashSet::new();
     for wanted in wanted {

@@ -24,7 +24,7 @@ use super::super::resources::{Instance, labels, names};
 use super::cache::Projection;
 use super::changes::Changes;
 use super::declaration::{Applying, Declaration, Kind, Lifecycle, Mapping, WatchSpec};
-use super::memory::{Tracking, fingerprint};
+use super::memory::{Owner, Tracking, fingerprint};
 use super::{Children, built_in, count};
 use crate::controller::context::Context;
 
@@ -60,7 +60,7 @@ pub async fn apply(
     let children: &Children = &ctx.children;
     let cache = children.cache(Kind::Secret);
     let mut next: Option<OffsetDateTime> = None;
-    let owner = (instance.namespace().to_owned(), instance.name().to_owned());
+    let owner = Owner::of(instance);
     // A certificate found good stays good until it is due, as long as neither the Secret (its
     // resourceVersion in the cache) nor the trust bundle changed: no read, no parsing until then.
     let ca_fingerprint =

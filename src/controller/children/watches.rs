@@ -271,10 +271,10 @@ fn targets(
         Mapping::OwnerLabels => triggers::binding_owner(meta).into_iter().collect(),
         Mapping::Claim => {
             let mut refs = triggers::owners(meta);
-            if let Some((ns, cr)) = mapping.owner(meta)
-                && !refs.iter().any(|r| r.name == cr)
+            if let Some(owner) = mapping.owner(meta)
+                && !refs.iter().any(|r| r.name == owner.name)
             {
-                refs.push(triggers::service_ref(&cr, &ns));
+                refs.push(triggers::service_ref(&owner.name, &owner.namespace));
             }
             refs
         }
