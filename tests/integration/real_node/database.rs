@@ -47,9 +47,11 @@ async fn mariadb(cp: &ControlPlane, ns: &str) {
                     {"name": "MARIADB_PASSWORD", "value": PASSWORD},
                 ],
                 "ports": [{"containerPort": 3306}],
+                // The client's answer takes more than the default second on a loaded node.
                 "readinessProbe": {
                     "exec": {"command": ["sh", "-c", check]},
                     "periodSeconds": 1,
+                    "timeoutSeconds": 10,
                 },
                 "securityContext": {
                     "allowPrivilegeEscalation": false,

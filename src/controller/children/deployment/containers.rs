@@ -34,6 +34,7 @@ pub fn service_container(image: &str, env: Vec<EnvVar>, mounts: Vec<VolumeMount>
         name: SERVICE_CONTAINER.to_owned(),
         image: Some(image.to_owned()),
         env: Some(env),
+        startup_probe: Some(service_startup_probe()),
         readiness_probe: Some(service_probe("/q/health/ready")),
         liveness_probe: Some(service_probe("/q/health/live")),
         resources: Some(ResourceRequirements {
@@ -129,6 +130,23 @@ fn service_probe(path: &str) -> Probe {
         ..Probe::default()
     }
 }
+
+/// How long the service may take to start before it is restarted: up to
+/// [`SERVICE_STARTUP_SECONDS`]. Liveness and readiness are checked only once it has started, so
+/// a service that starts slowly (a busy node, a large import) is not killed by its liveness
+/// probe before it first listens.
+fn service_startup_probe() -> Probe {
+    const PERIOD: i32 = 5;
+    Probe {
+        period_seconds: Some(PERIOD),
+        failure_threshold: Some(SERVICE_STARTUP_SECONDS / PERIOD),
+        initial_delay_seconds: None,
+        ..service_probe("/q/health/live")
+    }
+}
+
+/// The longest start the service's startup probe allows, in seconds.
+pub const SERVICE_STARTUP_SECONDS: i32 = 300;
 
 fn proxy_probe(initial_delay: i32, period: i32) -> Probe {
     Probe {

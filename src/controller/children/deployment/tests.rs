@@ -246,6 +246,20 @@ fn service_container() {
 }
 
 #[test]
+fn a_slow_start_of_the_service_is_not_cut_short_by_its_liveness_probe() {
+    let d = render(&pvc_service());
+    let c = container(&d, "trustyai-service");
+    let startup = c.startup_probe.as_ref().expect("a startup probe");
+    assert_eq!(
+        startup.http_get.as_ref().and_then(|h| h.path.as_deref()),
+        Some("/q/health/live")
+    );
+    let allowed = startup.period_seconds.unwrap_or(10) * startup.failure_threshold.unwrap_or(3);
+    assert_eq!(allowed, super::containers::SERVICE_STARTUP_SECONDS);
+    assert!(allowed >= 300, "{allowed}");
+}
+
+#[test]
 fn proxy_container() {
     let d = render(&pvc_service());
     let c = container(&d, "kube-rbac-proxy");
