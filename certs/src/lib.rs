@@ -35,6 +35,7 @@ pub mod names;
 pub mod operand_ca;
 pub mod operand_serving;
 pub mod renewal;
+pub mod rotation;
 pub mod secret_layout;
 pub mod secret_store;
 pub mod verify;

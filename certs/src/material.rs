@@ -457,6 +457,12 @@ impl CaCert {
     }
 }
 
+impl AsRef<CertInfo> for CaCert {
+    fn as_ref(&self) -> &CertInfo {
+        &self.cert
+    }
+}
+
 /// What the webhook server serves: a validated chain and key, plus the CA bundle clients should
 /// trust. Built only through constructors that check the key matches, the leaf is within its
 /// validity, and (when a bundle is known) the chain verifies against it — so a value of this type

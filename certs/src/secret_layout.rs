@@ -59,6 +59,12 @@ impl PreviousCa {
     }
 }
 
+impl AsRef<CertInfo> for PreviousCa {
+    fn as_ref(&self) -> &CertInfo {
+        &self.cert
+    }
+}
+
 /// The Secret's data, parsed piece by piece so each piece can be judged on its own (a broken
 /// serving certificate does not cost a good CA).
 #[derive(Clone, Debug)]
