@@ -18,9 +18,9 @@
 //! - **cert-manager**: as files (the mounted Secret), plus optionally [`run_publisher`].
 //! - **openshift**: as files; the service-ca operator injects the bundle itself.
 //!
-//! Pure logic (generation, parsing, the renewal decision, the bundle, chain verification, the
-//! caBundle patches in [`ca_bundle_patches`]) lives apart from the Kubernetes-facing loops
-//! ([`secret_store`], [`ca_bundle_publisher`], [`files`]).
+//! Pure logic (generation, parsing, the CA rotation and the renewal decision, the bundle, chain
+//! verification, the caBundle patches in [`ca_bundle_patches`]) lives apart from the
+//! Kubernetes-facing loops ([`secret_store`], [`ca_bundle_publisher`], [`files`]).
 
 pub mod bundle;
 pub mod ca_bundle_patches;
@@ -52,7 +52,8 @@ pub use lifetimes::Lifetimes;
 pub use material::{CaCert, CertInfo, MaterialError, ServingCert, TlsMaterial};
 pub use mode::CertMode;
 pub use names::ServiceNames;
-pub use renewal::{CaStep, Reason, RenewalPlan, plan_renewal};
+pub use renewal::{Reason, RenewalPlan, plan_renewal};
+pub use rotation::{CaPlan, CaReason, CaStep, Rotation, Timetable};
 pub use secret_layout::{SecretData, StoredState};
 pub use secret_store::{
     CertificateSecret, Ensured, Judged, SECRET_FIELD_MANAGER, StoreError, ensure_secret,
