@@ -1,5 +1,6 @@
 //! TLS material for the webhook server: CA and serving certificate, their Secret, rotation,
-//! caBundle publishing; and the operands' CA ([`operand_ca`]), rotated with the same overlap.
+//! caBundle publishing; and the operands' CA ([`operand_ca`]). Both CAs are rotated by one
+//! planner ([`rotation`]), with the same overlap.
 //! The operands' serving Secrets ([`operand_serving`]): what one holds and when it must be
 //! re-issued.
 //!
