@@ -37,6 +37,7 @@ pub mod operand_ca;
 pub mod operand_serving;
 pub mod renewal;
 pub mod rotation;
+pub mod secret_call;
 pub mod secret_layout;
 pub mod secret_store;
 pub mod verify;
@@ -55,6 +56,7 @@ pub use mode::CertMode;
 pub use names::ServiceNames;
 pub use renewal::{Reason, RenewalPlan, plan_renewal};
 pub use rotation::{CaPlan, CaReason, CaStep, Rotation, Timetable};
+pub use secret_call::SecretCallError;
 pub use secret_layout::{SecretData, StoredState};
 pub use secret_store::{
     CertificateSecret, Ensured, Judged, SECRET_FIELD_MANAGER, StoreError, ensure_secret,

@@ -30,24 +30,15 @@ use crate::generate::{GenerateError, generate_ca};
 use crate::lifetimes::Lifetimes;
 use crate::material::{CaCert, MaterialError};
 use crate::rotation::{self, CaPlan, CaStep, Timetable};
+use crate::secret_call::SecretCallError;
 use crate::secret_layout::{CA_CRT, CA_KEY, CA_PREVIOUS_CRT};
 
 /// Why the operand CA could not be had.
 #[derive(Debug, thiserror::Error)]
 pub enum OperandCaError {
     /// An API call on the CA Secret failed.
-    #[error("{action} Secret {namespace}/{name}")]
-    Kube {
-        /// What was being done.
-        action: &'static str,
-        /// The operator namespace.
-        namespace: String,
-        /// The CA Secret.
-        name: String,
-        /// The client error (boxed: it is large).
-        #[source]
-        source: Box<kube::Error>,
-    },
+    #[error(transparent)]
+    Kube(SecretCallError),
     /// rcgen could not make the CA.
     #[error("generating the operand CA")]
     Generate(#[source] GenerateError),
@@ -278,12 +269,12 @@ impl OperandCa {
     }
 
     fn kube_error(&self, action: &'static str, source: kube::Error) -> OperandCaError {
-        OperandCaError::Kube {
+        OperandCaError::Kube(SecretCallError::new(
             action,
-            namespace: self.namespace.clone(),
-            name: self.name.clone(),
-            source: Box::new(source),
-        }
+            &self.namespace,
+            &self.name,
+            source,
+        ))
     }
 
     /// A new CA's `ca.crt` and `ca.key`.
