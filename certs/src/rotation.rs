@@ -238,6 +238,13 @@ mod tests {
         plan(Ok(current), previous, &lifetimes(), now)
     }
 
+    /// What reading garbage in `what` gives.
+    fn garbage(what: &str) -> MaterialError {
+        MaterialError::NoCertificate {
+            what: what.to_owned(),
+        }
+    }
+
     fn usable<'a>(plan: CaPlan<'a, CaCert, CaCert>) -> Rotation<'a, CaCert, CaCert> {
         match plan {
             CaPlan::Usable(rotation) => rotation,
@@ -338,9 +345,7 @@ mod tests {
     #[test]
     fn an_unusable_or_expired_previous_ca_is_retired_at_once() {
         let (_, current) = ca(t0());
-        let garbage = MaterialError::NoCertificate {
-            what: "ca-previous.crt".to_owned(),
-        };
+        let garbage = garbage("ca-previous.crt");
         let rotation = usable(plan_at(&current, Some(Err(&garbage)), t0()));
         assert_eq!(rotation.step(), CaStep::Retire);
         assert_eq!(rotation.reasons, [CaReason::PreviousUnusable(garbage)]);
@@ -358,9 +363,7 @@ mod tests {
     fn a_due_ca_beside_an_unusable_previous_one_takes_both_steps_in_order() {
         let (_, current) = ca(t0());
         let due_at = current.cert().renew_at();
-        let garbage = MaterialError::NoCertificate {
-            what: "ca-previous.crt".to_owned(),
-        };
+        let garbage = garbage("ca-previous.crt");
         let rotation = usable(plan_at(&current, Some(Err(&garbage)), due_at));
         assert_eq!(rotation.next_step(), CaStep::Retire);
         assert_eq!(
@@ -375,9 +378,7 @@ mod tests {
 
     #[test]
     fn a_ca_that_cannot_be_used_is_replaced() {
-        let garbage = MaterialError::NoCertificate {
-            what: CA_CRT.to_owned(),
-        };
+        let garbage = garbage(CA_CRT);
         let replaced = plan::<CaCert, CaCert>(Err(&garbage), None, &lifetimes(), t0());
         assert!(matches!(replaced, CaPlan::Replace(e) if e == garbage));
 
