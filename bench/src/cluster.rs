@@ -824,6 +824,11 @@ mod tests {
         serde_json::from_value(object).unwrap()
     }
 
+    /// A status that observed `generation`, in `phase`.
+    fn observed(generation: i64, phase: &str) -> Option<serde_json::Value> {
+        Some(json!({"observedGeneration": generation, "phase": phase}))
+    }
+
     fn owned(entries: &[(&str, usize, usize)]) -> HashMap<String, (usize, usize)> {
         entries
             .iter()
@@ -835,43 +840,19 @@ mod tests {
     fn reconciled_needs_current_generation_and_all_children() {
         let services = [
             // Reconciled and Ready.
-            tas(
-                "a",
-                2,
-                Some(json!({"observedGeneration": 2, "phase": "Ready"})),
-            ),
+            tas("a", 2, observed(2, "Ready")),
             // Reconciled, not Ready yet.
-            tas(
-                "b",
-                1,
-                Some(json!({"observedGeneration": 1, "phase": "Not Ready"})),
-            ),
+            tas("b", 1, observed(1, "Not Ready")),
             // Ready from an older generation: not reconciled.
-            tas(
-                "c",
-                3,
-                Some(json!({"observedGeneration": 2, "phase": "Ready"})),
-            ),
+            tas("c", 3, observed(2, "Ready")),
             // No status at all.
             tas("d", 1, None),
             // Current, but only one of its two Services exists.
-            tas(
-                "e",
-                1,
-                Some(json!({"observedGeneration": 1, "phase": "Ready"})),
-            ),
+            tas("e", 1, observed(1, "Ready")),
             // Current, but no Deployment.
-            tas(
-                "f",
-                1,
-                Some(json!({"observedGeneration": 1, "phase": "Ready"})),
-            ),
+            tas("f", 1, observed(1, "Ready")),
             // Current with no children recorded at all.
-            tas(
-                "g",
-                1,
-                Some(json!({"observedGeneration": 1, "phase": "Ready"})),
-            ),
+            tas("g", 1, observed(1, "Ready")),
         ];
         let owned = owned(&[
             ("a", 1, 2),
@@ -891,11 +872,7 @@ mod tests {
 
     #[test]
     fn an_object_without_a_generation_is_never_current() {
-        let mut object = tas(
-            "a",
-            1,
-            Some(json!({"observedGeneration": 1, "phase": "Ready"})),
-        );
+        let mut object = tas("a", 1, observed(1, "Ready"));
         object.metadata.generation = None;
         assert_eq!(tally(&[object], &owned(&[("a", 1, 2)])), (0, 0));
     }

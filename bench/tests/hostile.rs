@@ -433,20 +433,30 @@ async fn concurrent_fat_requests_stay_within_the_memory_budget() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test]
-async fn past_the_budget_requests_get_429_with_retry_after() -> Result<()> {
-    // Room for one fat request at a time, and no waiting.
-    let server = Server::start(&["--memory-budget-mib", "25", "--queue-timeout-ms", "0"])?;
-    let connection = server.connect(Protocol::H2).await?;
+/// `count` conversions of one object as large as the body limit allows, sent at once on
+/// `connection`: their answers, as they come.
+fn fat_conversions(
+    connection: &Connection,
+    count: usize,
+) -> tokio::task::JoinSet<Result<(u16, hyper::HeaderMap, Bytes)>> {
     let body = Bytes::from(conversion(
         &v1_object(SPEC, &format!(r#"{{"junk":[{}]}}"#, fill(400))),
         V1ALPHA1,
     ));
     let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..8 {
+    for _ in 0..count {
         let (connection, body) = (connection.clone(), body.clone());
         tasks.spawn(async move { connection.post_answer("/convert", body).await });
     }
+    tasks
+}
+
+#[tokio::test]
+async fn past_the_budget_requests_get_429_with_retry_after() -> Result<()> {
+    // Room for one fat request at a time, and no waiting.
+    let server = Server::start(&["--memory-budget-mib", "25", "--queue-timeout-ms", "0"])?;
+    let connection = server.connect(Protocol::H2).await?;
+    let mut tasks = fat_conversions(&connection, 8);
     let (mut ok, mut throttled) = (0, 0);
     while let Some(done) = tasks.join_next().await {
         let (status, headers, _) = done??;
@@ -475,15 +485,7 @@ async fn conversions_past_the_budget_wait_for_room_instead_of_getting_429() -> R
     // their turn (up to 25 s each; each takes under a second here) and every one is answered.
     let server = Server::start(&["--memory-budget-mib", "25"])?;
     let connection = server.connect(Protocol::H2).await?;
-    let body = Bytes::from(conversion(
-        &v1_object(SPEC, &format!(r#"{{"junk":[{}]}}"#, fill(400))),
-        V1ALPHA1,
-    ));
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..4 {
-        let (connection, body) = (connection.clone(), body.clone());
-        tasks.spawn(async move { connection.post_answer("/convert", body).await });
-    }
+    let mut tasks = fat_conversions(&connection, 4);
     while let Some(done) = tasks.join_next().await {
         let (status, _, answer) = done??;
         check(
