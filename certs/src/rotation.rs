@@ -245,6 +245,13 @@ mod tests {
         }
     }
 
+    /// Asserts that `rotation` takes one step, for `reason`, which is a `warning` or not.
+    fn assert_one_step(rotation: &Rotation<'_, CaCert, CaCert>, reason: CaReason, warning: bool) {
+        assert_eq!(rotation.reasons, [reason]);
+        assert_eq!(rotation.reasons[0].is_warning(), warning);
+        assert_eq!(rotation.next_step(), rotation.step());
+    }
+
     fn usable<'a>(plan: CaPlan<'a, CaCert, CaCert>) -> Rotation<'a, CaCert, CaCert> {
         match plan {
             CaPlan::Usable(rotation) => rotation,
@@ -282,10 +289,8 @@ mod tests {
         let (_, current) = ca(t0());
         let due_at = current.cert().renew_at();
         let rotation = usable(plan_at(&current, None, due_at));
+        assert_one_step(&rotation, CaReason::Due { renew_at: due_at }, false);
         assert_eq!(rotation.step(), CaStep::Rotate);
-        assert_eq!(rotation.next_step(), CaStep::Rotate);
-        assert_eq!(rotation.reasons, [CaReason::Due { renew_at: due_at }]);
-        assert!(!rotation.reasons[0].is_warning());
         assert_eq!(rotation.recheck_at, None);
     }
 
@@ -328,9 +333,8 @@ mod tests {
 
         let mut settled = usable(plan_at(&current, Some(Ok(&old)), retire_at));
         settled.retire_once_settled(moved_at, retire_at);
+        assert_one_step(&settled, CaReason::RotationComplete, false);
         assert_eq!(settled.step(), CaStep::Retire);
-        assert_eq!(settled.reasons, [CaReason::RotationComplete]);
-        assert!(!settled.reasons[0].is_warning());
     }
 
     #[test]
@@ -347,16 +351,14 @@ mod tests {
         let (_, current) = ca(t0());
         let garbage = garbage("ca-previous.crt");
         let rotation = usable(plan_at(&current, Some(Err(&garbage)), t0()));
+        assert_one_step(&rotation, CaReason::PreviousUnusable(garbage), true);
         assert_eq!(rotation.step(), CaStep::Retire);
-        assert_eq!(rotation.reasons, [CaReason::PreviousUnusable(garbage)]);
-        assert!(rotation.reasons[0].is_warning());
         assert!(rotation.previous.is_none());
 
         let (_, expired) = ca(t0() - time::Duration::days(6 * 365));
         let rotation = usable(plan_at(&current, Some(Ok(&expired)), t0()));
+        assert_one_step(&rotation, CaReason::PreviousExpired, false);
         assert_eq!(rotation.step(), CaStep::Retire);
-        assert_eq!(rotation.reasons, [CaReason::PreviousExpired]);
-        assert!(!rotation.reasons[0].is_warning());
     }
 
     #[test]
