@@ -127,8 +127,8 @@ pub enum CaPlan<'a, C, P> {
 pub struct Rotation<'a, C, P> {
     /// The current CA.
     pub current: &'a C,
-    /// The previous CA while a rotation is in progress; `None` when there is none or it is
-    /// being retired for being unusable.
+    /// The previous CA while a rotation is in progress; `None` when there is none, or when it
+    /// is being retired for being unusable or expired.
     pub previous: Option<&'a P>,
     /// The current CA's timetable.
     pub timetable: Timetable,
@@ -172,8 +172,8 @@ impl<C, P> Rotation<'_, C, P> {
 }
 
 /// Plans the rotation of the CA `current` (`Err`: it could not be read), with `previous`
-/// (`None`: absent), at `now`: steps 1 and 2 and the repairs, as the module documentation says;
-/// step 3 waits for [`Rotation::retire_once_settled`].
+/// (`None`: absent), at `now`, as the module documentation says: step 1 and the repairs, and
+/// the timetable of steps 2 and 3; step 3 is taken by [`Rotation::retire_once_settled`].
 pub fn plan<'a, C: AsRef<CertInfo>, P: AsRef<CertInfo>>(
     current: Result<&'a C, &MaterialError>,
     previous: Option<Result<&'a P, &MaterialError>>,
