@@ -173,40 +173,45 @@ where
     }
 }
 
+/// Every TrustyAIService of the cluster.
+async fn trustyai_services(client: &Client) -> kube::Result<Vec<TrustyAIService>> {
+    let api = Api::<TrustyAIService>::all(client.clone());
+    list_pages(|p| {
+        let api = api.clone();
+        async move { api.list(&p).await }
+    })
+    .await
+}
+
+/// The owners' UIDs of every object of kind `K` in the cluster, one per owner reference (of the
+/// objects only the metadata is read).
+async fn owner_uids<K>(client: &Client) -> kube::Result<Vec<String>>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let api = Api::<K>::all(client.clone());
+    let objects = list_pages(|p| {
+        let api = api.clone();
+        async move { api.list_metadata(&p).await }
+    })
+    .await?;
+    let references = objects.iter().flat_map(|o| o.owner_references());
+    Ok(references.map(|r| r.uid.clone()).collect())
+}
+
 /// The TrustyAIServices of the cluster that have their children and a current
 /// observedGeneration, and those that are Ready. Cluster-wide lists (the harness's own
 /// requests, which do not go through the counting proxy): one list per kind, whatever the
 /// number of namespaces. Only the TrustyAIServices are read whole (their status); of the
 /// Deployments and Services only the metadata.
 async fn progress(client: &Client) -> Result<(usize, usize)> {
-    let tas = Api::<TrustyAIService>::all(client.clone());
-    let services: Vec<TrustyAIService> = list_pages(|p| {
-        let tas = tas.clone();
-        async move { tas.list(&p).await }
-    })
-    .await?;
+    let services = trustyai_services(client).await?;
     let mut owned: HashMap<String, (usize, usize)> = HashMap::new();
-    let deployments = Api::<Deployment>::all(client.clone());
-    for d in list_pages(|p| {
-        let deployments = deployments.clone();
-        async move { deployments.list_metadata(&p).await }
-    })
-    .await?
-    {
-        for r in d.owner_references() {
-            owned.entry(r.uid.clone()).or_default().0 += 1;
-        }
+    for uid in owner_uids::<Deployment>(client).await? {
+        owned.entry(uid).or_default().0 += 1;
     }
-    let children = Api::<Service>::all(client.clone());
-    for s in list_pages(|p| {
-        let children = children.clone();
-        async move { children.list_metadata(&p).await }
-    })
-    .await?
-    {
-        for r in s.owner_references() {
-            owned.entry(r.uid.clone()).or_default().1 += 1;
-        }
+    for uid in owner_uids::<Service>(client).await? {
+        owned.entry(uid).or_default().1 += 1;
     }
     Ok(tally(&services, &owned))
 }
@@ -223,12 +228,7 @@ fn route_resource() -> kube::core::ApiResource {
 /// run that misses Ready tells whether the operator's view (its `Ready` message) or the
 /// cluster (the Deployment, the Route) is behind.
 async fn not_ready(client: &Client, limit: usize) -> Result<Vec<String>> {
-    let tas = Api::<TrustyAIService>::all(client.clone());
-    let services = list_pages(|p| {
-        let tas = tas.clone();
-        async move { tas.list(&p).await }
-    })
-    .await?;
+    let services = trustyai_services(client).await?;
     let mut out = Vec::new();
     for service in services
         .iter()
@@ -824,6 +824,11 @@ mod tests {
         serde_json::from_value(object).unwrap()
     }
 
+    /// A status that observed `generation`, in `phase`.
+    fn observed(generation: i64, phase: &str) -> Option<serde_json::Value> {
+        Some(json!({"observedGeneration": generation, "phase": phase}))
+    }
+
     fn owned(entries: &[(&str, usize, usize)]) -> HashMap<String, (usize, usize)> {
         entries
             .iter()
@@ -835,43 +840,19 @@ mod tests {
     fn reconciled_needs_current_generation_and_all_children() {
         let services = [
             // Reconciled and Ready.
-            tas(
-                "a",
-                2,
-                Some(json!({"observedGeneration": 2, "phase": "Ready"})),
-            ),
+            tas("a", 2, observed(2, "Ready")),
             // Reconciled, not Ready yet.
-            tas(
-                "b",
-                1,
-                Some(json!({"observedGeneration": 1, "phase": "Not Ready"})),
-            ),
+            tas("b", 1, observed(1, "Not Ready")),
             // Ready from an older generation: not reconciled.
-            tas(
-                "c",
-                3,
-                Some(json!({"observedGeneration": 2, "phase": "Ready"})),
-            ),
+            tas("c", 3, observed(2, "Ready")),
             // No status at all.
             tas("d", 1, None),
             // Current, but only one of its two Services exists.
-            tas(
-                "e",
-                1,
-                Some(json!({"observedGeneration": 1, "phase": "Ready"})),
-            ),
+            tas("e", 1, observed(1, "Ready")),
             // Current, but no Deployment.
-            tas(
-                "f",
-                1,
-                Some(json!({"observedGeneration": 1, "phase": "Ready"})),
-            ),
+            tas("f", 1, observed(1, "Ready")),
             // Current with no children recorded at all.
-            tas(
-                "g",
-                1,
-                Some(json!({"observedGeneration": 1, "phase": "Ready"})),
-            ),
+            tas("g", 1, observed(1, "Ready")),
         ];
         let owned = owned(&[
             ("a", 1, 2),
@@ -891,11 +872,7 @@ mod tests {
 
     #[test]
     fn an_object_without_a_generation_is_never_current() {
-        let mut object = tas(
-            "a",
-            1,
-            Some(json!({"observedGeneration": 1, "phase": "Ready"})),
-        );
+        let mut object = tas("a", 1, observed(1, "Ready"));
         object.metadata.generation = None;
         assert_eq!(tally(&[object], &owned(&[("a", 1, 2)])), (0, 0));
     }

@@ -45,6 +45,17 @@ mod tests {
         );
     }
 
+    /// Asserts p50, p99, p99.9 and the maximum of `samples`, in microseconds.
+    fn assert_percentiles(mut samples: Vec<Duration>, expected: [f64; 4]) {
+        let p = percentiles(&mut samples);
+        for (actual, expected) in [p.p50_us, p.p99_us, p.p999_us, p.max_us]
+            .into_iter()
+            .zip(expected)
+        {
+            assert_close(actual, expected);
+        }
+    }
+
     #[test]
     fn empty_sample_is_all_zeros() {
         let p = percentiles(&mut []);
@@ -56,31 +67,19 @@ mod tests {
 
     #[test]
     fn one_sample_is_every_percentile() {
-        let p = percentiles(&mut micros([42]));
-        for v in [p.p50_us, p.p99_us, p.p999_us, p.max_us] {
-            assert_close(v, 42.0);
-        }
+        assert_percentiles(micros([42]), [42.0; 4]);
     }
 
     #[test]
     fn nearest_rank_of_one_to_a_hundred() {
         // Ranks ceil(100 q): 50, 99, ceil(99.9) = 100, 100.
-        let mut samples = micros(1..=100);
-        let p = percentiles(&mut samples);
-        assert_close(p.p50_us, 50.0);
-        assert_close(p.p99_us, 99.0);
-        assert_close(p.p999_us, 100.0);
-        assert_close(p.max_us, 100.0);
+        assert_percentiles(micros(1..=100), [50.0, 99.0, 100.0, 100.0]);
     }
 
     #[test]
     fn nearest_rank_of_one_to_a_thousand() {
         // Ranks 500, 990, 999, 1000: p99.9 is not the maximum any more.
-        let p = percentiles(&mut micros(1..=1000));
-        assert_close(p.p50_us, 500.0);
-        assert_close(p.p99_us, 990.0);
-        assert_close(p.p999_us, 999.0);
-        assert_close(p.max_us, 1000.0);
+        assert_percentiles(micros(1..=1000), [500.0, 990.0, 999.0, 1000.0]);
     }
 
     #[test]

@@ -433,20 +433,48 @@ async fn concurrent_fat_requests_stay_within_the_memory_budget() -> Result<()> {
     Ok(())
 }
 
+/// Answers to requests sent at once: status, headers and body of each, as they come.
+type Answers = tokio::task::JoinSet<Result<(u16, hyper::HeaderMap, Bytes)>>;
+
+/// `count` conversions of one object as large as the body limit allows, sent at once on
+/// `connection`: their answers, as they come.
+fn fat_conversions(connection: &Connection, count: usize) -> Answers {
+    let body = conversion(
+        &v1_object(SPEC, &format!(r#"{{"junk":[{}]}}"#, fill(400))),
+        V1ALPHA1,
+    );
+    conversions_at_once(connection, Bytes::from(body), count)
+}
+
+/// The ConversionReview `body` sent `count` times at once on `connection`: the answers, as they
+/// come.
+fn conversions_at_once(connection: &Connection, body: Bytes, count: usize) -> Answers {
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..count {
+        let (connection, body) = (connection.clone(), body.clone());
+        tasks.spawn(async move { connection.post_answer("/convert", body).await });
+    }
+    tasks
+}
+
+/// Checks that every conversion of `tasks` was converted (`name` names them in a failure): how
+/// many there were.
+async fn all_converted(name: &str, mut tasks: Answers) -> Result<usize> {
+    let mut answered = 0;
+    while let Some(done) = tasks.join_next().await {
+        let (status, _, answer) = done??;
+        check(name, "/convert", Expect::Converted, status, &answer)?;
+        answered += 1;
+    }
+    Ok(answered)
+}
+
 #[tokio::test]
 async fn past_the_budget_requests_get_429_with_retry_after() -> Result<()> {
     // Room for one fat request at a time, and no waiting.
     let server = Server::start(&["--memory-budget-mib", "25", "--queue-timeout-ms", "0"])?;
     let connection = server.connect(Protocol::H2).await?;
-    let body = Bytes::from(conversion(
-        &v1_object(SPEC, &format!(r#"{{"junk":[{}]}}"#, fill(400))),
-        V1ALPHA1,
-    ));
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..8 {
-        let (connection, body) = (connection.clone(), body.clone());
-        tasks.spawn(async move { connection.post_answer("/convert", body).await });
-    }
+    let mut tasks = fat_conversions(&connection, 8);
     let (mut ok, mut throttled) = (0, 0);
     while let Some(done) = tasks.join_next().await {
         let (status, headers, _) = done??;
@@ -475,25 +503,7 @@ async fn conversions_past_the_budget_wait_for_room_instead_of_getting_429() -> R
     // their turn (up to 25 s each; each takes under a second here) and every one is answered.
     let server = Server::start(&["--memory-budget-mib", "25"])?;
     let connection = server.connect(Protocol::H2).await?;
-    let body = Bytes::from(conversion(
-        &v1_object(SPEC, &format!(r#"{{"junk":[{}]}}"#, fill(400))),
-        V1ALPHA1,
-    ));
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..4 {
-        let (connection, body) = (connection.clone(), body.clone());
-        tasks.spawn(async move { connection.post_answer("/convert", body).await });
-    }
-    while let Some(done) = tasks.join_next().await {
-        let (status, _, answer) = done??;
-        check(
-            "fat conversion",
-            "/convert",
-            Expect::Converted,
-            status,
-            &answer,
-        )?;
-    }
+    all_converted("fat conversion", fat_conversions(&connection, 4)).await?;
     valid_requests_still_work(&connection).await
 }
 
@@ -511,23 +521,8 @@ async fn sixty_four_concurrent_thousand_object_reviews_stay_under_the_charts_lim
         1000,
         fixtures::V1ALPHA1,
     ))?);
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..64 {
-        let (connection, body) = (connection.clone(), body.clone());
-        tasks.spawn(async move { connection.post_answer("/convert", body).await });
-    }
-    let mut answered = 0;
-    while let Some(done) = tasks.join_next().await {
-        let (status, _, answer) = done??;
-        check(
-            "1,000 objects",
-            "/convert",
-            Expect::Converted,
-            status,
-            &answer,
-        )?;
-        answered += 1;
-    }
+    let tasks = conversions_at_once(&connection, body, 64);
+    let answered = all_converted("1,000 objects", tasks).await?;
     let peak = server.kib("VmHWM")?;
     eprintln!("64 concurrent 1,000-object reviews: {answered} converted; peak RSS {peak} KiB");
     assert!(

@@ -12,10 +12,11 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 use time::OffsetDateTime;
 use tokio::sync::watch;
 use tracing::{Instrument, info, info_span, warn};
@@ -216,33 +217,15 @@ async fn publish_with(
         }
     };
     if let Some(name) = &targets.crd_name {
-        let written = publish_crd(client, name, &watched_targets.crd, targets, bundle).await?;
+        let written = publish(client, name, &watched_targets.crd, targets, bundle).await?;
         record(format!("CustomResourceDefinition/{name}"), written);
     }
     if let Some(name) = &targets.validating_webhook_configuration {
-        let written = publish_webhooks::<ValidatingWebhookConfiguration>(
-            client,
-            "ValidatingWebhookConfiguration",
-            name,
-            &watched_targets.validating,
-            validating_entries,
-            targets,
-            bundle,
-        )
-        .await?;
+        let written = publish(client, name, &watched_targets.validating, targets, bundle).await?;
         record(format!("ValidatingWebhookConfiguration/{name}"), written);
     }
     if let Some(name) = &targets.mutating_webhook_configuration {
-        let written = publish_webhooks::<MutatingWebhookConfiguration>(
-            client,
-            "MutatingWebhookConfiguration",
-            name,
-            &watched_targets.mutating,
-            mutating_entries,
-            targets,
-            bundle,
-        )
-        .await?;
+        let written = publish(client, name, &watched_targets.mutating, targets, bundle).await?;
         record(format!("MutatingWebhookConfiguration/{name}"), written);
     }
     Ok(published)
@@ -259,86 +242,61 @@ fn patch_params() -> PatchParams {
     }
 }
 
-/// `watched`: the object as its watch saw it, or `Err` when it must be read.
-async fn publish_crd(
-    client: &Client,
-    name: &str,
-    target: &Target<CustomResourceDefinition>,
-    targets: &PublishTargets,
-    bundle: &[u8],
-) -> Result<bool, PublishError> {
-    const KIND: &str = "CustomResourceDefinition";
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let live = match target.live(name) {
-        Ok(live) => live,
-        Err(()) => api
-            .get_opt(name)
-            .await
-            .map_err(kube_err("reading", KIND, name))?,
-    }
-    .ok_or_else(|| PublishError::NotFound {
-        kind: KIND,
-        name: name.to_owned(),
-    })?;
-    let decided_on = live.metadata.resource_version.clone();
-    let live = LiveConversion::of(&live);
-    let desired = desired_conversion(&targets.endpoint, &targets.conversion_path, bundle);
-    if live.is_up_to_date(&desired) {
-        return Ok(false);
-    }
-    if live.client_config.needs_switch_to(&desired) {
-        api.patch(
-            name,
-            &patch_params(),
-            &Patch::Merge(crd_switch_patch(&desired)),
-        )
-        .await
-        .map_err(kube_err("switching the client config of", KIND, name))?;
-    }
-    let wrote = api
-        .patch(
-            name,
-            &apply_params(),
-            &Patch::Apply(crd_apply_body(name, &desired)),
-        )
-        .await
-        .map_err(kube_err("applying the CA bundle to", KIND, name))?;
-    target.remember(decided_on, wrote);
-    Ok(true)
+/// What publishing a bundle writes to an object: a patch that switches client configs between a
+/// Service and a URL, where one must (apply cannot remove the other form where another manager
+/// owns it), then the apply body.
+type Writes = (Option<Patch<Value>>, Value);
+
+/// A kind the bundle is published into.
+trait BundleTarget:
+    k8s_openapi::Resource
+    + Resource<Scope = kube::core::ClusterResourceScope, DynamicType = ()>
+    + Clone
+    + DeserializeOwned
+    + Debug
+{
+    /// What publishing `bundle` for `targets` writes to this object, `name`; `None` when it is
+    /// up to date.
+    fn writes(&self, name: &str, targets: &PublishTargets, bundle: &[u8]) -> Option<Writes>;
 }
 
-async fn publish_webhooks<K>(
-    client: &Client,
-    kind: &'static str,
+impl BundleTarget for CustomResourceDefinition {
+    fn writes(&self, name: &str, targets: &PublishTargets, bundle: &[u8]) -> Option<Writes> {
+        let live = LiveConversion::of(self);
+        let desired = desired_conversion(&targets.endpoint, &targets.conversion_path, bundle);
+        if live.is_up_to_date(&desired) {
+            return None;
+        }
+        let switch = live
+            .client_config
+            .needs_switch_to(&desired)
+            .then(|| Patch::Merge(crd_switch_patch(&desired)));
+        Some((switch, crd_apply_body(name, &desired)))
+    }
+}
+
+impl BundleTarget for ValidatingWebhookConfiguration {
+    fn writes(&self, name: &str, targets: &PublishTargets, bundle: &[u8]) -> Option<Writes> {
+        webhooks_writes::<Self>(&validating_entries(self), name, targets, bundle)
+    }
+}
+
+impl BundleTarget for MutatingWebhookConfiguration {
+    fn writes(&self, name: &str, targets: &PublishTargets, bundle: &[u8]) -> Option<Writes> {
+        webhooks_writes::<Self>(&mutating_entries(self), name, targets, bundle)
+    }
+}
+
+/// [`BundleTarget::writes`] of a webhook configuration of kind `K` whose entries are `live`.
+fn webhooks_writes<K: k8s_openapi::Resource>(
+    live: &[LiveEntry],
     name: &str,
-    target: &Target<K>,
-    entries: fn(&K) -> Vec<LiveEntry>,
     targets: &PublishTargets,
     bundle: &[u8],
-) -> Result<bool, PublishError>
-where
-    K: Resource<Scope = kube::core::ClusterResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + Debug,
-{
-    let api: Api<K> = Api::all(client.clone());
-    let live = match target.live(name) {
-        Ok(live) => live,
-        Err(()) => api
-            .get_opt(name)
-            .await
-            .map_err(kube_err("reading", kind, name))?,
-    }
-    .ok_or_else(|| PublishError::NotFound {
-        kind,
-        name: name.to_owned(),
-    })?;
-    let decided_on = live.meta().resource_version.clone();
-    let live = entries(&live);
-    let desired = desired_entries(&live, &targets.endpoint, bundle);
+) -> Option<Writes> {
+    let desired = desired_entries(live, &targets.endpoint, bundle);
     if live == desired {
-        return Ok(false);
+        return None;
     }
     let switching: Vec<LiveEntry> = live
         .iter()
@@ -346,36 +304,57 @@ where
         .filter(|((_, have), (_, want))| have.needs_switch_to(want))
         .map(|(_, want)| want.clone())
         .collect();
-    if !switching.is_empty() {
-        api.patch(
-            name,
-            &patch_params(),
-            &Patch::Strategic(webhooks_switch_patch(&switching)),
-        )
-        .await
-        .map_err(kube_err("switching the client config of", kind, name))?;
+    let switch =
+        (!switching.is_empty()).then(|| Patch::Strategic(webhooks_switch_patch(&switching)));
+    Some((switch, webhooks_apply_body(K::KIND, name, &desired)))
+}
+
+/// Publishes `bundle` to the object `name` (as its watch in `target` last saw it, else read);
+/// `false` when it was up to date.
+async fn publish<K: BundleTarget>(
+    client: &Client,
+    name: &str,
+    target: &Target<K>,
+    targets: &PublishTargets,
+    bundle: &[u8],
+) -> Result<bool, PublishError> {
+    let api: Api<K> = Api::all(client.clone());
+    let live = match target.live(name) {
+        Ok(live) => live,
+        Err(()) => api
+            .get_opt(name)
+            .await
+            .map_err(kube_err("reading", K::KIND, name))?,
+    }
+    .ok_or_else(|| PublishError::NotFound {
+        kind: K::KIND,
+        name: name.to_owned(),
+    })?;
+    let Some((switch, apply)) = live.writes(name, targets, bundle) else {
+        return Ok(false);
+    };
+    if let Some(switch) = switch {
+        api.patch(name, &patch_params(), &switch)
+            .await
+            .map_err(kube_err("switching the client config of", K::KIND, name))?;
     }
     let wrote = api
-        .patch(
-            name,
-            &apply_params(),
-            &Patch::Apply(webhooks_apply_body(kind, name, &desired)),
-        )
+        .patch(name, &apply_params(), &Patch::Apply(apply))
         .await
-        .map_err(kube_err("applying the CA bundle to", kind, name))?;
-    target.remember(decided_on, wrote);
+        .map_err(kube_err("applying the CA bundle to", K::KIND, name))?;
+    target.remember(live.meta().resource_version.clone(), wrote);
     Ok(true)
 }
 
-/// A stream that yields whenever the named cluster-scoped object changes (or the watch
-/// re-lists), keeping it in `writer`'s store: the publication reads it there instead of
-/// asking the API server again.
-fn changes<K>(
+/// The target `name` (`None`: not a target) watched: its store, which the publication reads
+/// instead of asking the API server again, and in `sources` a stream that yields whenever the
+/// object changes (or the watch re-lists).
+fn watched<K>(
     client: &Client,
-    name: &str,
+    name: &Option<String>,
     streaming_lists: bool,
-    writer: Writer<K>,
-) -> BoxStream<'static, ()>
+    sources: &mut Vec<BoxStream<'static, ()>>,
+) -> Target<K>
 where
     K: Resource<Scope = kube::core::ClusterResourceScope, DynamicType = ()>
         + Clone
@@ -385,12 +364,16 @@ where
         + Sync
         + 'static,
 {
+    let Some(name) = name else {
+        return Target::default();
+    };
+    let (store, writer) = reflector::store();
     let api: Api<K> = Api::all(client.clone());
     let mut config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     if streaming_lists {
         config = config.streaming_lists();
     }
-    watcher::watcher(api, config)
+    let changes = watcher::watcher(api, config)
         .default_backoff()
         .reflect(writer)
         .filter_map(|event| async move {
@@ -405,8 +388,9 @@ where
                     None
                 }
             }
-        })
-        .boxed()
+        });
+    sources.push(changes.boxed());
+    Target::watched_by(store)
 }
 
 /// Keeps the CA bundle of `material` published in `targets` until the material sender is
@@ -427,37 +411,22 @@ pub async fn run_publisher(
     let span = info_span!("ca_bundle_publisher");
     async move {
         let mut sources: Vec<BoxStream<'static, ()>> = Vec::new();
-        let mut watched_targets = Watched::default();
-        if let Some(name) = &targets.crd_name {
-            let (store, writer) = reflector::store();
-            watched_targets.crd = Target::watched_by(store);
-            sources.push(changes::<CustomResourceDefinition>(
+        let streaming = targets.streaming_lists;
+        let watched_targets = Watched {
+            crd: watched(&client, &targets.crd_name, streaming, &mut sources),
+            validating: watched(
                 &client,
-                name,
-                targets.streaming_lists,
-                writer,
-            ));
-        }
-        if let Some(name) = &targets.validating_webhook_configuration {
-            let (store, writer) = reflector::store();
-            watched_targets.validating = Target::watched_by(store);
-            sources.push(changes::<ValidatingWebhookConfiguration>(
+                &targets.validating_webhook_configuration,
+                streaming,
+                &mut sources,
+            ),
+            mutating: watched(
                 &client,
-                name,
-                targets.streaming_lists,
-                writer,
-            ));
-        }
-        if let Some(name) = &targets.mutating_webhook_configuration {
-            let (store, writer) = reflector::store();
-            watched_targets.mutating = Target::watched_by(store);
-            sources.push(changes::<MutatingWebhookConfiguration>(
-                &client,
-                name,
-                targets.streaming_lists,
-                writer,
-            ));
-        }
+                &targets.mutating_webhook_configuration,
+                streaming,
+                &mut sources,
+            ),
+        };
         // `pending` keeps the select branch alive even with no targets.
         sources.push(stream::pending().boxed());
         let mut triggers = stream::select_all(sources);

@@ -5,6 +5,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder};
 
 use crate::renewal::Reason;
+use crate::rotation::CaReason;
 
 /// Event action for every warning: what the operator did about it.
 pub const WARNING_ACTION: &str = "RegenerateCertificate";
@@ -22,10 +23,10 @@ impl CertWarning {
     /// The warning for a decision reason, if that reason deserves one.
     pub fn from_reason(reason: &Reason) -> Option<Self> {
         let code = match reason {
-            Reason::CaUnusable(_) => "WebhookCAInvalid",
+            Reason::Ca(CaReason::Unusable(_)) => "WebhookCAInvalid",
             Reason::ServingUnusable(_) => "WebhookCertificateInvalid",
             Reason::ServingUntrusted(_) => "WebhookCertificateUntrusted",
-            Reason::PreviousCaUnusable(_) => "WebhookPreviousCAInvalid",
+            Reason::Ca(CaReason::PreviousUnusable(_)) => "WebhookPreviousCAInvalid",
             _ => return None,
         };
         Some(Self {

@@ -1,5 +1,6 @@
 //! TLS material for the webhook server: CA and serving certificate, their Secret, rotation,
-//! caBundle publishing; and the operands' CA ([`operand_ca`]), rotated with the same overlap.
+//! caBundle publishing; and the operands' CA ([`operand_ca`]). Both CAs are rotated by one
+//! planner ([`rotation`]), with the same overlap.
 //! The operands' serving Secrets ([`operand_serving`]): what one holds and when it must be
 //! re-issued.
 //!
@@ -18,9 +19,9 @@
 //! - **cert-manager**: as files (the mounted Secret), plus optionally [`run_publisher`].
 //! - **openshift**: as files; the service-ca operator injects the bundle itself.
 //!
-//! Pure logic (generation, parsing, the renewal decision, the bundle, chain verification, the
-//! caBundle patches in [`ca_bundle_patches`]) lives apart from the Kubernetes-facing loops
-//! ([`secret_store`], [`ca_bundle_publisher`], [`files`]).
+//! Pure logic (generation, parsing, the CA rotation and the renewal decision, the bundle, chain
+//! verification, the caBundle patches in [`ca_bundle_patches`]) lives apart from the
+//! Kubernetes-facing loops ([`secret_store`], [`ca_bundle_publisher`], [`files`]).
 
 pub mod bundle;
 pub mod ca_bundle_patches;
@@ -35,6 +36,8 @@ pub mod names;
 pub mod operand_ca;
 pub mod operand_serving;
 pub mod renewal;
+pub mod rotation;
+pub mod secret_call;
 pub mod secret_layout;
 pub mod secret_store;
 pub mod verify;
@@ -51,7 +54,9 @@ pub use lifetimes::Lifetimes;
 pub use material::{CaCert, CertInfo, MaterialError, ServingCert, TlsMaterial};
 pub use mode::CertMode;
 pub use names::ServiceNames;
-pub use renewal::{CaStep, Reason, RenewalPlan, plan_renewal};
+pub use renewal::{Reason, RenewalPlan, plan_renewal};
+pub use rotation::{CaPlan, CaReason, CaStep, Rotation, Timetable};
+pub use secret_call::SecretCallError;
 pub use secret_layout::{SecretData, StoredState};
 pub use secret_store::{
     CertificateSecret, Ensured, Judged, SECRET_FIELD_MANAGER, StoreError, ensure_secret,

@@ -457,6 +457,12 @@ impl CaCert {
     }
 }
 
+impl AsRef<CertInfo> for CaCert {
+    fn as_ref(&self) -> &CertInfo {
+        &self.cert
+    }
+}
+
 /// What the webhook server serves: a validated chain and key, plus the CA bundle clients should
 /// trust. Built only through constructors that check the key matches, the leaf is within its
 /// validity, and (when a bundle is known) the chain verifies against it — so a value of this type
@@ -566,6 +572,7 @@ impl fmt::Debug for TlsMaterial {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::generate::KeyedCert;
     use crate::testutil::{ca, leaf, t0};
 
     fn material(
@@ -580,6 +587,17 @@ mod tests {
             bundle.map(|b| ("ca.crt", b.as_bytes())),
             now,
         )
+    }
+
+    /// A serving certificate issued at t0 by a CA of its own.
+    fn issued() -> KeyedCert {
+        let (_, parsed) = ca(t0());
+        leaf(&parsed, t0())
+    }
+
+    /// Why `cert` and `key` (without a bundle) are refused at `now`.
+    fn refused(cert: &str, key: &str, now: OffsetDateTime) -> MaterialError {
+        material(cert, key, None, now).expect_err("refused")
     }
 
     #[test]
@@ -601,53 +619,43 @@ mod tests {
 
     #[test]
     fn empty_input_is_missing() {
-        let (_, parsed) = ca(t0());
-        let l = leaf(&parsed, t0());
-        assert_eq!(
-            material("  \n", &l.key_pem, None, t0()).unwrap_err(),
-            MaterialError::Missing {
-                what: "tls.crt".into()
-            }
-        );
-        assert_eq!(
-            material(&l.cert_pem, "", None, t0()).unwrap_err(),
-            MaterialError::Missing {
-                what: "tls.key".into()
-            }
-        );
+        let l = issued();
+        for (cert, key, what) in [
+            ("  \n", &l.key_pem[..], "tls.crt"),
+            (&l.cert_pem, "", "tls.key"),
+        ] {
+            let what = what.to_owned();
+            assert_eq!(refused(cert, key, t0()), MaterialError::Missing { what });
+        }
     }
 
     #[test]
     fn garbage_is_reported_precisely() {
-        let (_, parsed) = ca(t0());
-        let l = leaf(&parsed, t0());
-        assert_eq!(
-            material("hello world", &l.key_pem, None, t0()).unwrap_err(),
-            MaterialError::NoCertificate {
-                what: "tls.crt".into()
-            }
-        );
-        assert_eq!(
-            material(&l.cert_pem, "not a key", None, t0()).unwrap_err(),
-            MaterialError::NoKey {
-                what: "tls.key".into()
-            }
-        );
-        // A key where the certificate should be.
-        assert_eq!(
-            material(&l.key_pem, &l.key_pem, None, t0()).unwrap_err(),
-            MaterialError::NoCertificate {
-                what: "tls.crt".into()
-            }
-        );
+        let l = issued();
+        let no_certificate = || MaterialError::NoCertificate {
+            what: "tls.crt".into(),
+        };
+        for (cert, key, expected) in [
+            ("hello world", &l.key_pem[..], no_certificate()),
+            (
+                &l.cert_pem,
+                "not a key",
+                MaterialError::NoKey {
+                    what: "tls.key".into(),
+                },
+            ),
+            // A key where the certificate should be.
+            (&l.key_pem, &l.key_pem, no_certificate()),
+        ] {
+            assert_eq!(refused(cert, key, t0()), expected);
+        }
     }
 
     #[test]
     fn broken_pem_framing_is_a_pem_error() {
-        let (_, parsed) = ca(t0());
-        let l = leaf(&parsed, t0());
+        let l = issued();
         let truncated = &l.cert_pem[..l.cert_pem.len() / 2];
-        let err = material(truncated, &l.key_pem, None, t0()).unwrap_err();
+        let err = refused(truncated, &l.key_pem, t0());
         assert!(
             matches!(err, MaterialError::Pem { ref what, .. } if what == "tls.crt"),
             "{err}"
@@ -656,10 +664,9 @@ mod tests {
 
     #[test]
     fn a_certificate_block_with_junk_inside_is_a_certificate_error() {
-        let (_, parsed) = ca(t0());
-        let l = leaf(&parsed, t0());
+        let l = issued();
         let junk = "-----BEGIN CERTIFICATE-----\naGVsbG8gd29ybGQ=\n-----END CERTIFICATE-----\n";
-        let err = material(junk, &l.key_pem, None, t0()).unwrap_err();
+        let err = refused(junk, &l.key_pem, t0());
         assert!(
             matches!(err, MaterialError::Certificate { ref what, .. } if what == "tls.crt"),
             "{err}"
@@ -672,7 +679,7 @@ mod tests {
         let a = leaf(&parsed, t0());
         let b = leaf(&parsed, t0());
         assert_eq!(
-            material(&a.cert_pem, &b.key_pem, None, t0()).unwrap_err(),
+            refused(&a.cert_pem, &b.key_pem, t0()),
             MaterialError::KeyMismatch {
                 cert: "tls.crt".into(),
                 key: "tls.key".into()
@@ -682,11 +689,10 @@ mod tests {
 
     #[test]
     fn expired_and_not_yet_valid_certificates_are_rejected() {
-        let (_, parsed) = ca(t0());
-        let l = leaf(&parsed, t0());
+        let l = issued();
         let after = t0() + time::Duration::days(90);
         assert_eq!(
-            material(&l.cert_pem, &l.key_pem, None, after).unwrap_err(),
+            refused(&l.cert_pem, &l.key_pem, after),
             MaterialError::Expired {
                 what: "tls.crt".into(),
                 not_after: after
@@ -694,7 +700,7 @@ mod tests {
         );
         let before = t0() - time::Duration::hours(1);
         assert_eq!(
-            material(&l.cert_pem, &l.key_pem, None, before).unwrap_err(),
+            refused(&l.cert_pem, &l.key_pem, before),
             MaterialError::NotYetValid {
                 what: "tls.crt".into(),
                 not_before: t0() - time::Duration::minutes(5)
@@ -764,8 +770,7 @@ mod tests {
 
     #[test]
     fn renewal_point_is_two_thirds_of_the_lifetime() {
-        let (_, parsed) = ca(t0());
-        let l = leaf(&parsed, t0());
+        let l = issued();
         let cert = &parse_certificates("leaf", l.cert_pem.as_bytes()).expect("parse")[0];
         let lifetime = cert.not_after() - cert.not_before();
         assert_eq!(cert.renew_at() - cert.not_before(), lifetime * 2 / 3);

@@ -1,11 +1,11 @@
 //! The operand CA: the CA that signs the operands' serving certificates where no service-ca
-//! operator does, kept in one Secret of the operator namespace, and rotated with an overlap so
-//! that no client of a TrustyAI service ever sees a certificate its trust bundle lacks.
+//! operator does, kept in one Secret of the operator namespace, and rotated as
+//! [`crate::rotation`] says, so that no client of a TrustyAI service ever sees a certificate its
+//! trust bundle lacks.
 //!
 //! The Secret holds `ca.crt` and `ca.key` (the current CA) and, during a rotation only,
 //! `ca-previous.crt` and `ca-previous.key`. Every operand Secret's `ca.crt` is the trust bundle:
-//! the current CA, then the previous one while it is kept. A rotation, due at two thirds of the
-//! CA's lifetime:
+//! the current CA, then the previous one while it is kept. In a rotation:
 //!
 //! 1. a new CA becomes current and the old one previous. Serving certificates stay on the old
 //!    CA, and one issued now (a new service, a renewal) is still signed by the old CA: nothing
@@ -17,8 +17,7 @@
 //!    bundles ([`OperandTrust::retire_at`]).
 //!
 //! So a client holding the bundle of any moment trusts the certificate of the moment before and
-//! the one after. A CA that is missing, unusable or expired is replaced outright: there is
-//! nothing to overlap with.
+//! the one after. The Secret is changed one step per write.
 
 use std::collections::BTreeMap;
 
@@ -28,26 +27,18 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use time::OffsetDateTime;
 
 use crate::generate::{GenerateError, generate_ca};
-use crate::lifetimes::{Lifetimes, later};
-use crate::material::CaCert;
+use crate::lifetimes::Lifetimes;
+use crate::material::{CaCert, MaterialError};
+use crate::rotation::{self, CaPlan, CaStep, Timetable};
+use crate::secret_call::SecretCallError;
 use crate::secret_layout::{CA_CRT, CA_KEY, CA_PREVIOUS_CRT};
 
 /// Why the operand CA could not be had.
 #[derive(Debug, thiserror::Error)]
 pub enum OperandCaError {
     /// An API call on the CA Secret failed.
-    #[error("{action} Secret {namespace}/{name}")]
-    Kube {
-        /// What was being done.
-        action: &'static str,
-        /// The operator namespace.
-        namespace: String,
-        /// The CA Secret.
-        name: String,
-        /// The client error (boxed: it is large).
-        #[source]
-        source: Box<kube::Error>,
-    },
+    #[error(transparent)]
+    Kube(SecretCallError),
     /// rcgen could not make the CA.
     #[error("generating the operand CA")]
     Generate(#[source] GenerateError),
@@ -88,14 +79,14 @@ impl OperandTrust {
     /// The trust of `current`, with `previous` during a rotation (as [`plan`] reads it from
     /// the Secret).
     pub fn new(current: CaCert, previous: Option<CaCert>, lifetimes: &Lifetimes) -> Self {
-        let settle = lifetimes.backdate.saturating_add(lifetimes.overlap);
-        let move_at = later(current.cert().not_before(), settle);
+        let timetable = Timetable::new(current.cert(), lifetimes);
+        let move_at = timetable.move_at;
         let mut bundle_pem = current.cert_pem().trim_end().to_owned();
         bundle_pem.push('\n');
         let retire_at = previous.as_ref().map(|previous| {
             bundle_pem.push_str(previous.cert_pem().trim_end());
             bundle_pem.push('\n');
-            later(move_at, lifetimes.overlap)
+            timetable.retire_at(move_at)
         });
         Self {
             current,
@@ -137,55 +128,48 @@ fn ca_entries(ca: &CaCert, cert_key: &str, key_key: &str) -> [(String, ByteStrin
     ]
 }
 
-/// What to do with the CA Secret.
-#[derive(Clone, Debug)]
-pub enum CaSecretStep {
-    /// It is as it should be (boxed: the trust is large beside the other steps).
-    Keep(Box<OperandTrust>),
-    /// The CA is due: a new one becomes current, this one previous.
-    Rotate {
-        /// The current CA, kept as `ca-previous.crt` and `ca-previous.key`.
-        previous: CaCert,
-    },
-    /// The rotation is complete (or `ca-previous.crt` is unusable): drop the previous CA.
-    Retire {
-        /// The current CA, which stays.
-        current: CaCert,
-    },
-    /// There is no usable CA: make a new one, keep nothing.
-    Replace,
-}
-
-/// Decides on the CA Secret `secret` (`None`: absent) at `now`. Pure.
-pub fn plan(secret: Option<&Secret>, lifetimes: &Lifetimes, now: OffsetDateTime) -> CaSecretStep {
+/// The CAs the Secret `secret` holds: the current one, and the previous one if either of its
+/// entries is there.
+fn stored_cas(
+    secret: Option<&Secret>,
+) -> (
+    Result<CaCert, MaterialError>,
+    Option<Result<CaCert, MaterialError>>,
+) {
     let data = secret.and_then(|s| s.data.as_ref());
     let field = |key: &str| data.and_then(|d| d.get(key)).map(|b| b.0.as_slice());
-    let current = match (field(CA_CRT), field(CA_KEY)) {
-        (Some(cert), Some(key)) => match CaCert::parse(CA_CRT, cert, CA_KEY, key) {
-            Ok(ca) if ca.cert().is_valid_at(now) => ca,
-            _ => return CaSecretStep::Replace,
-        },
-        _ => return CaSecretStep::Replace,
+    let parse = |cert_key: &str, key_key: &str| {
+        let entry = |key: &str| field(key).unwrap_or_default();
+        CaCert::parse(cert_key, entry(cert_key), key_key, entry(key_key))
     };
-    let previous = match (field(CA_PREVIOUS_CRT), field(CA_PREVIOUS_KEY)) {
-        (None, None) => None,
-        (Some(cert), Some(key)) => match CaCert::parse(CA_PREVIOUS_CRT, cert, CA_PREVIOUS_KEY, key)
-        {
-            Ok(previous) if previous.cert().is_valid_at(now) => Some(previous),
-            _ => return CaSecretStep::Retire { current },
-        },
-        _ => return CaSecretStep::Retire { current },
-    };
-    let trust = OperandTrust::new(current, previous, lifetimes);
-    match trust.retire_at {
-        Some(retire_at) if now >= retire_at => CaSecretStep::Retire {
-            current: trust.current,
-        },
-        // A rotation starts only once the previous one is over.
-        None if now >= trust.current.cert().renew_at() => CaSecretStep::Rotate {
-            previous: trust.current,
-        },
-        _ => CaSecretStep::Keep(Box::new(trust)),
+    let previous = (field(CA_PREVIOUS_CRT).is_some() || field(CA_PREVIOUS_KEY).is_some())
+        .then(|| parse(CA_PREVIOUS_CRT, CA_PREVIOUS_KEY));
+    (parse(CA_CRT, CA_KEY), previous)
+}
+
+/// Decides on the CA Secret `secret` (`None`: absent) at `now`: the next step, one per write
+/// (decide again after writing it), and the trust of the CAs that stand (`None` when there are
+/// none). Pure.
+pub fn plan(
+    secret: Option<&Secret>,
+    lifetimes: &Lifetimes,
+    now: OffsetDateTime,
+) -> (CaStep, Option<OperandTrust>) {
+    let (current, previous) = stored_cas(secret);
+    let previous = previous.as_ref().map(Result::as_ref);
+    match rotation::plan(current.as_ref(), previous, lifetimes, now) {
+        CaPlan::Replace(_) => (CaStep::Replace, None),
+        CaPlan::Usable(mut rotation) => {
+            let trust = OperandTrust::new(
+                rotation.current.clone(),
+                rotation.previous.cloned(),
+                lifetimes,
+            );
+            // The serving Secrets are not seen from here: their reconciles are requeued for
+            // `move_at` (`operand_serving`), so that is when they move.
+            rotation.retire_once_settled(trust.move_at, now);
+            (rotation.next_step(), Some(trust))
+        }
     }
 }
 
@@ -249,21 +233,21 @@ impl OperandCa {
                 .await
                 .map_err(|e| self.kube_error("reading", e))?;
             let data = match plan(existing.as_ref(), &self.lifetimes, now) {
-                CaSecretStep::Keep(trust) => {
-                    *cached = Some((*trust).clone());
-                    return Ok(*trust);
+                (CaStep::Keep, Some(trust)) => {
+                    *cached = Some(trust.clone());
+                    return Ok(trust);
                 }
-                CaSecretStep::Rotate { previous } => {
+                (CaStep::Rotate, Some(trust)) => {
                     tracing::info!(secret = %self.name, "rotating the operand CA: the new CA joins the bundles first");
                     let mut data = self.generated(now).await?;
-                    data.extend(ca_entries(&previous, CA_PREVIOUS_CRT, CA_PREVIOUS_KEY));
+                    data.extend(ca_entries(&trust.current, CA_PREVIOUS_CRT, CA_PREVIOUS_KEY));
                     data
                 }
-                CaSecretStep::Retire { current } => {
+                (CaStep::Retire, Some(trust)) => {
                     tracing::info!(secret = %self.name, "the operand CA rotation is complete: the previous CA leaves the bundles");
-                    BTreeMap::from(ca_entries(&current, CA_CRT, CA_KEY))
+                    BTreeMap::from(ca_entries(&trust.current, CA_CRT, CA_KEY))
                 }
-                CaSecretStep::Replace => {
+                (CaStep::Replace, _) | (_, None) => {
                     if existing.is_some() {
                         tracing::warn!(secret = %self.name, "the operand CA is missing or unusable; replacing it");
                     }
@@ -285,12 +269,12 @@ impl OperandCa {
     }
 
     fn kube_error(&self, action: &'static str, source: kube::Error) -> OperandCaError {
-        OperandCaError::Kube {
+        OperandCaError::Kube(SecretCallError::new(
             action,
-            namespace: self.namespace.clone(),
-            name: self.name.clone(),
-            source: Box::new(source),
-        }
+            &self.namespace,
+            &self.name,
+            source,
+        ))
     }
 
     /// A new CA's `ca.crt` and `ca.key`.
@@ -385,12 +369,12 @@ mod tests {
         let now = OffsetDateTime::now_utc();
         assert!(matches!(
             plan(None, &lifetimes(), now),
-            CaSecretStep::Replace
+            (CaStep::Replace, None)
         ));
         let garbage = secret(&[(CA_CRT, "x"), (CA_KEY, "y")]);
         assert!(matches!(
             plan(Some(&garbage), &lifetimes(), now),
-            CaSecretStep::Replace
+            (CaStep::Replace, None)
         ));
     }
 
@@ -401,17 +385,21 @@ mod tests {
             .expect("now");
         let old = generate_ca(&lifetimes(), now).expect("old CA");
         let only_old = secret(&[(CA_CRT, &old.cert_pem), (CA_KEY, &old.key_pem)]);
-        let CaSecretStep::Keep(trust) = plan(Some(&only_old), &lifetimes(), now) else {
+        let (CaStep::Keep, Some(trust)) = plan(Some(&only_old), &lifetimes(), now) else {
             panic!("a fresh CA is kept");
         };
         assert_eq!(trust.changes_at(), at(now, 2000), "due at two thirds");
         assert!(trust.previous.is_none() && trust.retire_at.is_none());
         // Step 1 at two thirds: the old CA becomes the previous one.
         let due = at(now, 2000);
-        let CaSecretStep::Rotate { previous } = plan(Some(&only_old), &lifetimes(), due) else {
+        let (CaStep::Rotate, Some(rotated)) = plan(Some(&only_old), &lifetimes(), due) else {
             panic!("due at two thirds");
         };
-        assert_eq!(previous.cert_pem(), old.cert_pem);
+        assert_eq!(
+            rotated.current.cert_pem(),
+            old.cert_pem,
+            "becomes the previous CA"
+        );
         let new = generate_ca(&lifetimes(), due).expect("new CA");
         let rotating = secret(&[
             (CA_CRT, &new.cert_pem),
@@ -419,7 +407,7 @@ mod tests {
             (CA_PREVIOUS_CRT, &old.cert_pem),
             (CA_PREVIOUS_KEY, &old.key_pem),
         ]);
-        let CaSecretStep::Keep(trust) = plan(Some(&rotating), &lifetimes(), due) else {
+        let (CaStep::Keep, Some(trust)) = plan(Some(&rotating), &lifetimes(), due) else {
             panic!("a rotation in progress is kept");
         };
         // Nothing is signed by the new CA before the overlap is over.
@@ -432,13 +420,13 @@ mod tests {
         assert_eq!(trust.retire_at, Some(at(due, 200)));
         assert!(matches!(
             plan(Some(&rotating), &lifetimes(), at(due, 199)),
-            CaSecretStep::Keep(_)
+            (CaStep::Keep, Some(_))
         ));
-        let CaSecretStep::Retire { current } = plan(Some(&rotating), &lifetimes(), at(due, 200))
+        let (CaStep::Retire, Some(retired)) = plan(Some(&rotating), &lifetimes(), at(due, 200))
         else {
             panic!("retired after two overlaps");
         };
-        assert_eq!(current.cert_pem(), new.cert_pem);
+        assert_eq!(retired.current.cert_pem(), new.cert_pem, "stays");
     }
 
     #[test]
@@ -453,7 +441,7 @@ mod tests {
         ]);
         assert!(matches!(
             plan(Some(&broken), &lifetimes(), now),
-            CaSecretStep::Retire { .. }
+            (CaStep::Retire, Some(_))
         ));
     }
 }

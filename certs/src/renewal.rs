@@ -1,49 +1,35 @@
 //! The renewal decision: given what the Secret holds and the time, what (if anything) to
 //! regenerate. Pure: no I/O, no clock, no key generation.
 //!
-//! - The serving certificate is renewed at two thirds of its lifetime, and at once when it is
-//!   unusable, expired, lacks a required name, or does not chain to the current CA.
-//! - The CA is rotated at two thirds of its lifetime, with an overlap:
-//!   1. a new CA goes to `ca.crt`, the old one to `ca-previous.crt`; the serving certificate
-//!      (signed by the old CA) stays. The published bundle now holds both.
+//! - The CA is rotated as [`crate::rotation`] says, the Secret holding the previous CA in
+//!   `ca-previous.crt` during a rotation. The serving certificate is the one certificate that
+//!   moves onto the new CA:
+//!   1. at the rotation, it stays (signed by the old CA); the published bundle holds both CAs.
 //!   2. once the new CA has been out for [`Lifetimes::overlap`], a serving certificate signed by
 //!      it replaces the old one.
 //!   3. once that certificate has been out for the overlap too, `ca-previous.crt` goes.
-//! - A CA that is unusable or expired is replaced outright (there is nothing to overlap with).
+//! - The serving certificate is renewed at two thirds of its lifetime, and at once when it is
+//!   unusable, expired, lacks a required name, or does not chain to the current CA. Whatever is
+//!   issued is signed by the current CA, a repair before step 2 too.
 
 use std::fmt;
 
 use time::OffsetDateTime;
 
-use crate::lifetimes::{Lifetimes, later};
-use crate::material::{CertInfo, MaterialError};
+use crate::lifetimes::Lifetimes;
+use crate::material::{CaCert, CertInfo, MaterialError};
 use crate::names::ServiceNames;
-use crate::secret_layout::{CA_CRT, CA_PREVIOUS_CRT, StoredState, TLS_CRT};
+use crate::rotation::{self, CaPlan, CaReason, CaStep, Rotation};
+use crate::secret_layout::{CA_CRT, CA_PREVIOUS_CRT, PreviousCa, StoredState, TLS_CRT};
 use crate::verify::verify_chain;
-
-/// What happens to the CA.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CaStep {
-    /// Keep the current CA.
-    Keep,
-    /// Generate a new CA and keep the current one as the previous CA (overlap).
-    Rotate,
-    /// Generate a new CA and drop the current one (it is unusable).
-    Replace,
-}
 
 /// Why a step is taken; logged, and the [`Reason::is_warning`] ones become Warning events.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reason {
     /// The Secret holds no material yet.
     Empty,
-    /// The CA (certificate or key) is missing, garbage, mismatched, or outside its validity.
-    CaUnusable(MaterialError),
-    /// The CA reached two thirds of its lifetime.
-    CaDue {
-        /// When it became due.
-        renew_at: OffsetDateTime,
-    },
+    /// A step of the CA's rotation, or the CA's replacement.
+    Ca(CaReason),
     /// The serving certificate or key is missing, garbage, mismatched, or outside its validity.
     ServingUnusable(MaterialError),
     /// The serving certificate reached two thirds of its lifetime.
@@ -58,25 +44,17 @@ pub enum Reason {
     /// CA rotation step 2: the new CA has been published long enough; move the serving
     /// certificate onto it.
     ServingOnPreviousCa,
-    /// `ca-previous.crt` is garbage.
-    PreviousCaUnusable(MaterialError),
-    /// `ca-previous.crt` has expired.
-    PreviousCaExpired,
-    /// CA rotation step 3: the serving certificate has chained to the new CA long enough.
-    RotationComplete,
 }
 
 impl Reason {
     /// Whether this reason means something was broken (worth a Warning event), as opposed to
     /// routine renewal.
     pub fn is_warning(&self) -> bool {
-        matches!(
-            self,
-            Self::CaUnusable(_)
-                | Self::ServingUnusable(_)
-                | Self::ServingUntrusted(_)
-                | Self::PreviousCaUnusable(_)
-        )
+        match self {
+            Self::Ca(reason) => reason.is_warning(),
+            Self::ServingUnusable(_) | Self::ServingUntrusted(_) => true,
+            _ => false,
+        }
     }
 }
 
@@ -87,13 +65,25 @@ impl fmt::Display for Reason {
                 f,
                 "the Secret holds no certificate material yet; generating it"
             ),
-            Self::CaUnusable(e) => write!(f, "the CA is unusable ({e}); generating a new CA"),
-            Self::CaDue { renew_at } => {
+            Self::Ca(CaReason::Unusable(e)) => {
+                write!(f, "the CA is unusable ({e}); generating a new CA")
+            }
+            Self::Ca(CaReason::Due { renew_at }) => {
                 write!(
                     f,
                     "the CA reached two thirds of its lifetime at {renew_at}; rotating it"
                 )
             }
+            Self::Ca(CaReason::PreviousUnusable(e)) => {
+                write!(f, "{CA_PREVIOUS_CRT} is unusable ({e}); removing it")
+            }
+            Self::Ca(CaReason::PreviousExpired) => {
+                write!(f, "{CA_PREVIOUS_CRT} has expired; removing it")
+            }
+            Self::Ca(CaReason::RotationComplete) => write!(
+                f,
+                "CA rotation complete: the serving certificate chains to the new CA; removing {CA_PREVIOUS_CRT}"
+            ),
             Self::ServingUnusable(e) => write!(
                 f,
                 "the serving certificate is unusable ({e}); issuing a new one"
@@ -115,14 +105,6 @@ impl fmt::Display for Reason {
                 f,
                 "the new CA has been published long enough; moving the serving certificate onto it"
             ),
-            Self::PreviousCaUnusable(e) => {
-                write!(f, "{CA_PREVIOUS_CRT} is unusable ({e}); removing it")
-            }
-            Self::PreviousCaExpired => write!(f, "{CA_PREVIOUS_CRT} has expired; removing it"),
-            Self::RotationComplete => write!(
-                f,
-                "CA rotation complete: the serving certificate chains to the new CA; removing {CA_PREVIOUS_CRT}"
-            ),
         }
     }
 }
@@ -130,12 +112,10 @@ impl fmt::Display for Reason {
 /// What to do to the Secret.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RenewalPlan {
-    /// The CA step.
+    /// What happens to the CAs (`ca.crt`, `ca.key` and `ca-previous.crt`).
     pub ca: CaStep,
     /// Issue a new serving certificate (signed by the CA the plan ends with).
     pub issue_serving: bool,
-    /// Drop `ca-previous.crt` (implied by [`CaStep::Replace`]; [`CaStep::Rotate`] replaces it).
-    pub retire_previous: bool,
     /// Why, in the order found.
     pub reasons: Vec<Reason>,
     /// When to decide again if nothing changes meanwhile; `None` for a plan that changes
@@ -149,7 +129,6 @@ impl RenewalPlan {
         Self {
             ca: CaStep::Replace,
             issue_serving: true,
-            retire_previous: false,
             reasons: Vec::new(),
             recheck_at: None,
         }
@@ -157,7 +136,7 @@ impl RenewalPlan {
 
     /// Whether the plan changes nothing.
     pub fn is_noop(&self) -> bool {
-        self.ca == CaStep::Keep && !self.issue_serving && !self.retire_previous
+        self.ca == CaStep::Keep && !self.issue_serving
     }
 
     /// The reasons that deserve a Warning event.
@@ -165,28 +144,14 @@ impl RenewalPlan {
         self.reasons.iter().filter(|r| r.is_warning())
     }
 
+    #[cfg(test)]
     fn keep() -> Self {
         Self {
             ca: CaStep::Keep,
             issue_serving: false,
-            retire_previous: false,
             reasons: Vec::new(),
             recheck_at: None,
         }
-    }
-
-    fn issue(&mut self, reason: Reason) {
-        self.issue_serving = true;
-        self.reasons.push(reason);
-    }
-
-    fn retire(&mut self, reason: Reason) {
-        self.retire_previous = true;
-        self.reasons.push(reason);
-    }
-
-    fn recheck(&mut self, at: OffsetDateTime) {
-        self.recheck_at = Some(self.recheck_at.map_or(at, |current| current.min(at)));
     }
 }
 
@@ -227,106 +192,90 @@ pub fn plan_renewal(
     lifetimes: &Lifetimes,
     now: OffsetDateTime,
 ) -> RenewalPlan {
-    let mut plan = RenewalPlan::keep();
-    let settle = lifetimes.backdate.saturating_add(lifetimes.overlap);
-
-    let ca = match state.ca.as_ref().map_err(Clone::clone).and_then(|ca| {
-        ca.cert().check_time(CA_CRT, now)?;
-        Ok(ca)
-    }) {
-        Ok(ca) => ca,
-        Err(e) => {
-            let mut plan = RenewalPlan::fresh();
-            plan.reasons.push(if state.is_empty() {
+    let previous = state.previous_ca.as_ref().map(Result::as_ref);
+    let mut rotation = match rotation::plan(state.ca.as_ref(), previous, lifetimes, now) {
+        CaPlan::Usable(rotation) => rotation,
+        CaPlan::Replace(unusable) => {
+            let reason = if state.is_empty() {
                 Reason::Empty
             } else {
-                Reason::CaUnusable(e)
-            });
-            plan.retire_previous = state.previous_ca.is_some();
-            return plan;
+                Reason::Ca(CaReason::Unusable(unusable))
+            };
+            return RenewalPlan {
+                reasons: vec![reason],
+                ..RenewalPlan::fresh()
+            };
         }
     };
+    let mut serving_recheck_at = None;
+    let serving = judge_serving(state, names, &mut rotation, &mut serving_recheck_at, now);
 
-    let previous = match &state.previous_ca {
-        None => None,
-        Some(Err(e)) => {
-            plan.retire(Reason::PreviousCaUnusable(e.clone()));
-            None
-        }
-        Some(Ok(prev)) if !prev.cert().is_valid_at(now) => {
-            plan.retire(Reason::PreviousCaExpired);
-            None
-        }
-        Some(Ok(prev)) => Some(prev),
+    let ca = rotation.step();
+    let recheck_at = match (rotation.recheck_at, serving_recheck_at) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     };
-
-    // Rotate only when no rotation is in progress: the previous CA must leave first.
-    if previous.is_none() {
-        let renew_at = ca.cert().renew_at();
-        if now >= renew_at {
-            plan.ca = CaStep::Rotate;
-            plan.reasons.push(Reason::CaDue { renew_at });
-        } else {
-            plan.recheck(renew_at);
-        }
+    let mut reasons: Vec<Reason> = rotation.reasons.into_iter().map(Reason::Ca).collect();
+    let issue_serving = serving.is_some();
+    reasons.extend(serving);
+    let changes = ca != CaStep::Keep || issue_serving;
+    RenewalPlan {
+        ca,
+        issue_serving,
+        reasons,
+        recheck_at: if changes { None } else { recheck_at },
     }
+}
 
+/// Why the serving certificate must be issued, if it must; otherwise the earliest time it may
+/// have to be goes into `recheck_at`, and a rotation in progress learns when the certificate
+/// moved onto the current CA (step 3).
+fn judge_serving(
+    state: &StoredState,
+    names: &ServiceNames,
+    rotation: &mut Rotation<'_, CaCert, PreviousCa>,
+    recheck_at: &mut Option<OffsetDateTime>,
+    now: OffsetDateTime,
+) -> Option<Reason> {
     let serving = match &state.serving {
         Ok(serving) => serving,
-        Err(e) => {
-            plan.issue(Reason::ServingUnusable(e.clone()));
-            return finish(plan);
-        }
+        Err(e) => return Some(Reason::ServingUnusable(e.clone())),
     };
     let leaf = serving.leaf();
     if let Err(e) = leaf.check_time(TLS_CRT, now) {
-        plan.issue(Reason::ServingUnusable(e));
-        return finish(plan);
+        return Some(Reason::ServingUnusable(e));
     }
     let missing = names.missing_from(leaf);
     if !missing.is_empty() {
-        plan.issue(Reason::ServingMissingNames(missing));
-        return finish(plan);
+        return Some(Reason::ServingMissingNames(missing));
     }
-
-    match signer_of(serving.chain(), ca.cert(), previous.map(|p| p.cert()), now) {
-        Ok(Signer::Current) if plan.ca == CaStep::Rotate => {
-            // Step 1: the leaf stays on what becomes the previous CA.
-        }
+    let mut recheck = |at: OffsetDateTime| {
+        *recheck_at = Some(recheck_at.map_or(at, |current| current.min(at)));
+    };
+    let previous = rotation.previous.map(PreviousCa::cert);
+    match signer_of(serving.chain(), rotation.current.cert(), previous, now) {
+        // Step 1: the leaf stays on what becomes the previous CA.
+        Ok(Signer::Current) if rotation.step() == CaStep::Rotate => None,
         Ok(Signer::Current) => {
             let renew_at = leaf.renew_at();
             if now >= renew_at {
-                plan.issue(Reason::ServingDue { renew_at });
-            } else {
-                plan.recheck(renew_at);
+                return Some(Reason::ServingDue { renew_at });
             }
-            if previous.is_some() && !plan.issue_serving {
-                let settled = later(leaf.not_before(), settle);
-                if now >= settled {
-                    plan.retire(Reason::RotationComplete);
-                } else {
-                    plan.recheck(settled);
-                }
-            }
+            recheck(renew_at);
+            let moved_at = rotation.timetable.issued_at(leaf);
+            rotation.retire_once_settled(moved_at, now);
+            None
         }
         Ok(Signer::Previous) => {
-            let settled = later(ca.cert().not_before(), settle);
-            if now >= settled {
-                plan.issue(Reason::ServingOnPreviousCa);
-            } else {
-                plan.recheck(settled);
+            let move_at = rotation.timetable.move_at;
+            if now >= move_at {
+                return Some(Reason::ServingOnPreviousCa);
             }
+            recheck(move_at);
+            None
         }
-        Err(untrusted) => plan.issue(Reason::ServingUntrusted(untrusted)),
+        Err(untrusted) => Some(Reason::ServingUntrusted(untrusted)),
     }
-    finish(plan)
-}
-
-fn finish(mut plan: RenewalPlan) -> RenewalPlan {
-    if !plan.is_noop() {
-        plan.recheck_at = None;
-    }
-    plan
 }
 
 #[cfg(test)]
@@ -449,7 +398,9 @@ mod tests {
         assert_eq!(plan.ca, CaStep::Replace);
         assert!(matches!(
             plan.reasons[..],
-            [Reason::CaUnusable(MaterialError::Expired { .. })]
+            [Reason::Ca(CaReason::Unusable(
+                MaterialError::Expired { .. }
+            ))]
         ));
     }
 
@@ -476,9 +427,9 @@ mod tests {
         assert!(!plan.issue_serving);
         assert_eq!(
             plan.reasons,
-            [Reason::CaDue {
+            [Reason::Ca(CaReason::Due {
                 renew_at: ca_renew_at
-            }]
+            })]
         );
     }
 
@@ -496,7 +447,7 @@ mod tests {
         let mut d = data(t0());
         set(&mut d, CA_PREVIOUS_CRT, "garbage");
         let plan = decide_at(&d, t0());
-        assert!(plan.retire_previous);
+        assert_eq!(plan.ca, CaStep::Retire);
         assert!(!plan.issue_serving);
         assert_eq!(plan.warnings().count(), 1);
     }
@@ -570,7 +521,7 @@ mod tests {
         let rotation_starts: Vec<usize> = steps
             .iter()
             .enumerate()
-            .filter(|(_, (r, _))| matches!(r[..], [Reason::CaDue { .. }]))
+            .filter(|(_, (r, _))| matches!(r[..], [Reason::Ca(CaReason::Due { .. })]))
             .map(|(i, _)| i)
             .collect();
         assert_eq!(rotation_starts.len(), 3, "{steps:#?}");
@@ -583,7 +534,7 @@ mod tests {
             );
             assert_eq!(
                 steps[i + 2],
-                (vec![Reason::RotationComplete], 1),
+                (vec![Reason::Ca(CaReason::RotationComplete)], 1),
                 "step 3 drops the old CA"
             );
             let (t1, _, b1) = &log[i];
@@ -633,7 +584,7 @@ mod tests {
             ca_due + time::Duration::seconds(1),
         );
         assert_eq!(plan.ca, CaStep::Keep);
-        assert!(plan.issue_serving && !plan.retire_previous);
+        assert!(plan.issue_serving);
         let fixed = apply_plan(
             &rotating,
             &StoredState::from_data(&rotating),

@@ -22,7 +22,8 @@ use crate::material::{
     CaCert, CertInfo, MaterialError, ServingCert, TlsMaterial, parse_certificates,
 };
 use crate::names::ServiceNames;
-use crate::renewal::{CaStep, RenewalPlan};
+use crate::renewal::RenewalPlan;
+use crate::rotation::CaStep;
 
 /// Serving certificate key (the `kubernetes.io/tls` convention).
 pub const TLS_CRT: &str = "tls.crt";
@@ -56,6 +57,12 @@ impl PreviousCa {
     /// The certificate as PEM text.
     pub fn pem(&self) -> &str {
         &self.pem
+    }
+}
+
+impl AsRef<CertInfo> for PreviousCa {
+    fn as_ref(&self) -> &CertInfo {
+        &self.cert
     }
 }
 
@@ -165,12 +172,13 @@ pub fn apply_plan(
     let (ca, previous_pem) = match plan.ca {
         CaStep::Keep => {
             let ca = state.ca.clone().map_err(|_| inconsistent("CA"))?;
-            let previous = match (&state.previous_ca, plan.retire_previous) {
-                (Some(Ok(prev)), false) => Some(prev.pem.clone()),
+            let previous = match &state.previous_ca {
+                Some(Ok(prev)) => Some(prev.pem.clone()),
                 _ => None,
             };
             (ca, previous)
         }
+        CaStep::Retire => (state.ca.clone().map_err(|_| inconsistent("CA"))?, None),
         CaStep::Rotate => {
             let old = state.ca.as_ref().map_err(|_| inconsistent("CA"))?;
             (new_ca(lifetimes, now)?, Some(old.cert_pem().to_owned()))

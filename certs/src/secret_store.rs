@@ -28,6 +28,7 @@ use crate::lifetimes::Lifetimes;
 use crate::material::{MaterialError, TlsMaterial};
 use crate::names::ServiceNames;
 use crate::renewal::{RenewalPlan, plan_renewal};
+use crate::secret_call::SecretCallError;
 use crate::secret_layout::{SECRET_TYPE, SecretData, StoredState, apply_plan, generate_data};
 
 /// Field manager of every write to the certificate Secret.
@@ -48,18 +49,8 @@ const MAX_ROUNDS: usize = 5;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// An API call failed.
-    #[error("{action} Secret {namespace}/{name}")]
-    Kube {
-        /// What was being done.
-        action: &'static str,
-        /// Secret namespace.
-        namespace: String,
-        /// Secret name.
-        name: String,
-        /// The client error (boxed: it is large).
-        #[source]
-        source: Box<kube::Error>,
-    },
+    #[error(transparent)]
+    Kube(SecretCallError),
     /// Generating certificates failed.
     #[error("generating certificates for Secret {namespace}/{name}")]
     Generate {
@@ -162,11 +153,13 @@ struct Target<'a> {
 
 impl Target<'_> {
     fn kube_err(&self, action: &'static str) -> impl FnOnce(kube::Error) -> StoreError + '_ {
-        move |source| StoreError::Kube {
-            action,
-            namespace: self.namespace.to_owned(),
-            name: self.name.to_owned(),
-            source: Box::new(source),
+        move |source| {
+            StoreError::Kube(SecretCallError::new(
+                action,
+                self.namespace,
+                self.name,
+                source,
+            ))
         }
     }
 

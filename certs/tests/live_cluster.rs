@@ -13,8 +13,7 @@ use std::time::Duration;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhook, MutatingWebhookConfiguration, ServiceReference, ValidatingWebhook,
-    ValidatingWebhookConfiguration, WebhookClientConfig,
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -25,7 +24,8 @@ use tokio::sync::watch;
 use trustyai_certs::ca_bundle_patches::{LiveConversion, mutating_entries, validating_entries};
 use trustyai_certs::{
     CABUNDLE_FIELD_MANAGER, CertificateSecret, Lifetimes, PublishTargets, ServiceNames,
-    WebhookEndpoint, chains_to, ensure_secret, maintain_secret, publish_once, run_publisher,
+    TlsMaterial, WebhookEndpoint, chains_to, ensure_secret, maintain_secret, publish_once,
+    run_publisher,
 };
 
 const SECRET: &str = "webhook-tls";
@@ -60,6 +60,17 @@ async fn namespace(client: &Client, base: &str) -> String {
 
 fn names(ns: &str) -> ServiceNames {
     ServiceNames::new("trustyai-operator-webhook", ns)
+}
+
+/// The test's certificate Secret in `ns`, for the maintainer.
+fn certificate_secret(ns: &str, lifetimes: Lifetimes, streaming_lists: bool) -> CertificateSecret {
+    CertificateSecret {
+        namespace: ns.to_owned(),
+        name: SECRET.into(),
+        names: names(ns),
+        lifetimes,
+        streaming_lists,
+    }
 }
 
 fn text(secret: &Secret, key: &str) -> String {
@@ -152,13 +163,7 @@ async fn the_maintainer_serves_only_valid_material_and_recreates_a_deleted_secre
     let (tx, mut rx) = watch::channel(first.material.clone());
     let task = tokio::spawn(maintain_secret(
         client.clone(),
-        CertificateSecret {
-            namespace: ns.clone(),
-            name: SECRET.into(),
-            names: names(&ns),
-            lifetimes: Lifetimes::default(),
-            streaming_lists: true,
-        },
+        certificate_secret(&ns, Lifetimes::default(), true),
         tx,
         Some(Recorder::new(
             client.clone(),
@@ -224,16 +229,34 @@ async fn the_maintainer_serves_only_valid_material_and_recreates_a_deleted_secre
         .expect("no error");
 }
 
-fn client_config(path: &str) -> WebhookClientConfig {
-    WebhookClientConfig {
-        service: Some(ServiceReference {
-            name: "chart-service".into(),
-            namespace: "chart-ns".into(),
-            path: Some(path.into()),
-            port: Some(443),
-        }),
-        ..WebhookClientConfig::default()
-    }
+/// Creates the webhook configuration of kind `K` anew, as a chart would: one webhook, `hook`,
+/// calling `path` on the chart's Service.
+async fn recreate_webhooks<K>(client: &Client, hook: &str, path: &str)
+where
+    K: kube::Resource<Scope = kube::core::ClusterResourceScope, DynamicType = ()>
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + Clone
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let _ = api.delete(WEBHOOKS, &DeleteParams::default()).await;
+    let config: K = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": WEBHOOKS},
+        "webhooks": [{
+            "name": hook,
+            "clientConfig": {"service": {
+                "name": "chart-service", "namespace": "chart-ns", "path": path, "port": 443,
+            }},
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "failurePolicy": "Ignore",
+        }],
+    }))
+    .expect("webhook configuration");
+    api.create(&PostParams::default(), &config)
+        .await
+        .expect("create the webhook configuration");
 }
 
 async fn install_targets(client: &Client) {
@@ -257,44 +280,32 @@ async fn install_targets(client: &Client) {
             Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
         }
     }
-    let vwcs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let _ = vwcs.delete(WEBHOOKS, &DeleteParams::default()).await;
-    let vwc = ValidatingWebhookConfiguration {
-        metadata: kube::api::ObjectMeta {
-            name: Some(WEBHOOKS.into()),
-            ..Default::default()
-        },
-        webhooks: Some(vec![ValidatingWebhook {
-            name: "validate.certs.trustyai.test".into(),
-            client_config: client_config("/validate"),
-            side_effects: "None".into(),
-            admission_review_versions: vec!["v1".into()],
-            failure_policy: Some("Ignore".into()),
-            ..ValidatingWebhook::default()
-        }]),
-    };
-    vwcs.create(&PostParams::default(), &vwc)
+    recreate_webhooks::<ValidatingWebhookConfiguration>(
+        client,
+        "validate.certs.trustyai.test",
+        "/validate",
+    )
+    .await;
+    recreate_webhooks::<MutatingWebhookConfiguration>(
+        client,
+        "mutate.certs.trustyai.test",
+        "/mutate",
+    )
+    .await;
+}
+
+/// The material of the certificate Secret in `ns`, made at once, and its CA bundle.
+async fn served(client: &Client, ns: &str) -> (TlsMaterial, Vec<u8>) {
+    let material = ensure_secret(client, ns, SECRET, &names(ns), &Lifetimes::default())
         .await
-        .expect("vwc");
-    let mwcs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let _ = mwcs.delete(WEBHOOKS, &DeleteParams::default()).await;
-    let mwc = MutatingWebhookConfiguration {
-        metadata: kube::api::ObjectMeta {
-            name: Some(WEBHOOKS.into()),
-            ..Default::default()
-        },
-        webhooks: Some(vec![MutatingWebhook {
-            name: "mutate.certs.trustyai.test".into(),
-            client_config: client_config("/mutate"),
-            side_effects: "None".into(),
-            admission_review_versions: vec!["v1".into()],
-            failure_policy: Some("Ignore".into()),
-            ..MutatingWebhook::default()
-        }]),
-    };
-    mwcs.create(&PostParams::default(), &mwc)
-        .await
-        .expect("mwc");
+        .expect("secret")
+        .material;
+    let bundle = material
+        .ca_bundle_pem()
+        .expect("bundle")
+        .as_bytes()
+        .to_vec();
+    (material, bundle)
 }
 
 fn targets(endpoint: WebhookEndpoint) -> PublishTargets {
@@ -314,15 +325,7 @@ async fn the_bundle_is_applied_to_exactly_the_owned_fields_and_can_switch_to_a_u
     let ns = namespace(&client, "certs-publish").await;
     let _shared = SHARED_TARGETS.lock().await;
     install_targets(&client).await;
-    let material = ensure_secret(&client, &ns, SECRET, &names(&ns), &Lifetimes::default())
-        .await
-        .expect("secret")
-        .material;
-    let bundle = material
-        .ca_bundle_pem()
-        .expect("bundle")
-        .as_bytes()
-        .to_vec();
+    let (material, bundle) = served(&client, &ns).await;
     let service = WebhookEndpoint::Service {
         name: "trustyai-operator-webhook".into(),
         namespace: ns.clone(),
@@ -425,15 +428,7 @@ async fn the_publisher_loop_restores_a_cleared_bundle_within_seconds() {
     let ns = namespace(&client, "certs-loop").await;
     let _shared = SHARED_TARGETS.lock().await;
     install_targets(&client).await;
-    let material = ensure_secret(&client, &ns, SECRET, &names(&ns), &Lifetimes::default())
-        .await
-        .expect("secret")
-        .material;
-    let bundle = material
-        .ca_bundle_pem()
-        .expect("bundle")
-        .as_bytes()
-        .to_vec();
+    let (material, bundle) = served(&client, &ns).await;
     let (_tx, rx) = watch::channel(material);
     let (ready_tx, mut ready) = watch::channel(false);
     let endpoint = WebhookEndpoint::Service {
@@ -489,13 +484,7 @@ async fn the_maintainer_walks_a_ca_rotation_with_overlap() {
     let (tx, mut rx) = watch::channel(first.material.clone());
     let task = tokio::spawn(maintain_secret(
         client.clone(),
-        CertificateSecret {
-            namespace: ns.clone(),
-            name: SECRET.into(),
-            names: names(&ns),
-            lifetimes,
-            streaming_lists: false,
-        },
+        certificate_secret(&ns, lifetimes, false),
         tx,
         None,
         None,

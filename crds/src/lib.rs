@@ -10,6 +10,7 @@ pub mod limits;
 pub mod manifests;
 pub mod patterns;
 pub mod quantity;
+mod quote;
 pub mod review;
 pub mod rule_messages;
 mod shared_spec;

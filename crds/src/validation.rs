@@ -1298,28 +1298,17 @@ impl std::io::Write for BoundedText {
 
 /// Go's `strconv.Quote`: double quotes, backslash escapes, printable Unicode kept.
 fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{07}' => out.push_str("\\a"),
-            '\u{08}' => out.push_str("\\b"),
-            '\u{0c}' => out.push_str("\\f"),
-            '\u{0b}' => out.push_str("\\v"),
-            c if c.is_control() && u32::from(c) < 0x80 => {
-                out.push_str(&format!("\\x{:02x}", u32::from(c)));
-            }
-            c if c.is_control() => out.push_str(&format!("\\u{:04x}", u32::from(c))),
-            c => out.push(c),
+    crate::quote::double_quoted(s, |c, out| match c {
+        '\u{07}' => out.push_str("\\a"),
+        '\u{08}' => out.push_str("\\b"),
+        '\u{0c}' => out.push_str("\\f"),
+        '\u{0b}' => out.push_str("\\v"),
+        c if c.is_control() && u32::from(c) < 0x80 => {
+            out.push_str(&format!("\\x{:02x}", u32::from(c)));
         }
-    }
-    out.push('"');
-    out
+        c if c.is_control() => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+        c => out.push(c),
+    })
 }
 
 #[cfg(test)]

@@ -57,67 +57,69 @@ enum Rejection {
 /// and CEL rules after mutation and before validation, and stops at their first failures: judged
 /// here, a manifest's errors all come in one answer.
 pub async fn mutate(State(state): State<WebhookState>, body: Bytes) -> Response {
+    let span = |req: &Request| tracing::info_span!("mutate", uid = %req.uid, kind = "TrustyAIService", namespace = %req.namespace, name = %req.name, operation = ?req.operation);
+    answer(
+        &state,
+        ReviewEndpoint::Mutate,
+        &body,
+        span,
+        |req, operation| {
+            // Defaulted here, in the request's version, because the patch must be in it; the
+            // defaulted object is then judged as it is.
+            let mut defaulted = req.object.clone();
+            let mut patch = apply_defaults(&mut defaulted, operation);
+            if req.version == DEPRECATED_VERSION {
+                // A registration that sends v1alpha1 as is (no matchPolicy: Equivalent): its
+                // schema has no v1-only fields, so don't add them.
+                patch.0.retain(|op| !touches_v1_only_field(op));
+            }
+            tracing::debug!(operations = patch.0.len(), "defaulted");
+            match judge(&state, req, &defaulted) {
+                // Warnings are `/validate`'s to give, once.
+                (ReviewOutcome::Allowed, _) => (
+                    ReviewOutcome::Allowed,
+                    review(&req.uid, true, None, Some(patch), Vec::new()),
+                ),
+                denied => denied,
+            }
+        },
+    )
+}
+
+/// `POST /validate`: every violated rule at once, as field errors; warnings either way.
+pub async fn validate(State(state): State<WebhookState>, body: Bytes) -> Response {
+    let span = |req: &Request| tracing::info_span!("validate", uid = %req.uid, kind = "TrustyAIService", namespace = %req.namespace, name = %req.name, operation = ?req.operation);
+    answer(&state, ReviewEndpoint::Validate, &body, span, |req, _| {
+        judge(&state, req, &req.object)
+    })
+}
+
+/// Answers the review in `body` at `endpoint`, and records the answer: a body that is no
+/// review is rejected; in the request's span (`span`), a request without an operation (DELETE,
+/// CONNECT) is allowed and `decide` answers the others.
+fn answer(
+    state: &WebhookState,
+    endpoint: ReviewEndpoint,
+    body: &[u8],
+    span: impl FnOnce(&Request) -> tracing::Span,
+    decide: impl FnOnce(&Request, Operation) -> (ReviewOutcome, Response),
+) -> Response {
     let started = std::time::Instant::now();
-    let (outcome, response) = match parse(&body) {
+    let (outcome, response) = match parse(body) {
         Err(rejection) => reject(rejection),
         Ok(req) => {
-            let span = tracing::info_span!("mutate", uid = %req.uid, kind = "TrustyAIService", namespace = %req.namespace, name = %req.name, operation = ?req.operation);
+            let span = span(&req);
             let _entered = span.enter();
             match req.operation {
                 None => (
                     ReviewOutcome::Allowed,
                     review(&req.uid, true, None, None, Vec::new()),
                 ),
-                Some(operation) => {
-                    // Defaulted here, in the request's version, because the patch must be in
-                    // it; the defaulted object is then judged as it is.
-                    let mut defaulted = req.object.clone();
-                    let mut patch = apply_defaults(&mut defaulted, operation);
-                    if req.version == DEPRECATED_VERSION {
-                        // A registration that sends v1alpha1 as is (no matchPolicy: Equivalent):
-                        // its schema has no v1-only fields, so don't add them.
-                        patch.0.retain(|op| !touches_v1_only_field(op));
-                    }
-                    tracing::debug!(operations = patch.0.len(), "defaulted");
-                    match judge(&state, &req, &defaulted) {
-                        // Warnings are `/validate`'s to give, once.
-                        (ReviewOutcome::Allowed, _) => (
-                            ReviewOutcome::Allowed,
-                            review(&req.uid, true, None, Some(patch), Vec::new()),
-                        ),
-                        denied => denied,
-                    }
-                }
+                Some(operation) => decide(&req, operation),
             }
         }
     };
-    state
-        .observer
-        .request(ReviewEndpoint::Mutate, outcome, started.elapsed());
-    response
-}
-
-/// `POST /validate`: every violated rule at once, as field errors; warnings either way.
-pub async fn validate(State(state): State<WebhookState>, body: Bytes) -> Response {
-    let started = std::time::Instant::now();
-    let (outcome, response) = match parse(&body) {
-        Err(rejection) => reject(rejection),
-        Ok(req) => {
-            let span = tracing::info_span!("validate", uid = %req.uid, kind = "TrustyAIService", namespace = %req.namespace, name = %req.name, operation = ?req.operation);
-            let _entered = span.enter();
-            if req.operation.is_none() {
-                (
-                    ReviewOutcome::Allowed,
-                    review(&req.uid, true, None, None, Vec::new()),
-                )
-            } else {
-                judge(&state, &req, &req.object)
-            }
-        }
-    };
-    state
-        .observer
-        .request(ReviewEndpoint::Validate, outcome, started.elapsed());
+    state.observer.request(endpoint, outcome, started.elapsed());
     response
 }
 

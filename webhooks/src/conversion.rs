@@ -558,6 +558,14 @@ mod tests {
         serde_json::from_slice(&bytes).expect("json")
     }
 
+    /// The uid and message of the refusal `body` gets.
+    fn refused(body: &[u8]) -> (String, String) {
+        match answer(body) {
+            Err(Failure::Refused { uid, message }) => (uid, message),
+            _ => panic!("expected a refusal"),
+        }
+    }
+
     fn v1(name: &str) -> Value {
         json!({
             "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService",
@@ -603,27 +611,19 @@ mod tests {
     fn an_object_that_cannot_be_converted_fails_the_batch_naming_it() {
         let mut other = v1("b");
         other["apiVersion"] = json!("example.com/v1");
-        match answer(&review(json!([v1("a"), other]))) {
-            Err(Failure::Refused { uid, message }) => {
-                assert_eq!(uid, "u-1");
-                assert!(
-                    message.starts_with("cannot convert object 1 (ns/b)"),
-                    "{message}"
-                );
-            }
-            _ => panic!("expected a refusal"),
-        }
+        let (uid, message) = refused(&review(json!([v1("a"), other])));
+        assert_eq!(uid, "u-1");
+        assert!(
+            message.starts_with("cannot convert object 1 (ns/b)"),
+            "{message}"
+        );
     }
 
     #[test]
     fn duplicate_keys_in_what_conversion_reads_are_refused() {
         let body = br#"{"request":{"uid":"u","desiredAPIVersion":"trustyai.opendatahub.io/v1alpha1","objects":[{"apiVersion":"trustyai.opendatahub.io/v1","spec":{"image":"a","image":"b"}}]}}"#;
-        match answer(body) {
-            Err(Failure::Refused { message, .. }) => {
-                assert!(message.contains("duplicate key \"image\""), "{message}")
-            }
-            _ => panic!("expected a refusal"),
-        }
+        let (_, message) = refused(body);
+        assert!(message.contains("duplicate key \"image\""), "{message}");
     }
 
     #[test]
@@ -651,16 +651,12 @@ mod tests {
             r#"{{"request":{{"uid":"u-7","desiredAPIVersion":"trustyai.opendatahub.io/v1alpha1","objects":[{},{{"apiVersion":"trustyai.opendatahub.io/v1","spec":{{"image":[{zeros}]}}}}]}}}}"#,
             v1("a")
         );
-        match answer(body.as_bytes()) {
-            Err(Failure::Refused { uid, message }) => {
-                assert_eq!(uid, "u-7");
-                assert!(
-                    message.starts_with("cannot read object 1: request.objects.1.spec.image."),
-                    "{message}"
-                );
-            }
-            _ => panic!("expected a refusal"),
-        }
+        let (uid, message) = refused(body.as_bytes());
+        assert_eq!(uid, "u-7");
+        assert!(
+            message.starts_with("cannot read object 1: request.objects.1.spec.image."),
+            "{message}"
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use hyper::StatusCode;
 use trustyai_webhooks::HttpsOptions;
 
-use common::{HttpClient, TestCa, TestServer, client_config, hold, test_router};
+use common::{HttpClient, TestServer, client_config};
 
 const HTTP11: &[u8] = b"http/1.1";
 
@@ -50,27 +50,14 @@ async fn every_request_is_traced_with_method_path_status_and_latency() {
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
 
-    let ca = TestCa::new("test CA");
-    let (hold, _control) = hold();
-    let server = TestServer::start(
-        test_router(hold),
-        ca.leaf().serving_certificate(),
-        HttpsOptions::default(),
-    )
-    .await;
+    let (ca, server, _control) = TestServer::for_new_ca(HttpsOptions::default()).await;
     let mut client = HttpClient::connect(
         server.addr,
         client_config(&ca.cert_der, &[HTTP11], rustls::ALL_VERSIONS),
     )
     .await;
-    assert_eq!(
-        client.get("/version").await.expect("response").status,
-        StatusCode::OK
-    );
-    assert_eq!(
-        client.get("/nowhere").await.expect("response").status,
-        StatusCode::NOT_FOUND
-    );
+    assert_eq!(client.status("/version").await, StatusCode::OK);
+    assert_eq!(client.status("/nowhere").await, StatusCode::NOT_FOUND);
 
     let logs = captured.text();
     let line = |path: &str| {

@@ -297,13 +297,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    fn map(value: Value) -> Map<String, Value> {
-        match value {
-            Value::Object(map) => map,
-            other => panic!("not an object: {other}"),
-        }
-    }
+    use crate::conversion::tests::map;
 
     #[test]
     fn canonical_status_is_case_insensitive_and_total() {

@@ -9,6 +9,14 @@ use crate::contract::CONVERSION_PRESERVED_ANNOTATION as KEY;
 const V1: &str = "trustyai.opendatahub.io/v1";
 const V1ALPHA1: &str = "trustyai.opendatahub.io/v1alpha1";
 
+/// `value`, an object literal, as a map.
+pub(super) fn map(value: Value) -> serde_json::Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        other => panic!("not an object: {other}"),
+    }
+}
+
 fn down(object: &Value) -> Value {
     convert_object(object, V1ALPHA1).expect("converts to v1alpha1")
 }
@@ -161,15 +169,21 @@ fn an_object_with_nothing_to_keep_gets_no_annotation() {
     assert_eq!(up(&alpha), v1);
 }
 
-#[test]
-fn a_stale_v1_side_annotation_is_carried_and_given_back() {
-    // Written when a v1alpha1 client set "true"; the operator has since set Ready to False.
+/// An object whose Ready condition a v1alpha1 client wrote as "true", which the operator has
+/// since set to False in v1: the v1 object, and it in v1alpha1 (carrying the stale spelling).
+fn ready_set_false_after_a_v1alpha1_true() -> (Value, Value) {
     let stale = json!({"apiVersion": V1ALPHA1, "kind": "TrustyAIService",
         "status": {"conditions": [{"type": "Ready", "status": "true"}]}});
     let mut v1 = up(&stale);
     assert_eq!(v1["status"]["conditions"][0]["status"], "True");
     v1["status"]["conditions"][0]["status"] = json!("False");
     let alpha = down(&v1);
+    (v1, alpha)
+}
+
+#[test]
+fn a_stale_v1_side_annotation_is_carried_and_given_back() {
+    let (v1, alpha) = ready_set_false_after_a_v1alpha1_true();
     assert_eq!(alpha["status"]["conditions"][0]["status"], "False");
     let kept = alpha["metadata"]["annotations"][KEY]
         .as_str()
@@ -183,11 +197,7 @@ fn a_stale_v1_side_annotation_is_carried_and_given_back() {
 
 #[test]
 fn a_carried_annotation_is_not_restored_once_the_object_changed() {
-    let stale = json!({"apiVersion": V1ALPHA1, "kind": "TrustyAIService",
-        "status": {"conditions": [{"type": "Ready", "status": "true"}]}});
-    let mut v1 = up(&stale);
-    v1["status"]["conditions"][0]["status"] = json!("False");
-    let mut alpha = down(&v1);
+    let (_, mut alpha) = ready_set_false_after_a_v1alpha1_true();
     // A v1alpha1 client writes its own spelling now.
     alpha["status"]["conditions"][0]["status"] = json!("FALSE");
     let v1_again = up(&alpha);

@@ -117,26 +117,15 @@ fn looks_like_a_date(s: &str) -> bool {
 /// controls and DEL, `\uNNNN` for the characters YAML 1.1 readers take as line breaks or a
 /// byte order mark, and the non-characters YAML does not allow raw.
 pub(super) fn double_quoted(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' => {
-                let _ = write!(out, "\\x{:02x}", u32::from(c));
-            }
-            '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}' => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
+    crate::quote::double_quoted(s, |c, out| match c {
+        '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' => {
+            let _ = write!(out, "\\x{:02x}", u32::from(c));
         }
-    }
-    out.push('"');
-    out
+        '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}' => {
+            let _ = write!(out, "\\u{:04x}", u32::from(c));
+        }
+        c => out.push(c),
+    })
 }
 
 #[cfg(test)]

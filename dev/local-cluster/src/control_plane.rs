@@ -24,6 +24,14 @@ use kube::{Client, Config};
 
 use crate::pki::{Pki, write_pki};
 
+/// The control plane's processes (the node's depend on the node kind), each a binary of that
+/// name logging to `logs/<name>.log`.
+const CONTROL_PLANE: [&str; 4] = [
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+];
 /// Annotation kwok uses to pick the nodes it simulates.
 const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
 /// Name of the simulated node.
@@ -235,15 +243,7 @@ impl ControlPlane {
         } else {
             &["kwok", "kwok-stages.yaml"]
         };
-        for name in [
-            "etcd",
-            "kube-apiserver",
-            "kube-controller-manager",
-            "kube-scheduler",
-        ]
-        .iter()
-        .chain(node_binaries)
-        {
+        for name in CONTROL_PLANE.iter().chain(node_binaries) {
             binary(name)?;
         }
         remove_stale_dirs();
@@ -728,15 +728,7 @@ impl ControlPlane {
             NodeKind::Simulated => &["kwok"],
             NodeKind::Real => &["containerd", "kubelet", "kube-proxy", "coredns"],
         };
-        for name in [
-            "etcd",
-            "kube-apiserver",
-            "kube-controller-manager",
-            "kube-scheduler",
-        ]
-        .iter()
-        .chain(node)
-        {
+        for name in CONTROL_PLANE.iter().chain(node) {
             let path = self.dir.join("logs").join(format!("{name}.log"));
             out.push_str(&format!("--- {} ---\n{}\n", path.display(), tail(&path)));
         }

@@ -428,19 +428,20 @@ fn install_chart(cp: &ControlPlane) -> Result<(), String> {
     Ok(())
 }
 
+/// `kubectl get` of the TrustyAIServices in `namespace`, printed by the JSONPath template
+/// `template`.
+fn get_services(
+    kubeconfig: &std::path::Path,
+    namespace: &str,
+    template: &str,
+) -> Result<String, String> {
+    let output = format!("jsonpath={template}");
+    kubectl(kubeconfig, &["get", "tas", "-n", namespace, "-o", &output])
+}
+
 /// The names of the TrustyAIServices in `namespace`.
 fn sample_names(kubeconfig: &std::path::Path, namespace: &str) -> Result<Vec<String>, String> {
-    let names = kubectl(
-        kubeconfig,
-        &[
-            "get",
-            "tas",
-            "-n",
-            namespace,
-            "-o",
-            "jsonpath={.items[*].metadata.name}",
-        ],
-    )?;
+    let names = get_services(kubeconfig, namespace, "{.items[*].metadata.name}")?;
     Ok(names.split_whitespace().map(str::to_owned).collect())
 }
 
@@ -476,16 +477,10 @@ gender 0 against 8/10 of gender 1 get income 1), through the authenticated Servi
 
 /// Whether every TrustyAIService in `namespace` has `Ready=True` (and there is at least one).
 fn samples_ready(kubeconfig: &std::path::Path, namespace: &str) -> bool {
-    kubectl(
+    get_services(
         kubeconfig,
-        &[
-            "get",
-            "tas",
-            "-n",
-            namespace,
-            "-o",
-            r#"jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}"#,
-        ],
+        namespace,
+        r#"{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}"#,
     )
     .is_ok_and(|out| {
         let states: Vec<&str> = out.lines().collect();

@@ -10,9 +10,7 @@ use rustls::version::{TLS12, TLS13};
 use rustls::{ClientConfig, RootCertStore, SupportedProtocolVersion};
 use trustyai_webhooks::{ClientTrust, HttpsOptions, TlsError};
 
-use crate::common::{
-    HttpClient, Leaf, PATIENCE, TestCa, TestServer, hold, test_router, tls_connect,
-};
+use crate::common::{HttpClient, Leaf, PATIENCE, TestCa, TestServer, tls_connect};
 
 /// A client trusting `server_ca`, presenting `client` when given, over `version` only. TLS 1.2
 /// is used where a refusal is expected: there the server's verdict on the client certificate
@@ -43,17 +41,11 @@ fn client(
 }
 
 async fn start(trust: Arc<ClientTrust>) -> (TestCa, TestServer) {
-    let server_ca = TestCa::new("server CA");
-    let (hold, _control) = hold();
-    let server = TestServer::start(
-        test_router(hold),
-        server_ca.leaf().serving_certificate(),
-        HttpsOptions {
-            client_trust: Some(trust),
-            ..HttpsOptions::default()
-        },
-    )
-    .await;
+    let options = HttpsOptions {
+        client_trust: Some(trust),
+        ..HttpsOptions::default()
+    };
+    let (server_ca, server, _control) = TestServer::for_new_ca(options).await;
     (server_ca, server)
 }
 
@@ -92,10 +84,7 @@ async fn a_new_bundle_applies_to_the_next_handshake_and_keeps_open_connections()
         .await
         .expect("TLS connection");
     let mut open = HttpClient::handshake(stream).await;
-    assert_eq!(
-        open.get("/version").await.expect("response").status,
-        StatusCode::OK
-    );
+    assert_eq!(open.status("/version").await, StatusCode::OK);
 
     let new_ca = TestCa::new("new client CA");
     trust

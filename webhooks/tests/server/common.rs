@@ -70,14 +70,7 @@ impl TestCa {
             .distinguished_name
             .push(DnType::CommonName, "localhost");
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let cert = params
-            .signed_by(&key, &self.issuer)
-            .expect("leaf certificate");
-        Leaf {
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-            cert_der: cert.der().clone(),
-        }
+        self.sign(&params, &key)
     }
 
     /// A client certificate (client-auth usage) this CA signed, as the API server's webhook
@@ -87,9 +80,11 @@ impl TestCa {
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("client params");
         params.distinguished_name.push(DnType::CommonName, name);
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        let cert = params
-            .signed_by(&key, &self.issuer)
-            .expect("client certificate");
+        self.sign(&params, &key)
+    }
+
+    fn sign(&self, params: &CertificateParams, key: &KeyPair) -> Leaf {
+        let cert = params.signed_by(key, &self.issuer).expect("certificate");
         Leaf {
             cert_pem: cert.pem(),
             key_pem: key.serialize_pem(),
@@ -212,6 +207,15 @@ impl TestServer {
         }
     }
 
+    /// A server of [`test_router`] with `options`, presenting a certificate of a new CA: the CA,
+    /// the server, and the control of its held requests.
+    pub async fn for_new_ca(options: HttpsOptions) -> (TestCa, Self, HoldControl) {
+        let ca = TestCa::new("test CA");
+        let (hold, control) = hold();
+        let server = Self::start(test_router(hold), ca.leaf().serving_certificate(), options).await;
+        (ca, server, control)
+    }
+
     /// Completes the shutdown future.
     pub fn begin_shutdown(&mut self) {
         if let Some(tx) = self.shutdown.take() {
@@ -323,6 +327,11 @@ impl HttpClient {
 
     pub async fn get(&mut self, path: &str) -> hyper::Result<TestResponse> {
         self.send(Method::GET, path, full(Bytes::new())).await
+    }
+
+    /// The status of `GET path`, which must be answered.
+    pub async fn status(&mut self, path: &str) -> StatusCode {
+        self.get(path).await.expect("response").status
     }
 
     pub async fn send(

@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 use trustyai_webhooks::{HttpsOptions, ServingCertificate, TlsError, routes};
 
 use crate::common::{
-    HttpClient, PATIENCE, TestCa, TestServer, client_config, full, hold, presented_leaf,
+    HttpClient, Leaf, PATIENCE, TestCa, TestServer, client_config, full, hold, presented_leaf,
     test_router, tls_connect,
 };
 
@@ -24,15 +24,46 @@ const HTTP11: &[u8] = b"http/1.1";
 const BOTH_VERSIONS: &[&rustls::SupportedProtocolVersion] = &[&TLS13, &TLS12];
 
 async fn start_default() -> (TestCa, TestServer) {
-    let ca = TestCa::new("test CA");
-    let (hold, _control) = hold();
-    let server = TestServer::start(
-        test_router(hold),
-        ca.leaf().serving_certificate(),
-        HttpsOptions::default(),
-    )
-    .await;
+    let (ca, server, _control) = TestServer::for_new_ca(HttpsOptions::default()).await;
     (ca, server)
+}
+
+/// A server of the test router with the default options, presenting `cert`.
+async fn serve(cert: Arc<ServingCertificate>) -> TestServer {
+    let (hold, _control) = hold();
+    TestServer::start(test_router(hold), cert, HttpsOptions::default()).await
+}
+
+/// A connection trusting `ca`, offering `alpn`.
+async fn connect(server: &TestServer, ca: &TestCa, alpn: &[u8]) -> HttpClient {
+    HttpClient::connect(
+        server.addr,
+        client_config(&ca.cert_der, &[alpn], BOTH_VERSIONS),
+    )
+    .await
+}
+
+/// A connection trusting `ca`, offering `alpn`, to a server that presents `leaf`.
+async fn connect_to(server: &TestServer, ca: &TestCa, alpn: &[u8], leaf: &Leaf) -> HttpClient {
+    let stream = tls_connect(
+        server.addr,
+        client_config(&ca.cert_der, &[alpn], BOTH_VERSIONS),
+    )
+    .await
+    .expect("TLS connection");
+    assert_eq!(presented_leaf(&stream), leaf.cert_der);
+    HttpClient::handshake(stream).await
+}
+
+/// Whether the listener at `addr` closes (within five seconds).
+async fn listener_closes(addr: std::net::SocketAddr) -> bool {
+    for _ in 0..500 {
+        match TcpStream::connect(addr).await {
+            Err(_) => return true,
+            Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+    false
 }
 
 /// ALPN offered, ALPN negotiated, response version, version the handler saw.
@@ -84,10 +115,7 @@ async fn tls12_and_tls13_are_accepted() {
             .expect("TLS connection");
         assert_eq!(stream.get_ref().1.protocol_version(), Some(expected));
         let mut client = HttpClient::handshake(stream).await;
-        assert_eq!(
-            client.get("/version").await.expect("response").status,
-            StatusCode::OK
-        );
+        assert_eq!(client.status("/version").await, StatusCode::OK);
     }
 }
 
@@ -142,11 +170,7 @@ async fn tls11_is_refused() {
 async fn bodies_up_to_the_limit_pass_and_larger_ones_get_413() {
     let (ca, server) = start_default().await;
     let limit = HttpsOptions::DEFAULT_MAX_BODY_BYTES;
-    let mut client = HttpClient::connect(
-        server.addr,
-        client_config(&ca.cert_der, &[H2], BOTH_VERSIONS),
-    )
-    .await;
+    let mut client = connect(&server, &ca, H2).await;
 
     let at_limit = client
         .send(Method::POST, routes::VALIDATE, full(vec![b'x'; limit]))
@@ -165,21 +189,14 @@ async fn bodies_up_to_the_limit_pass_and_larger_ones_get_413() {
 
 #[tokio::test]
 async fn a_streamed_body_over_the_limit_gets_413() {
-    let ca = TestCa::new("test CA");
-    let (hold, _control) = hold();
     let options = HttpsOptions {
         max_body_bytes: 1024,
         ..HttpsOptions::default()
     };
-    let server =
-        TestServer::start(test_router(hold), ca.leaf().serving_certificate(), options).await;
+    let (ca, server, _control) = TestServer::for_new_ca(options).await;
 
     for alpn in [HTTP11, H2] {
-        let mut client = HttpClient::connect(
-            server.addr,
-            client_config(&ca.cert_der, &[alpn], BOTH_VERSIONS),
-        )
-        .await;
+        let mut client = connect(&server, &ca, alpn).await;
         // No Content-Length: the limit can only be found while reading.
         let chunks =
             (0..4).map(|_| Ok::<_, std::io::Error>(Frame::data(Bytes::from(vec![b'x'; 512]))));
@@ -198,55 +215,29 @@ async fn a_streamed_body_over_the_limit_gets_413() {
 
 #[tokio::test]
 async fn a_handler_past_the_deadline_gets_503() {
-    let ca = TestCa::new("test CA");
-    let (hold, _control) = hold();
     let options = HttpsOptions {
         request_timeout: Duration::from_millis(100),
         ..HttpsOptions::default()
     };
-    let server =
-        TestServer::start(test_router(hold), ca.leaf().serving_certificate(), options).await;
-    let mut client = HttpClient::connect(
-        server.addr,
-        client_config(&ca.cert_der, &[HTTP11], BOTH_VERSIONS),
-    )
-    .await;
+    let (ca, server, _control) = TestServer::for_new_ca(options).await;
+    let mut client = connect(&server, &ca, HTTP11).await;
 
     let response = client.get("/slow").await.expect("response");
     assert_eq!(response.status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(response.body.contains("deadline"), "{}", response.body);
 
     // The connection survives the timeout.
-    assert_eq!(
-        client.get("/version").await.expect("response").status,
-        StatusCode::OK
-    );
+    assert_eq!(client.status("/version").await, StatusCode::OK);
 }
 
 #[tokio::test]
 async fn a_new_certificate_serves_new_connections_without_dropping_old_ones() {
     let old_ca = TestCa::new("old CA");
     let old_leaf = old_ca.leaf();
-    let (hold, _control) = hold();
-    let server = TestServer::start(
-        test_router(hold),
-        old_leaf.serving_certificate(),
-        HttpsOptions::default(),
-    )
-    .await;
+    let server = serve(old_leaf.serving_certificate()).await;
 
-    let old_stream = tls_connect(
-        server.addr,
-        client_config(&old_ca.cert_der, &[HTTP11], BOTH_VERSIONS),
-    )
-    .await
-    .expect("TLS connection");
-    assert_eq!(presented_leaf(&old_stream), old_leaf.cert_der);
-    let mut old_client = HttpClient::handshake(old_stream).await;
-    assert_eq!(
-        old_client.get("/version").await.expect("response").status,
-        StatusCode::OK
-    );
+    let mut old_client = connect_to(&server, &old_ca, HTTP11, &old_leaf).await;
+    assert_eq!(old_client.status("/version").await, StatusCode::OK);
 
     let new_ca = TestCa::new("new CA");
     let new_leaf = new_ca.leaf();
@@ -255,18 +246,8 @@ async fn a_new_certificate_serves_new_connections_without_dropping_old_ones() {
         .set_from_pem(new_leaf.cert_pem.as_bytes(), new_leaf.key_pem.as_bytes())
         .expect("new certificate accepted");
 
-    let new_stream = tls_connect(
-        server.addr,
-        client_config(&new_ca.cert_der, &[H2], BOTH_VERSIONS),
-    )
-    .await
-    .expect("TLS connection with the new CA");
-    assert_eq!(presented_leaf(&new_stream), new_leaf.cert_der);
-    let mut new_client = HttpClient::handshake(new_stream).await;
-    assert_eq!(
-        new_client.get("/version").await.expect("response").status,
-        StatusCode::OK
-    );
+    let mut new_client = connect_to(&server, &new_ca, H2, &new_leaf).await;
+    assert_eq!(new_client.status("/version").await, StatusCode::OK);
 
     let err = tls_connect(
         server.addr,
@@ -277,23 +258,14 @@ async fn a_new_certificate_serves_new_connections_without_dropping_old_ones() {
     assert!(err.to_string().contains("UnknownIssuer"), "{err}");
 
     // Established before the swap, still served.
-    assert_eq!(
-        old_client.get("/version").await.expect("response").status,
-        StatusCode::OK
-    );
+    assert_eq!(old_client.status("/version").await, StatusCode::OK);
 }
 
 #[tokio::test]
 async fn refused_material_leaves_the_old_certificate_serving() {
     let ca = TestCa::new("test CA");
     let leaf = ca.leaf();
-    let (hold, _control) = hold();
-    let server = TestServer::start(
-        test_router(hold),
-        leaf.serving_certificate(),
-        HttpsOptions::default(),
-    )
-    .await;
+    let server = serve(leaf.serving_certificate()).await;
 
     let garbage = server
         .cert
@@ -308,31 +280,15 @@ async fn refused_material_leaves_the_old_certificate_serving() {
         .expect_err("mismatched key refused");
     assert!(matches!(mismatch, TlsError::KeyMismatch), "{mismatch:?}");
 
-    let stream = tls_connect(
-        server.addr,
-        client_config(&ca.cert_der, &[H2], BOTH_VERSIONS),
-    )
-    .await
-    .expect("TLS connection");
-    assert_eq!(presented_leaf(&stream), leaf.cert_der);
-    let mut client = HttpClient::handshake(stream).await;
-    assert_eq!(
-        client.get("/version").await.expect("response").status,
-        StatusCode::OK
-    );
+    let mut client = connect_to(&server, &ca, H2, &leaf).await;
+    assert_eq!(client.status("/version").await, StatusCode::OK);
 }
 
 #[tokio::test]
 async fn handshakes_fail_until_a_certificate_is_loaded() {
     let ca = TestCa::new("test CA");
-    let (hold, _control) = hold();
     let empty = Arc::new(ServingCertificate::new());
-    let server = TestServer::start(
-        test_router(hold),
-        Arc::clone(&empty),
-        HttpsOptions::default(),
-    )
-    .await;
+    let server = serve(Arc::clone(&empty)).await;
 
     tls_connect(
         server.addr,
@@ -345,48 +301,19 @@ async fn handshakes_fail_until_a_certificate_is_loaded() {
     empty
         .set_from_pem(leaf.cert_pem.as_bytes(), leaf.key_pem.as_bytes())
         .expect("certificate accepted");
-    let mut client = HttpClient::connect(
-        server.addr,
-        client_config(&ca.cert_der, &[H2], BOTH_VERSIONS),
-    )
-    .await;
-    assert_eq!(
-        client.get("/version").await.expect("response").status,
-        StatusCode::OK
-    );
+    let mut client = connect(&server, &ca, H2).await;
+    assert_eq!(client.status("/version").await, StatusCode::OK);
 }
 
 #[tokio::test]
 async fn shutdown_answers_in_flight_requests_and_refuses_new_connections() {
-    let ca = TestCa::new("test CA");
-    let (hold, mut control) = hold();
-    let mut server = TestServer::start(
-        test_router(hold),
-        ca.leaf().serving_certificate(),
-        HttpsOptions::default(),
-    )
-    .await;
+    let (ca, mut server, mut control) = TestServer::for_new_ca(HttpsOptions::default()).await;
 
-    let mut h1 = HttpClient::connect(
-        server.addr,
-        client_config(&ca.cert_der, &[HTTP11], BOTH_VERSIONS),
-    )
-    .await;
-    let mut h2 = HttpClient::connect(
-        server.addr,
-        client_config(&ca.cert_der, &[H2], BOTH_VERSIONS),
-    )
-    .await;
+    let mut h1 = connect(&server, &ca, HTTP11).await;
+    let mut h2 = connect(&server, &ca, H2).await;
     // An idle keep-alive connection must not hold up shutdown.
-    let mut idle = HttpClient::connect(
-        server.addr,
-        client_config(&ca.cert_der, &[HTTP11], BOTH_VERSIONS),
-    )
-    .await;
-    assert_eq!(
-        idle.get("/version").await.expect("response").status,
-        StatusCode::OK
-    );
+    let mut idle = connect(&server, &ca, HTTP11).await;
+    assert_eq!(idle.status("/version").await, StatusCode::OK);
 
     let held_h1 = tokio::spawn(async move { h1.get("/hold").await });
     control.wait_started().await;
@@ -396,17 +323,10 @@ async fn shutdown_answers_in_flight_requests_and_refuses_new_connections() {
     server.begin_shutdown();
 
     // The listener closes while the requests are still held.
-    let mut refused = false;
-    for _ in 0..500 {
-        match TcpStream::connect(server.addr).await {
-            Err(_) => {
-                refused = true;
-                break;
-            }
-            Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-        }
-    }
-    assert!(refused, "new connections are still accepted after shutdown");
+    assert!(
+        listener_closes(server.addr).await,
+        "new connections are still accepted after shutdown"
+    );
     assert!(
         !server.is_finished(),
         "serve_https returned with requests in flight"
@@ -430,35 +350,17 @@ async fn shutdown_answers_in_flight_requests_and_refuses_new_connections() {
 /// `Connection: close` instead of closing it under a client that may be sending on it.
 #[tokio::test]
 async fn a_draining_server_answers_on_an_idle_http11_connection_and_closes_it_by_that_answer() {
-    let ca = TestCa::new("test CA");
-    let (hold, _control) = hold();
-    let mut server = TestServer::start(
-        test_router(hold),
-        ca.leaf().serving_certificate(),
-        HttpsOptions::default(),
-    )
-    .await;
-    let mut kept = HttpClient::connect(
-        server.addr,
-        client_config(&ca.cert_der, &[HTTP11], BOTH_VERSIONS),
-    )
-    .await;
+    let (ca, mut server, _control) = TestServer::for_new_ca(HttpsOptions::default()).await;
+    let mut kept = connect(&server, &ca, HTTP11).await;
     let first = kept.get("/version").await.expect("response");
     assert_eq!(first.status, StatusCode::OK);
     assert!(!first.headers.contains_key("connection"), "{first:?}");
 
     server.begin_shutdown();
-    let mut refused = false;
-    for _ in 0..500 {
-        match TcpStream::connect(server.addr).await {
-            Err(_) => {
-                refused = true;
-                break;
-            }
-            Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-        }
-    }
-    assert!(refused, "the listener did not close");
+    assert!(
+        listener_closes(server.addr).await,
+        "the listener did not close"
+    );
     // Served while draining; one answer says the connection closes after it.
     let mut closing = None;
     for _ in 0..100 {
@@ -475,19 +377,12 @@ async fn a_draining_server_answers_on_an_idle_http11_connection_and_closes_it_by
 
 #[tokio::test]
 async fn the_drain_timeout_bounds_shutdown() {
-    let ca = TestCa::new("test CA");
-    let (hold, mut control) = hold();
     let options = HttpsOptions {
         drain_timeout: Duration::from_millis(100),
         ..HttpsOptions::default()
     };
-    let mut server =
-        TestServer::start(test_router(hold), ca.leaf().serving_certificate(), options).await;
-    let mut client = HttpClient::connect(
-        server.addr,
-        client_config(&ca.cert_der, &[HTTP11], BOTH_VERSIONS),
-    )
-    .await;
+    let (ca, mut server, mut control) = TestServer::for_new_ca(options).await;
+    let mut client = connect(&server, &ca, HTTP11).await;
 
     let held = tokio::spawn(async move { client.get("/hold").await });
     control.wait_started().await;

@@ -168,18 +168,13 @@ pub fn parse(text: &str) -> Result<Recipe, String> {
         .find(|w| w[0].eq_ignore_ascii_case("AS"))
         .map(|w| w[1].to_owned())
         .ok_or("the build stage has no name (FROM ... AS <name>)")?;
-    let build = build_stage
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "RUN")
-        .map(|(_, a)| a.clone())
-        .ok_or("the build stage has no RUN")?;
-    let build_dir = build_stage
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "WORKDIR")
-        .map(|(_, a)| a.clone())
-        .unwrap_or_else(|| "/".into());
+    // The last of each is the one in force when the build runs.
+    let last = |keyword: &str| {
+        let instruction = build_stage.iter().rev().find(|(k, _)| k == keyword);
+        instruction.map(|(_, args)| args.clone())
+    };
+    let build = last("RUN").ok_or("the build stage has no RUN")?;
+    let build_dir = last("WORKDIR").unwrap_or_else(|| "/".into());
     let final_stage = &all[final_at..];
     if final_stage[0].1.trim() != "scratch" {
         return Err(format!(
