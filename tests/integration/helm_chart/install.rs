@@ -1,0 +1,273 @@
+//! Installing the chart: in every certificate mode (and uninstalling it again); and install,
+//! upgrade to a chart whose CRD gained a field, and uninstall, which keep the CRD and every
+//! TrustyAIService.
+
+use crate::support;
+use support::control_planes::{self, Concern};
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, PostParams};
+use serde_json::json;
+use support::cluster::tas_api;
+
+use super::{CRD_NAME, chart_dir, delete_crd, helm, install};
+
+#[tokio::test]
+async fn every_certificate_mode_installs_and_uninstalls() {
+    // Each install brings the chart's CRD, which other tests change.
+    let claim = control_planes::exclusive(Concern::HelmChart);
+    let cp = claim.control_plane();
+    let client = cp.client().await;
+    // cert-manager's kinds, as minimal CRDs, so its Issuer and Certificate can be created.
+    let (ok, applied, err) = cp.kubectl(
+        &[
+            "apply",
+            "--server-side",
+            "-o",
+            "name",
+            "-f",
+            &format!(
+                "{}/tests/fixtures/crds/cert-manager.yaml",
+                env!("CARGO_MANIFEST_DIR")
+            ),
+        ],
+        None,
+    );
+    assert!(ok, "{err}");
+    let mut wait = vec!["wait", "--for=condition=Established", "--timeout=60s"];
+    wait.extend(applied.lines());
+    let (ok, out, err) = cp.kubectl(&wait, None);
+    assert!(ok, "cert-manager's CRDs established: {out}{err}");
+    for (i, extra) in [
+        vec![],
+        vec!["--set", "certs.mode=certManager"],
+        vec![
+            "--set",
+            "certs.mode=certManager",
+            "--set",
+            "certs.issuerKind=ClusterIssuer",
+            "--set",
+            "certs.issuerName=corporate-ca",
+        ],
+        vec!["--set", "crds.install=false"],
+        vec!["--set", "certs.mode=openshift"],
+        vec![
+            "--set",
+            "certs.mode=existingSecret",
+            "--set",
+            "certs.existingSecret=my-tls",
+        ],
+        vec![
+            "--set",
+            "serviceMonitor.enabled=false",
+            "--set",
+            "networkPolicy.enabled=true",
+        ],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        // A CRD kept from the previous release carries that release's ownership metadata.
+        delete_crd(cp);
+        let ns = cp.namespace(&client, "modes").await;
+        let release = format!("mode-{i}");
+        install(cp, &release, &ns, &extra);
+        let (ok, out, err) = helm(Some(cp), &["uninstall", &release, "--namespace", &ns]);
+        assert!(ok, "helm uninstall with {extra:?} failed:\n{err}\n{out}");
+    }
+    delete_crd(cp);
+}
+
+#[tokio::test]
+async fn install_upgrade_and_uninstall_keep_the_crd_and_every_trustyaiservice() {
+    let claim = control_planes::exclusive(Concern::HelmChart);
+    let cp = claim.control_plane();
+    delete_crd(cp);
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "helm").await;
+    let chart = chart_dir();
+    let out = install(cp, "trustyai", &ns, &[]);
+    assert!(
+        out.contains("Create a first TrustyAIService"),
+        "NOTES.txt shown: {out}"
+    );
+
+    // Every object exists.
+    for (kind, name, namespaced) in [
+        ("deployment", "trustyai-trustyai-operator", true),
+        ("serviceaccount", "trustyai-trustyai-operator", true),
+        ("service", "trustyai-trustyai-operator-webhook", true),
+        ("configmap", "trustyai-service-operator-config", true),
+        ("role", "trustyai-trustyai-operator", true),
+        ("rolebinding", "trustyai-trustyai-operator", true),
+        ("clusterrole", "trustyai-trustyai-operator", false),
+        ("clusterrolebinding", "trustyai-trustyai-operator", false),
+        ("clusterrole", "trustyai-trustyai-operator-proxy", false),
+        ("clusterrole", "trustyai-trustyai-operator-editor", false),
+        ("clusterrole", "trustyai-trustyai-operator-viewer", false),
+        (
+            "validatingwebhookconfiguration",
+            "trustyai-trustyai-operator-validating",
+            false,
+        ),
+        (
+            "mutatingwebhookconfiguration",
+            "trustyai-trustyai-operator-mutating",
+            false,
+        ),
+        ("crd", CRD_NAME, false),
+    ] {
+        let mut args = vec!["get", kind, name];
+        if namespaced {
+            args.extend(["-n", ns.as_str()]);
+        }
+        let (ok, _, err) = cp.kubectl(&args, None);
+        assert!(ok, "{kind}/{name} missing after helm install: {err}");
+    }
+
+    // No operator pod runs here (no container runtime), so let the registrations ignore their
+    // unreachable webhook; v1-only traffic needs no conversion.
+    let (ok, out, err) = helm(
+        Some(cp),
+        &[
+            "upgrade",
+            "trustyai",
+            chart.to_str().expect("path"),
+            "--namespace",
+            &ns,
+            "--set",
+            "webhook.failurePolicy=Ignore",
+        ],
+    );
+    assert!(ok, "helm upgrade failed:\n{out}\n{err}");
+    let (ok, out, err) = cp.kubectl(
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            &format!("crd/{CRD_NAME}"),
+        ],
+        None,
+    );
+    assert!(ok, "the chart's CRD established: {out}{err}");
+    let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let tas = tas_api(&client, &ns, "v1");
+    let keep_me: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService", "metadata": {"name": "keep-me"},
+        "spec": support::samples::minimal()
+    }))
+    .expect("tas");
+    // The API server reloads webhook registrations from a watch: until it has seen the upgrade,
+    // the installed Fail policy still refuses the create.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match tas.create(&PostParams::default(), &keep_me).await {
+            Ok(_) => break,
+            Err(kube::Error::Api(status))
+                if status.message.contains("failed calling webhook")
+                    && Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(e) => panic!("TrustyAIService created with failurePolicy=Ignore: {e}"),
+        }
+    }
+
+    // Upgrade to a chart whose CRD gained a field.
+    let upgraded =
+        std::env::temp_dir().join(format!("trustyai-chart-upgrade-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&upgraded);
+    copy_dir(&chart, &upgraded);
+    let crd_file = upgraded.join("files/trustyaiservices.yaml");
+    let text = std::fs::read_to_string(&crd_file).expect("crd copy");
+    let marker = "              replicas:\n";
+    assert!(text.contains(marker), "the CRD copy has spec.replicas");
+    let new_field = "              newField:\n                description: A field added by the upgraded chart.\n                type: string\n";
+    std::fs::write(
+        &crd_file,
+        text.replacen(marker, &format!("{new_field}{marker}"), 2),
+    )
+    .expect("write");
+    let (ok, out, err) = helm(
+        Some(cp),
+        &[
+            "upgrade",
+            "trustyai",
+            upgraded.to_str().expect("path"),
+            "--namespace",
+            &ns,
+            "--set",
+            "webhook.failurePolicy=Ignore",
+        ],
+    );
+    assert!(ok, "helm upgrade to the new CRD failed:\n{out}\n{err}");
+    let crd = crd_api.get(CRD_NAME).await.expect("crd");
+    let v1 = crd
+        .spec
+        .versions
+        .iter()
+        .find(|v| v.name == "v1")
+        .expect("v1");
+    let spec_props = v1
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .and_then(|s| s.properties.as_ref())
+        .and_then(|p| p.get("spec"))
+        .and_then(|s| s.properties.as_ref())
+        .expect("spec properties");
+    assert!(
+        spec_props.contains_key("newField"),
+        "helm upgrade updated the CRD"
+    );
+    tas.get("keep-me")
+        .await
+        .expect("the TrustyAIService survived the upgrade");
+
+    let (ok, out, err) = helm(Some(cp), &["uninstall", "trustyai", "--namespace", &ns]);
+    assert!(ok, "helm uninstall failed:\n{out}\n{err}");
+    // helm returns once its deletes are accepted, and a CRD it had deleted would at once carry
+    // a deletionTimestamp (its cleanup finalizer then deletes every TrustyAIService): so the
+    // CRD and the TrustyAIService are checked for one, right away.
+    let (ok, _, err) = cp.kubectl(
+        &["get", "deployment", "trustyai-trustyai-operator", "-n", &ns],
+        None,
+    );
+    assert!(
+        !ok && err.contains("NotFound"),
+        "helm uninstall deleted the release's Deployment: {err}"
+    );
+    let crd = crd_api
+        .get(CRD_NAME)
+        .await
+        .expect("the CRD survived helm uninstall");
+    assert!(
+        crd.metadata.deletion_timestamp.is_none(),
+        "helm uninstall deleted the CRD"
+    );
+    let kept = tas
+        .get("keep-me")
+        .await
+        .expect("the TrustyAIService survived helm uninstall");
+    assert!(
+        kept.metadata.deletion_timestamp.is_none(),
+        "helm uninstall deleted the TrustyAIService"
+    );
+    let _ = std::fs::remove_dir_all(&upgraded);
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
