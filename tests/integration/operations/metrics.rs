@@ -1,0 +1,275 @@
+//! `/metrics`: Prometheus' own scrape parser reads it in each format, and its counters move with
+//! admission, conversion and reconciles.
+
+use crate::support;
+use support::control_planes::{self, Concern};
+
+use kube::api::PostParams;
+use serde_json::json;
+use support::cluster::tas_api;
+use support::operator::{free_port, http_get_accepting};
+use support::wait;
+
+use super::prometheus_text::sum;
+use super::*;
+
+/// Prometheus' own scrape parser (`promcheck scrape`, built from the Prometheus module) reads
+/// `/metrics` in the format each Accept asks for, picked by the Content-Type as a scrape does;
+/// the series an alert needs are there before any event, and the process metrics too.
+async fn prometheus_parses_the_scrape(ops_port: u16) {
+    let promcheck = trustyai_local_cluster::binary("promcheck").expect("promcheck");
+    let dir = tempfile_dir("scrape");
+    // A Prometheus 3 scrape's Accept, then a client that asks for nothing (the text format).
+    let prometheus = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+    for (accept, expected_type) in [
+        (
+            Some(prometheus),
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
+        (None, "text/plain; version=0.0.4; charset=utf-8"),
+    ] {
+        let (code, content_type, body) =
+            tokio::task::spawn_blocking(move || http_get_accepting(ops_port, "/metrics", accept))
+                .await
+                .expect("join")
+                .expect("/metrics answers");
+        assert_eq!(code, 200, "{body}");
+        let content_type = content_type.expect("a Content-Type");
+        assert_eq!(content_type, expected_type);
+        let file = dir.join("metrics.txt");
+        std::fs::write(&file, &body).expect("write the scrape");
+        let parsed = std::process::Command::new(&promcheck)
+            .arg("scrape")
+            .arg(&content_type)
+            .arg(&file)
+            .output()
+            .expect("run promcheck");
+        let stdout = String::from_utf8_lossy(&parsed.stdout);
+        assert!(
+            parsed.status.success(),
+            "Prometheus refused the {content_type} scrape: {}\n{body}",
+            String::from_utf8_lossy(&parsed.stderr)
+        );
+        for series in [
+            "{__name__=\"trustyai_operator_reconciles_total\", result=\"error\"} 0",
+            "{__name__=\"trustyai_operator_reconcile_errors_total\", category=\"ApiUnreachable\"} 0",
+            "{__name__=\"trustyai_operator_webhook_requests_total\", endpoint=\"mutate\", outcome=\"malformed\"}",
+            "{__name__=\"trustyai_operator_admission_denials_total\", rule=\"storage_size\"}",
+            "{__name__=\"trustyai_operator_webhook_refusals_total\", reason=\"throttled\"} 0",
+            "{__name__=\"trustyai_operator_build_info\", version=\"",
+            "{__name__=\"process_resident_memory_bytes\"}",
+            "{__name__=\"process_cpu_seconds_total\"}",
+            "{__name__=\"process_start_time_seconds\"}",
+        ] {
+            assert!(
+                stdout.contains(series),
+                "{series} missing from what Prometheus read of the {content_type} scrape:\n{stdout}"
+            );
+        }
+    }
+}
+
+/// A fresh folder under the system temp dir for files a test hands to a tool.
+fn tempfile_dir(what: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("trustyai-{what}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+// --- 3. /metrics ---------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_parse_as_prometheus_text_and_counters_move() {
+    let claim = control_planes::exclusive(Concern::Operations);
+    let cp = claim.control_plane();
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "metrics").await;
+    let apps = cp.namespace(&client, "metrics-apps").await;
+    let mut flags = vec!["--create-webhook-configurations"];
+    flags.extend(ELECTION_FLAGS);
+    let operator = ready(start(cp, &ns, free_port(), free_port(), &flags)).await;
+    let ops = operator.ops_port;
+    wait::until_showing(
+        "leader=1",
+        TIMEOUT,
+        || operator.logs(),
+        || async { (leader_gauge(ops).await? == 1.0).then_some(()) },
+    )
+    .await;
+
+    prometheus_parses_the_scrape(ops).await;
+    let before = metrics(ops).await.expect("/metrics");
+    for name in [
+        "trustyai_operator_build_info",
+        "trustyai_operator_serving_certificate_expiry_timestamp_seconds",
+        "trustyai_operator_leader",
+        "trustyai_operator_trustyaiservices",
+    ] {
+        assert!(
+            before.iter().any(|(n, _, _)| n == name),
+            "{name} missing from /metrics"
+        );
+    }
+    let expiry = sum(
+        &before,
+        "trustyai_operator_serving_certificate_expiry_timestamp_seconds",
+        &[],
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs_f64();
+    assert!(
+        expiry > now,
+        "certificate expiry {expiry} is not in the future"
+    );
+
+    let requests = "trustyai_operator_webhook_requests_total";
+    let validate_denied = [("endpoint", "validate"), ("outcome", "denied")];
+    let convert = [("endpoint", "convert")];
+    let (denied0, convert0) = (
+        sum(&before, requests, &validate_denied),
+        sum(&before, requests, &convert),
+    );
+
+    let tls = connector(&client, &ns).await;
+    for i in 0..3 {
+        let uid = format!("m-validate-{i}");
+        let answer = post(
+            &tls,
+            operator.webhook_port,
+            "/validate",
+            &invalid_admission_review(&uid),
+        )
+        .await
+        .expect("/validate");
+        assert_denied(&answer, &uid);
+    }
+    for i in 0..2 {
+        let uid = format!("m-convert-{i}");
+        let answer = post(
+            &tls,
+            operator.webhook_port,
+            "/convert",
+            &conversion_review(&uid),
+        )
+        .await
+        .expect("/convert");
+        assert_converted(&answer, &uid);
+    }
+    let after = metrics(ops).await.expect("/metrics");
+    let (denied1, convert1) = (
+        sum(&after, requests, &validate_denied),
+        sum(&after, requests, &convert),
+    );
+    assert!(
+        denied1 >= denied0 + 3.0,
+        "validate/denied {denied0} -> {denied1}"
+    );
+    assert!(
+        convert1 >= convert0 + 2.0,
+        "convert {convert0} -> {convert1}"
+    );
+    assert!(
+        sum(
+            &after,
+            "trustyai_operator_admission_denials_total",
+            &[("rule", "image")]
+        ) >= 3.0,
+        "admission_denials_total{{rule=image}}"
+    );
+    assert!(
+        sum(
+            &after,
+            "trustyai_operator_webhook_request_duration_seconds_count",
+            &[("endpoint", "validate")]
+        ) >= 3.0,
+        "the validate latency histogram counts the requests"
+    );
+
+    // Reconciles on the leader.
+    let reconciles = "trustyai_operator_reconciles_total";
+    let success0 = sum(&after, reconciles, &[("result", "success")]);
+    tas_api(&client, &apps, "v1")
+        .create(&PostParams::default(), &tas("v1", "counted"))
+        .await
+        .expect("created");
+    wait_reconciled(&client, &apps, "counted", || operator.logs()).await;
+    let success1 = wait::until_showing(
+        "reconciles_total{result=success} to grow",
+        TIMEOUT,
+        || operator.logs(),
+        || async {
+            let s = sum(&metrics(ops).await?, reconciles, &[("result", "success")]);
+            (s > success0).then_some(s)
+        },
+    )
+    .await;
+    let last = metrics(ops).await.expect("/metrics");
+    assert!(
+        sum(
+            &last,
+            "trustyai_operator_reconcile_duration_seconds_count",
+            &[]
+        ) >= success1,
+        "every reconcile is timed"
+    );
+    // The gauge is set after a reconcile's result is emitted, so it may trail the counters.
+    wait::until_showing(
+        "trustyaiservices >= 1",
+        TIMEOUT,
+        || operator.logs(),
+        || async {
+            let managed = sum(
+                &metrics(ops).await?,
+                "trustyai_operator_trustyaiservices",
+                &[],
+            );
+            (managed >= 1.0).then_some(())
+        },
+    )
+    .await;
+    eprintln!("reconciles_total{{result=success}}: {success0} -> {success1}");
+
+    // The children were created by an apply each; a reconcile with nothing to change (an
+    // annotation on the TrustyAIService triggers one) skips their applies without a request.
+    let applies = "trustyai_operator_child_applies_total";
+    assert!(
+        sum(
+            &last,
+            applies,
+            &[("kind", "Deployment"), ("outcome", "created")]
+        ) >= 1.0,
+        "the Deployment's creation is counted"
+    );
+    let skipped0 = sum(
+        &last,
+        applies,
+        &[("kind", "Service"), ("outcome", "skipped")],
+    );
+    tas_api(&client, &apps, "v1")
+        .patch(
+            "counted",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"annotations": {"poke": "1"}}})),
+        )
+        .await
+        .expect("annotating");
+    let skipped1 = wait::until_showing(
+        "child_applies_total{kind=Service,outcome=skipped} to grow by both Services",
+        TIMEOUT,
+        || operator.logs(),
+        || async {
+            let samples = metrics(ops).await?;
+            let s = sum(
+                &samples,
+                applies,
+                &[("kind", "Service"), ("outcome", "skipped")],
+            );
+            (s >= skipped0 + 2.0).then_some(s)
+        },
+    )
+    .await;
+    eprintln!("child_applies_total{{kind=Service,outcome=skipped}}: {skipped0} -> {skipped1}");
+    stop(operator).await;
+}

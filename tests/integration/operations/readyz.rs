@@ -1,0 +1,163 @@
+//! `/readyz`: false before the serving certificate is loaded and while draining.
+
+use crate::support;
+use support::control_planes::{self, Concern};
+
+use std::time::{Duration, Instant};
+
+use support::operator::{Operator, http_get};
+use support::proxy::Proxy;
+use support::wait;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use super::*;
+
+async fn readyz(ops_port: u16) -> Option<(u16, String)> {
+    tokio::task::spawn_blocking(move || http_get(ops_port, "/readyz"))
+        .await
+        .ok()?
+}
+
+// --- 4. /readyz ------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_is_false_before_the_certificate_is_loaded_and_while_draining() {
+    let claim = control_planes::exclusive(Concern::Operations);
+    let cp = claim.control_plane();
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "readyz").await;
+
+    // The operator reaches the API server through a gate that holds every connection: in
+    // self-signed mode the certificate comes from a Secret, so none can load until it opens.
+    let api_port: u16 = cp
+        .server
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("the API server port");
+    let gate = Proxy::gated(api_port).await;
+    let kubeconfig = cp.dir.join(format!("kubeconfig-gated-{}", gate.port));
+    let text = std::fs::read_to_string(&cp.kubeconfig).expect("kubeconfig");
+    assert!(
+        text.contains(&cp.server),
+        "the kubeconfig names {}",
+        cp.server
+    );
+    std::fs::write(
+        &kubeconfig,
+        text.replace(&cp.server, &format!("https://127.0.0.1:{}", gate.port)),
+    )
+    .expect("gated kubeconfig");
+    // The registrations must exist for the caBundle (the other readiness check) to publish.
+    let mut flags = vec!["--drain-timeout", "10s", "--create-webhook-configurations"];
+    flags.extend(ELECTION_FLAGS);
+    let mut operator = Operator::launch(cp, &ns, &flags)
+        .kubeconfig(&kubeconfig)
+        .start();
+    let ops = operator.ops_port;
+
+    let first = wait::until_showing(
+        "the ops port",
+        Duration::from_secs(30),
+        || operator.logs(),
+        || readyz(ops),
+    )
+    .await;
+    let mut samples = vec![first];
+    let held = Instant::now();
+    while held.elapsed() < Duration::from_secs(2) {
+        samples.push(readyz(ops).await.expect("the ops server answers"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(operator.is_running(), "{}", operator.logs());
+    for (code, body) in &samples {
+        assert_eq!(*code, 503, "/readyz before any certificate: {body}");
+        assert!(body.contains("not ready"), "{body}");
+    }
+    eprintln!(
+        "/readyz without a certificate: {} x 503 {:?}",
+        samples.len(),
+        samples[0].1
+    );
+    assert_eq!(
+        readyz(ops).await.map(|(c, _)| c),
+        Some(503),
+        "still not ready while the API server is unreachable"
+    );
+
+    gate.open();
+    let operator = ready(operator).await;
+    let (code, body) = readyz(ops).await.expect("/readyz");
+    assert_eq!((code, body.trim()), (200, "ok"));
+
+    // Draining: a request in flight (head and half the body sent) holds the HTTPS server open;
+    // /readyz says "draining" meanwhile, and the request still gets its answer.
+    let tls = connector(&client, &ns).await;
+    let mut stream = tls_connect(&tls, operator.webhook_port)
+        .await
+        .expect("connect");
+    let body = serde_json::to_vec(&invalid_admission_review("held")).expect("json");
+    let half = body.len() / 2;
+    let mut first = post_head("/validate", body.len()).into_bytes();
+    first.extend_from_slice(&body[..half]);
+    stream.write_all(&first).await.expect("head");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let signalled = Instant::now();
+    operator.signal_term();
+    let (code, body_text) = loop {
+        let answer = readyz(ops).await.unwrap_or_else(|| {
+            panic!(
+                "the ops server went away while draining:\n{}",
+                operator.logs()
+            )
+        });
+        if answer.0 != 200 || signalled.elapsed() > Duration::from_secs(30) {
+            break answer;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(code, 503, "/readyz after SIGTERM: {body_text}");
+    assert!(body_text.contains("draining"), "{body_text}");
+    // The listener closes once the reconcile loop has stopped (its writes go through the
+    // webhooks); new connections are refused from then on.
+    let port = operator.webhook_port;
+    wait::until_showing(
+        "the webhook listener to close",
+        Duration::from_secs(30),
+        || operator.logs(),
+        async || {
+            TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_err()
+                .then_some(())
+        },
+    )
+    .await;
+    // Still draining: the held request keeps the server open.
+    let (code, body_text) = readyz(ops)
+        .await
+        .expect("the ops server outlives the drain");
+    assert_eq!(
+        (code, body_text.contains("draining")),
+        (503, true),
+        "{body_text}"
+    );
+
+    stream
+        .write_all(&body[half..])
+        .await
+        .expect("the rest of the body");
+    let answer = support::https::read_answer(&mut stream)
+        .await
+        .expect("the held request's answer");
+    assert_denied(&answer, "held");
+    stop(operator).await;
+    eprintln!(
+        "drain with a held request: exit {:?} after SIGTERM",
+        signalled.elapsed()
+    );
+    drop(gate);
+    let _ = std::fs::remove_file(&kubeconfig);
+}
