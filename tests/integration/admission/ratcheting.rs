@@ -1,0 +1,208 @@
+//! Objects stored before the webhooks existed (the Go operator validated nothing) ratchet: they
+//! stay updatable and deletable, held only to the rules of the fields a change touches.
+
+use crate::support;
+use support::control_planes::{self, Concern};
+
+use std::time::{Duration, Instant};
+
+use kube::api::{DeleteParams, PatchParams, PostParams};
+use serde_json::json;
+use support::cluster::{MUTATING_WEBHOOK, remove_webhook_registrations, tas, tas_api};
+use support::wait;
+
+use super::{assert_invalid, json_patch, merge, refusal, start_operator};
+
+/// A finalizer only these tests manage, so no controller ever removes it for them.
+const TEST_FINALIZER: &str = "tests.trustyai.opendatahub.io/hold";
+
+#[tokio::test]
+async fn legacy_objects_ratchet() {
+    let claim = control_planes::exclusive(Concern::Admission);
+    let started = Instant::now();
+    let cp = claim.control_plane();
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "legacy").await;
+
+    // An object stored before the webhooks existed (the Go operator validated nothing): the
+    // schema and CEL accept it, but today's webhook rules do not.
+    remove_webhook_registrations(&client).await;
+    trustyai_operator::crd_maintenance::apply_crd(&client)
+        .await
+        .expect("CRD applied");
+    let legacy_spec = json!({
+        "image": "docker.io/legacy/trustyai:1",
+        "storage": {"format": "PVC"},
+        "metrics": {"schedule": "500ms"}
+    });
+    let api = tas_api(&client, &ns, "v1");
+    // The API server drops removed registrations after a moment; until then it still calls the
+    // webhook it knew, whose operator is gone.
+    let mut last = String::new();
+    let created = wait::within(Duration::from_secs(30), async || {
+        let legacy = tas("v1", "legacy", legacy_spec.clone());
+        match api.create(&PostParams::default(), &legacy).await {
+            Ok(_) => Some(()),
+            Err(e) => {
+                last = e.to_string();
+                assert!(
+                    last.contains("failed calling webhook"),
+                    "storing the legacy object while no webhook is registered: {e}"
+                );
+                None
+            }
+        }
+    })
+    .await;
+    assert!(
+        created.is_some(),
+        "storing the legacy object while no webhook is registered: {last}"
+    );
+    let stored = api.get("legacy").await.expect("stored");
+    assert!(
+        stored.data["spec"].get("replicas").is_none(),
+        "no mutating webhook was involved: {:?}",
+        stored.data
+    );
+
+    let mut operator = start_operator(cp, &client, &ns).await;
+    let pp = PatchParams::default();
+
+    // The same spec is refused for a new object today.
+    let status = refusal(
+        api.create(
+            &PostParams {
+                dry_run: true,
+                ..PostParams::default()
+            },
+            &tas("v1", "legacy-copy", legacy_spec),
+        )
+        .await,
+        "a new object with the legacy spec",
+    );
+    assert_invalid(
+        &status,
+        &["spec.image", "spec.metrics.schedule"],
+        "legacy spec on create",
+    );
+
+    // Metadata-only changes are allowed.
+    let labelled = api
+        .patch(
+            "legacy",
+            &pp,
+            &merge(json!({"metadata": {"labels": {"team": "a"}}})),
+        )
+        .await
+        .expect("adding a label");
+    assert_eq!(
+        labelled
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("team"))
+            .map(String::as_str),
+        Some("a")
+    );
+    assert_eq!(
+        labelled.data["spec"]["replicas"], 1,
+        "the update was defaulted by the mutating webhook and still admitted"
+    );
+    api.patch(
+        "legacy",
+        &pp,
+        &merge(json!({"metadata": {"finalizers": [TEST_FINALIZER]}})),
+    )
+    .await
+    .expect("adding a finalizer");
+    let released = api
+        .patch(
+            "legacy",
+            &pp,
+            &json_patch(json!([{"op": "remove", "path": "/metadata/finalizers"}])),
+        )
+        .await
+        .expect("removing a finalizer");
+    assert!(released.metadata.finalizers.unwrap_or_default().is_empty());
+
+    // A change elsewhere in the spec is held only to its own field's rules.
+    api.patch("legacy", &pp, &merge(json!({"spec": {"replicas": 2}})))
+        .await
+        .expect("changing replicas while the untouched image stays invalid");
+
+    // Changing an invalid field to another invalid value is refused, naming only that field.
+    let status = refusal(
+        api.patch(
+            "legacy",
+            &pp,
+            &merge(json!({"spec": {"metrics": {"schedule": "200ms"}}})),
+        )
+        .await,
+        "another invalid schedule",
+    );
+    assert_invalid(
+        &status,
+        &[
+            MUTATING_WEBHOOK,
+            r#"spec.metrics.schedule: Invalid value: "200ms""#,
+        ],
+        "another invalid schedule",
+    );
+    assert!(
+        !status.message.contains("spec.image"),
+        "the untouched image is ratcheted: {}",
+        status.message
+    );
+    let status = refusal(
+        api.patch(
+            "legacy",
+            &pp,
+            &merge(json!({"spec": {"image": "docker.io/other/trustyai:2"}})),
+        )
+        .await,
+        "another disallowed image",
+    );
+    assert_invalid(
+        &status,
+        &[r#"spec.image: Invalid value: "docker.io/other/trustyai:2""#],
+        "another disallowed image",
+    );
+
+    // Deletion with a finalizer completes: removing the finalizer of an invalid object that is
+    // being deleted succeeds.
+    api.patch(
+        "legacy",
+        &pp,
+        &merge(json!({"metadata": {"finalizers": [TEST_FINALIZER]}})),
+    )
+    .await
+    .expect("adding the finalizer again");
+    api.delete("legacy", &DeleteParams::default())
+        .await
+        .expect("deletion accepted");
+    let terminating = api.get("legacy").await.expect("held by the finalizer");
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    api.patch(
+        "legacy",
+        &pp,
+        &json_patch(json!([{"op": "remove", "path": "/metadata/finalizers"}])),
+    )
+    .await
+    .expect("removing the finalizer of a terminating invalid object");
+    let deleted = wait::within(Duration::from_secs(30), async || {
+        api.get_opt("legacy")
+            .await
+            .expect("get")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(deleted.is_some(), "the object was not deleted");
+
+    assert!(
+        operator.stop().success(),
+        "clean exit on SIGTERM:\n{}",
+        operator.logs()
+    );
+    eprintln!("ratcheting checks took {:?}", started.elapsed());
+}
