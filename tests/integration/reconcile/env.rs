@@ -1,9 +1,8 @@
 //! The operator the tests share or take exclusively (`Env`), and the helpers they all use.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{
@@ -179,36 +178,21 @@ impl Env {
         .await
     }
 
-    /// Polls `read` every 500 ms until its answer has not changed for 5 s, and returns it; fails
-    /// with the operator's log if it keeps changing for 60 s. A snapshot taken while the writes
-    /// that follow a creation are still landing (follow-up reconciles, the rollout, the claim's
-    /// binding) would differ from a later one for reasons that are not under test.
-    pub async fn settled<T, F, Fut>(&self, what: &str, mut read: F) -> T
-    where
-        T: PartialEq,
-        F: FnMut() -> Fut,
-        Fut: Future<Output = T>,
-    {
+    /// Reads `read` until its answer has not changed for 5 s, and returns it; fails with the
+    /// operator's log if it keeps changing for 60 s ([`wait::settled`]). A snapshot taken while
+    /// the writes that follow a creation are still landing (follow-up reconciles, the rollout,
+    /// the claim's binding) would differ from a later one for reasons that are not under test.
+    pub async fn settled<T: PartialEq>(&self, what: &str, read: impl AsyncFnMut() -> T) -> T {
         const QUIET: Duration = Duration::from_secs(5);
         const LIMIT: Duration = Duration::from_secs(60);
-        let deadline = Instant::now() + LIMIT;
-        let mut last = read().await;
-        let mut unchanged_since = Instant::now();
-        while unchanged_since.elapsed() < QUIET {
-            if Instant::now() > deadline {
-                panic!(
-                    "{what} still changing after {LIMIT:?}\n--- operator log ---\n{}",
-                    self.operator_logs()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let now = read().await;
-            if now != last {
-                last = now;
-                unchanged_since = Instant::now();
-            }
-        }
-        last
+        wait::settled(
+            what,
+            QUIET,
+            LIMIT,
+            || format!("--- operator log ---\n{}", self.operator_logs()),
+            read,
+        )
+        .await
     }
 
     pub fn services(&self, ns: &str) -> Api<TrustyAIService> {
