@@ -16,6 +16,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::jiff::SignedDuration;
 use kube::Api;
 use support::ControlPlane;
+use support::wait;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -81,15 +82,13 @@ fn watch_overlap(
     overlapped
 }
 
+/// Waits until `e` leads; returns how long that took.
 async fn wait_leading(e: &Elector, timeout: Duration) -> Duration {
     let started = Instant::now();
-    while started.elapsed() < timeout {
-        if *e.leading.borrow() {
-            return started.elapsed();
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("did not become leader within {timeout:?}");
+    wait::until("the elector to lead", timeout, async || {
+        (*e.leading.borrow()).then(|| started.elapsed())
+    })
+    .await
 }
 
 async fn lease(leases: &Api<Lease>) -> LeaseSpec {
@@ -180,20 +179,24 @@ async fn a_crashed_leader_is_replaced_after_its_lease_expires_never_before() {
     a.task.abort();
     let mut last_renewal = None;
     let polled = Instant::now();
-    let taken = loop {
+    let mut seen = None;
+    let taken = wait::within(3 * LEASE_DURATION, async || {
         let spec = lease(&leases).await;
         match holder(&spec) {
-            Some("a") => last_renewal = spec.renew_time.clone().or(last_renewal),
-            Some("b") => break spec,
+            Some("a") => last_renewal = spec.renew_time.clone().or(last_renewal.take()),
+            Some("b") => return Some(spec),
             other => panic!("unexpected Lease holder {other:?}: {spec:?}"),
         }
-        assert!(
-            polled.elapsed() < 3 * LEASE_DURATION,
-            "b did not take the expired lease within {:?}: {spec:?}",
+        seen = Some(spec);
+        None
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "b did not take the expired lease within {:?}: {seen:?}",
             polled.elapsed()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+        )
+    });
     let last_renewal = last_renewal.expect("a's lease had a renewTime").0;
     let acquired = taken.acquire_time.clone().expect("b's acquireTime").0;
     let unrenewed = acquired.duration_since(last_renewal);
