@@ -106,18 +106,21 @@ async fn readyz_is_false_before_the_certificate_is_loaded_and_while_draining() {
 
     let signalled = Instant::now();
     operator.signal_term();
-    let (code, body_text) = loop {
-        let answer = readyz(ops).await.unwrap_or_else(|| {
-            panic!(
-                "the ops server went away while draining:\n{}",
-                operator.logs()
-            )
-        });
-        if answer.0 != 200 || signalled.elapsed() > Duration::from_secs(30) {
-            break answer;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    let (code, body_text) = wait::until_showing(
+        "/readyz to stop answering 200 after SIGTERM",
+        Duration::from_secs(30),
+        || operator.logs(),
+        async || {
+            let answer = readyz(ops).await.unwrap_or_else(|| {
+                panic!(
+                    "the ops server went away while draining:\n{}",
+                    operator.logs()
+                )
+            });
+            (answer.0 != 200).then_some(answer)
+        },
+    )
+    .await;
     assert_eq!(code, 503, "/readyz after SIGTERM: {body_text}");
     assert!(body_text.contains("draining"), "{body_text}");
     // The listener closes once the reconcile loop has stopped (its writes go through the
