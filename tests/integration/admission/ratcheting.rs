@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 
 use kube::api::{DeleteParams, PatchParams, PostParams};
 use serde_json::json;
-use support::cluster::{MUTATING_WEBHOOK, remove_webhook_registrations, tas, tas_api};
+use support::cluster::{
+    MUTATING_WEBHOOK, create_when_served, failed_calling_webhook, remove_webhook_registrations,
+    tas, tas_api,
+};
 use support::wait;
 
 use super::{assert_invalid, json_patch, merge, refusal, start_operator};
@@ -38,26 +41,12 @@ async fn legacy_objects_ratchet() {
     let api = tas_api(&client, &ns, "v1");
     // The API server drops removed registrations after a moment; until then it still calls the
     // webhook it knew, whose operator is gone.
-    let mut last = String::new();
-    let created = wait::within(Duration::from_secs(30), async || {
-        let legacy = tas("v1", "legacy", legacy_spec.clone());
-        match api.create(&PostParams::default(), &legacy).await {
-            Ok(_) => Some(()),
-            Err(e) => {
-                last = e.to_string();
-                assert!(
-                    last.contains("failed calling webhook"),
-                    "storing the legacy object while no webhook is registered: {e}"
-                );
-                None
-            }
-        }
-    })
-    .await;
-    assert!(
-        created.is_some(),
-        "storing the legacy object while no webhook is registered: {last}"
-    );
+    let legacy = tas("v1", "legacy", legacy_spec.clone());
+    create_when_served(&api, &legacy, failed_calling_webhook)
+        .await
+        .unwrap_or_else(|e| {
+            panic!("storing the legacy object while no webhook is registered: {e}")
+        });
     let stored = api.get("legacy").await.expect("stored");
     assert!(
         stored.data["spec"].get("replicas").is_none(),

@@ -25,7 +25,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::ControlPlane;
-use support::cluster::{wait_for_published_bundle, wait_for_webhooks_served};
+use support::cluster::{create_when_served, wait_for_published_bundle, wait_for_webhooks_served};
 use support::operator::Operator;
 use support::wait;
 use trustyai_crds::contract::CRD_NAME;
@@ -141,19 +141,12 @@ const HOLD: &str = "conversion-test.trustyai.opendatahub.io/hold";
 async fn create_held(api: &Api<DynamicObject>, mut object: DynamicObject) -> DynamicObject {
     object.metadata.finalizers = Some(vec![HOLD.to_string()]);
     let name = object.metadata.name.clone().expect("name");
-    let mut failure = String::new();
-    let created = wait::within(Duration::from_secs(30), async || {
-        match api.create(&PostParams::default(), &object).await {
-            Ok(_) => Some(()),
-            Err(e) => {
-                eprintln!("create {name}: {e}; retrying");
-                failure = e.to_string();
-                None
-            }
-        }
+    create_when_served(api, &object, |e| {
+        eprintln!("create {name}: {e}; retrying");
+        true
     })
-    .await;
-    assert!(created.is_some(), "create {name}: {failure}");
+    .await
+    .unwrap_or_else(|e| panic!("create {name}: {e}"));
     api.delete(&name, &DeleteParams::default())
         .await
         .expect("deleted (held by the finalizer)");

@@ -3,12 +3,10 @@
 use crate::support;
 use support::control_planes::{self, Concern};
 
-use std::time::{Duration, Instant};
-
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject};
 use serde_json::json;
-use support::cluster::tas_api;
+use support::cluster::{create_when_served, tas_api};
 
 use super::{CRD_NAME, chart_dir, delete_crd, helm, install, wait_established};
 
@@ -42,17 +40,9 @@ async fn installs_where_the_go_operators_crd_and_objects_exist() {
         }))
         .expect("tas");
         // Established comes a moment before the API serves the kind.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let created = loop {
-            match tas.create(&PostParams::default(), &object).await {
-                Ok(created) => break created,
-                Err(e) if Instant::now() < deadline => {
-                    let _ = e;
-                    tokio::time::sleep(Duration::from_millis(300)).await;
-                }
-                Err(e) => panic!("a TrustyAIService under the Go CRD: {e}"),
-            }
-        };
+        let created = create_when_served(&tas, &object, |_| true)
+            .await
+            .unwrap_or_else(|e| panic!("a TrustyAIService under the Go CRD: {e}"));
         stored.push((name, created.metadata.uid.expect("uid")));
     }
 

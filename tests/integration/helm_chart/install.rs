@@ -6,12 +6,11 @@ use crate::support;
 use support::control_planes::{self, Concern};
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject};
 use serde_json::json;
-use support::cluster::tas_api;
+use support::cluster::{create_when_served, failed_calling_webhook, tas_api};
 
 use super::{CRD_NAME, chart_dir, delete_crd, helm, install};
 
@@ -162,19 +161,9 @@ async fn install_upgrade_and_uninstall_keep_the_crd_and_every_trustyaiservice() 
     .expect("tas");
     // The API server reloads webhook registrations from a watch: until it has seen the upgrade,
     // the installed Fail policy still refuses the create.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match tas.create(&PostParams::default(), &keep_me).await {
-            Ok(_) => break,
-            Err(kube::Error::Api(status))
-                if status.message.contains("failed calling webhook")
-                    && Instant::now() < deadline =>
-            {
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
-            Err(e) => panic!("TrustyAIService created with failurePolicy=Ignore: {e}"),
-        }
-    }
+    create_when_served(&tas, &keep_me, failed_calling_webhook)
+        .await
+        .unwrap_or_else(|e| panic!("TrustyAIService created with failurePolicy=Ignore: {e}"));
 
     // Upgrade to a chart whose CRD gained a field.
     let upgraded =

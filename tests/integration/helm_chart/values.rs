@@ -5,10 +5,11 @@
 use crate::support;
 use support::control_planes::{self, Concern};
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::ControlPlane;
+use support::wait;
 
 use super::{KUBE_VERSION, chart_dir, documents, helm, names, of_kind, one, template};
 
@@ -95,16 +96,19 @@ async fn dry_run(cp: &ControlPlane, manifest: &str) -> (bool, String, String) {
         "-f",
         "-",
     ];
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    let mut last = None;
+    let answer = wait::within(Duration::from_secs(30), async || {
         let (ok, out, err) = cp.kubectl(&apply, Some(manifest));
         let unmapped =
             err.contains("no matches for kind") || err.contains("ensure CRDs are installed first");
-        if ok || !unmapped || Instant::now() > deadline {
-            return (ok, out, err);
+        if ok || !unmapped {
+            return Some((ok, out, err));
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+        last = Some((ok, out, err));
+        None
+    })
+    .await;
+    answer.or(last).expect("at least one dry run")
 }
 
 /// `helm template` with `values` as a values file.

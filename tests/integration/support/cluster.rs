@@ -38,6 +38,40 @@ pub fn tas_api(client: &Client, ns: &str, version: &str) -> Api<DynamicObject> {
     )
 }
 
+/// How long [`create_when_served`] retries.
+const CREATE_RETRY: Duration = Duration::from_secs(30);
+
+/// Creates `object` through `api`, retrying for up to 30 s while `transient` says the API server
+/// refused it only for now (a kind it does not serve yet, a webhook registration it has not
+/// reloaded yet). The first error that is not transient, or the last one when it never took.
+pub async fn create_when_served<K>(
+    api: &Api<K>,
+    object: &K,
+    transient: impl Fn(&kube::Error) -> bool,
+) -> Result<K, kube::Error>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let mut last = None;
+    let answer = wait::within(CREATE_RETRY, async || {
+        match api.create(&PostParams::default(), object).await {
+            Err(e) if transient(&e) => {
+                last = Some(e);
+                None
+            }
+            answer => Some(answer),
+        }
+    })
+    .await;
+    answer.unwrap_or_else(|| Err(last.expect("a refused create")))
+}
+
+/// Whether the API server refused a write because it could not call a webhook (one whose
+/// registration it has not dropped or reloaded yet).
+pub fn failed_calling_webhook(error: &kube::Error) -> bool {
+    error.to_string().contains("failed calling webhook")
+}
+
 /// A TrustyAIService manifest.
 pub fn manifest(version: &str, name: &str, spec: Value) -> Value {
     json!({
