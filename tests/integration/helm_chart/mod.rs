@@ -81,6 +81,23 @@ fn template(extra: &[&str]) -> String {
     out
 }
 
+/// `helm template` of the chart for Kubernetes [`KUBE_VERSION`] with `extra`, which the chart
+/// must refuse; returns helm's message.
+fn refused(extra: &[&str]) -> String {
+    let chart = chart_dir();
+    let mut args = vec![
+        "template",
+        "t",
+        chart.to_str().expect("path"),
+        "--kube-version",
+        KUBE_VERSION,
+    ];
+    args.extend_from_slice(extra);
+    let (ok, out, err) = helm(None, &args);
+    assert!(!ok, "rendered with {extra:?}:\n{out}");
+    err
+}
+
 /// `helm install <release>` of the chart into `ns` (not waiting for the operator's pod, which
 /// never runs here), with `extra` arguments; asserts it succeeds and returns what helm printed.
 fn install(cp: &ControlPlane, release: &str, ns: &str, extra: &[&str]) -> String {

@@ -30,18 +30,15 @@ fn metric_names_in(expr: &str) -> Vec<String> {
         .collect()
 }
 
-/// The PrometheusRule the chart renders passes Prometheus' own rule checker (`promcheck rules`:
-/// rulefmt, which parses every PromQL expression), and its alerts and the dashboard's panels
-/// use only metrics the operator exports.
-#[test]
-fn alerts_pass_prometheus_rule_checker_and_use_exported_metrics() {
+/// The PrometheusRule's spec and the Grafana dashboard's JSON, as the chart renders them with
+/// both enabled.
+fn rules_and_dashboard() -> (serde_json::Value, serde_json::Value) {
     let manifest = template(&[
         "--set",
         "prometheusRule.enabled=true",
         "--set",
         "grafanaDashboard.enabled=true",
     ]);
-    let exported = exported_metric_names();
     let mut rules_doc = None;
     let mut dashboard = None;
     for document in manifest.split("\n---") {
@@ -62,6 +59,16 @@ fn alerts_pass_prometheus_rule_checker_and_use_exported_metrics() {
         }
     }
     let rules = rules_doc.expect("a PrometheusRule");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&dashboard.expect("the dashboard ConfigMap")).expect("dashboard JSON");
+    (rules, dashboard)
+}
+
+/// The PrometheusRule the chart renders passes Prometheus' own rule checker (`promcheck rules`:
+/// rulefmt, which parses every PromQL expression).
+#[test]
+fn the_alerts_pass_prometheus_rule_checker() {
+    let (rules, _) = rules_and_dashboard();
     let dir = std::env::temp_dir().join(format!("trustyai-rules-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let file = dir.join("rules.yaml");
@@ -83,12 +90,18 @@ fn alerts_pass_prometheus_rule_checker_and_use_exported_metrics() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The chart's alerts and the dashboard's panels use only metrics the operator exports.
+#[test]
+fn alerts_and_dashboard_use_only_exported_metrics() {
+    let (rules, dashboard) = rules_and_dashboard();
+    let exported = exported_metric_names();
     let mut used = Vec::new();
     for rule in rules["groups"][0]["rules"].as_array().expect("rules") {
         used.extend(metric_names_in(rule["expr"].as_str().expect("expr")));
     }
-    let dashboard: serde_json::Value =
-        serde_json::from_str(&dashboard.expect("the dashboard ConfigMap")).expect("dashboard JSON");
     for panel in dashboard["panels"].as_array().expect("panels") {
         for target in panel["targets"].as_array().expect("targets") {
             used.extend(metric_names_in(target["expr"].as_str().expect("expr")));
@@ -102,5 +115,4 @@ fn alerts_pass_prometheus_rule_checker_and_use_exported_metrics() {
         unknown.is_empty(),
         "not exported: {unknown:?} (exported: {exported:?})"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{KUBE_VERSION, chart_dir, documents, helm, of_kind, template};
+use super::{KUBE_VERSION, chart_dir, documents, helm, of_kind, refused, template};
 
 /// The chart's webhook registrations are the ones the operator applies itself in local mode
 /// (`trustyai_operator::webhook_configurations`): the same entry names (the API server names
@@ -82,27 +82,24 @@ fn lint_is_clean() {
     assert!(ok, "helm lint failed:\n{out}\n{err}");
 }
 
+/// A ClusterIssuer without a name: refused, naming the fix.
 #[test]
-fn a_cluster_issuer_without_a_name_is_refused_and_a_named_one_is_referenced() {
-    let chart = chart_dir();
-    let (ok, _, err) = helm(
-        None,
-        &[
-            "template",
-            "t",
-            chart.to_str().expect("path"),
-            "--kube-version",
-            KUBE_VERSION,
-            "--set",
-            "certs.mode=certManager",
-            "--set",
-            "certs.issuerKind=ClusterIssuer",
-        ],
-    );
+fn a_cluster_issuer_without_a_name_is_refused() {
+    let err = refused(&[
+        "--set",
+        "certs.mode=certManager",
+        "--set",
+        "certs.issuerKind=ClusterIssuer",
+    ]);
     assert!(
-        !ok && err.contains("certs.issuerKind=ClusterIssuer needs certs.issuerName"),
+        err.contains("certs.issuerKind=ClusterIssuer needs certs.issuerName"),
         "{err}"
     );
+}
+
+/// A named ClusterIssuer is referenced, and the chart renders no Issuer of its own.
+#[test]
+fn a_named_cluster_issuer_is_referenced_instead_of_the_charts_issuer() {
     let named = template(&[
         "--set",
         "certs.mode=certManager",
@@ -119,6 +116,11 @@ fn a_cluster_issuer_without_a_name_is_refused_and_a_named_one_is_referenced() {
         !named.contains("kind: Issuer\n"),
         "no Issuer rendered: {named}"
     );
+}
+
+/// Without an issuer named, the chart's own self-signed Issuer is rendered and referenced.
+#[test]
+fn without_an_issuer_named_the_charts_own_is_referenced() {
     let own = template(&["--set", "certs.mode=certManager"]);
     assert!(own.contains("kind: Issuer\n"), "{own}");
     assert!(

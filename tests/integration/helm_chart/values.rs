@@ -11,41 +11,17 @@ use serde_json::{Value, json};
 use support::ControlPlane;
 use support::wait;
 
-use super::{KUBE_VERSION, chart_dir, documents, helm, names, of_kind, one, template};
+use super::{chart_dir, documents, names, of_kind, one, refused, template};
 
 #[test]
 fn values_schema_rejects_a_misspelled_value() {
-    let chart = chart_dir();
-    let (ok, _, err) = helm(
-        None,
-        &[
-            "template",
-            "t",
-            chart.to_str().expect("path"),
-            "--kube-version",
-            KUBE_VERSION,
-            "--set",
-            "replicaCont=2",
-        ],
-    );
-    assert!(!ok, "a misspelled value was accepted");
+    let err = refused(&["--set", "replicaCont=2"]);
     assert!(
         err.contains("replicaCont") && err.contains("not allowed"),
         "{err}"
     );
-    let (ok, _, err) = helm(
-        None,
-        &[
-            "template",
-            "t",
-            chart.to_str().expect("path"),
-            "--kube-version",
-            KUBE_VERSION,
-            "--set",
-            "certs.mode=letsencrypt",
-        ],
-    );
-    assert!(!ok && err.contains("/certs/mode"), "{err}");
+    let err = refused(&["--set", "certs.mode=letsencrypt"]);
+    assert!(err.contains("/certs/mode"), "{err}");
 }
 
 #[test]
@@ -111,9 +87,12 @@ async fn dry_run(cp: &ControlPlane, manifest: &str) -> (bool, String, String) {
     answer.or(last).expect("at least one dry run")
 }
 
-/// `helm template` with `values` as a values file.
+/// `helm template` with `values` as a values file (in a folder of this call's own: tests run
+/// side by side).
 fn template_values(values: &Value) -> String {
-    let dir = std::env::temp_dir().join(format!("trustyai-values-{}", std::process::id()));
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("trustyai-values-{}-{call}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let file = dir.join("values.yaml");
     std::fs::write(&file, trustyai_crds::manifests::to_yaml(values)).expect("write values");
@@ -122,11 +101,9 @@ fn template_values(values: &Value) -> String {
     manifest
 }
 
-/// The values admins expect from cert-manager's chart, all at once: the API server accepts
-/// what they render, and each lands where it belongs.
-#[tokio::test]
-async fn every_pod_and_monitoring_value_renders_where_it_belongs_and_the_api_server_accepts_it() {
-    let values = json!({
+/// The values admins expect from cert-manager's chart, all at once.
+fn every_pod_and_monitoring_value() -> Value {
+    json!({
         "replicaCount": 3,
         "certs": {"mode": "existingSecret", "existingSecret": "my-tls"},
         "webhook": {"clientCaSecret": "client-ca"},
@@ -173,13 +150,54 @@ async fn every_pod_and_monitoring_value_renders_where_it_belongs_and_the_api_ser
             "failureThreshold": 6,
         },
         "readinessProbe": {"enabled": false},
-    });
-    let manifest = template_values(&values);
-    let objects = documents(&manifest);
+    })
+}
+
+/// The values of [`every_pod_and_monitoring_value`] each land where they belong.
+#[test]
+fn every_pod_and_monitoring_value_renders_where_it_belongs() {
+    let values = every_pod_and_monitoring_value();
+    let objects = documents(&template_values(&values));
 
     let deployment = one(&objects, "Deployment");
     assert_eq!(deployment["spec"]["replicas"], 3);
-    let pod = &deployment["spec"]["template"]["spec"];
+    assert_the_pod_follows(&deployment["spec"]["template"]["spec"], &values);
+
+    let pdb = &one(&objects, "PodDisruptionBudget")["spec"];
+    assert_eq!(pdb["minAvailable"], 2);
+    assert!(pdb.get("maxUnavailable").is_none(), "{pdb:#}");
+
+    let monitor = one(&objects, "ServiceMonitor");
+    assert_eq!(monitor["metadata"]["labels"]["release"], "prometheus");
+    assert_eq!(
+        monitor["metadata"]["labels"]["app.kubernetes.io/instance"],
+        "trustyai"
+    );
+    assert_eq!(
+        monitor["spec"]["endpoints"][0],
+        json!({"port": "metrics", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s"})
+    );
+
+    // An existing ServiceAccount: none rendered, the chart's RBAC bound to it.
+    assert!(of_kind(&objects, "ServiceAccount").is_empty());
+    for kind in ["ClusterRoleBinding", "RoleBinding"] {
+        for binding in of_kind(&objects, kind) {
+            assert_eq!(
+                binding["subjects"],
+                json!([{
+                    "kind": "ServiceAccount", "name": "platform-operator",
+                    "namespace": "trustyai-system",
+                }]),
+                "{kind}"
+            );
+        }
+    }
+}
+
+/// The operator's pod rendered with [`every_pod_and_monitoring_value`]: the extra arguments,
+/// environment, volumes and mounts after the chart's own, the security contexts, spread,
+/// ServiceAccount and probes as given.
+fn assert_the_pod_follows(pod: &Value, values: &Value) {
     let container = &pod["containers"][0];
     let args = container["args"].as_array().expect("args");
     assert_eq!(
@@ -224,37 +242,14 @@ async fn every_pod_and_monitoring_value_renders_where_it_belongs_and_the_api_ser
         })
     );
     assert!(container.get("readinessProbe").is_none(), "{container:#}");
+}
 
-    let pdb = &one(&objects, "PodDisruptionBudget")["spec"];
-    assert_eq!(pdb["minAvailable"], 2);
-    assert!(pdb.get("maxUnavailable").is_none(), "{pdb:#}");
-
-    let monitor = one(&objects, "ServiceMonitor");
-    assert_eq!(monitor["metadata"]["labels"]["release"], "prometheus");
-    assert_eq!(
-        monitor["metadata"]["labels"]["app.kubernetes.io/instance"],
-        "trustyai"
-    );
-    assert_eq!(
-        monitor["spec"]["endpoints"][0],
-        json!({"port": "metrics", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s"})
-    );
-
-    // An existing ServiceAccount: none rendered, the chart's RBAC bound to it.
-    assert!(of_kind(&objects, "ServiceAccount").is_empty());
-    for kind in ["ClusterRoleBinding", "RoleBinding"] {
-        for binding in of_kind(&objects, kind) {
-            assert_eq!(
-                binding["subjects"],
-                json!([{
-                    "kind": "ServiceAccount", "name": "platform-operator",
-                    "namespace": "trustyai-system",
-                }]),
-                "{kind}"
-            );
-        }
-    }
-
+/// The API server accepts (in a server-side dry run) what [`every_pod_and_monitoring_value`]
+/// renders.
+#[tokio::test]
+async fn the_api_server_accepts_the_chart_rendered_with_every_pod_and_monitoring_value() {
+    let values = every_pod_and_monitoring_value();
+    let manifest = template_values(&values);
     // The dry run applies the chart's CRD over the live one, which other tests change.
     let claim = control_planes::exclusive(Concern::HelmChart);
     let cp = claim.control_plane();
@@ -334,10 +329,9 @@ fn volumes_and_mounts_render_in_every_combination() {
     }
 }
 
-/// A PodDisruptionBudget only over 2 or more replicas and only when enabled, with one bound;
-/// the default spread only without topologySpreadConstraints; the ServiceAccount's name.
+/// A PodDisruptionBudget only over 2 or more replicas and only when enabled, with one bound.
 #[test]
-fn disruption_budget_spread_and_service_account_follow_their_values() {
+fn the_disruption_budget_follows_the_replicas_and_its_values() {
     let pdb = |args: &[&str]| -> Option<Value> {
         of_kind(&documents(&template(args)), "PodDisruptionBudget")
             .first()
@@ -365,7 +359,12 @@ fn disruption_budget_spread_and_service_account_follow_their_values() {
     .expect("a PDB");
     assert_eq!(percent["minAvailable"], "50%");
     assert!(percent.get("maxUnavailable").is_none());
+}
 
+/// The default spread only over 2 or more replicas and without topologySpreadConstraints; the
+/// given constraints at any replica count.
+#[test]
+fn the_topology_spread_follows_the_replicas_and_its_values() {
     let spread = |args: &[&str]| -> Value {
         one(&documents(&template(args)), "Deployment")["spec"]["template"]["spec"]
             ["topologySpreadConstraints"]
@@ -390,7 +389,11 @@ fn disruption_budget_spread_and_service_account_follow_their_values() {
         spread(&["--set", "replicaCount=2", "--set-json", &given_set]),
         given
     );
+}
 
+/// The ServiceAccount's name, annotations and token mount, and the pod and bindings on it.
+#[test]
+fn the_service_account_follows_its_values() {
     let objects = documents(&template(&[
         "--set",
         "serviceAccount.name=operator",
@@ -418,24 +421,9 @@ fn disruption_budget_spread_and_service_account_follow_their_values() {
     }
 }
 
-/// Values sets the chart refuses, each with a message that names the fix.
+/// Both minAvailable and maxUnavailable, at any replica count: refused, naming the fix.
 #[test]
-fn contradictory_budget_and_unnamed_existing_service_account_are_refused() {
-    let chart = chart_dir();
-    let refused = |extra: &[&str]| -> String {
-        let mut args = vec![
-            "template",
-            "t",
-            chart.to_str().expect("path"),
-            "--kube-version",
-            KUBE_VERSION,
-        ];
-        args.extend_from_slice(extra);
-        let (ok, out, err) = helm(None, &args);
-        assert!(!ok, "rendered with {extra:?}:\n{out}");
-        err
-    };
-    // Both minAvailable and maxUnavailable, at any replica count.
+fn a_contradictory_disruption_budget_is_refused() {
     for replicas in ["replicaCount=1", "replicaCount=3"] {
         let err = refused(&[
             "--set",
@@ -450,6 +438,11 @@ fn contradictory_budget_and_unnamed_existing_service_account_are_refused() {
             "{err}"
         );
     }
+}
+
+/// An existing ServiceAccount (`create=false`) without its name: refused, naming the fix.
+#[test]
+fn an_existing_service_account_without_a_name_is_refused() {
     let err = refused(&["--set", "serviceAccount.create=false"]);
     assert!(
         err.contains("serviceAccount.name is required with serviceAccount.create=false"),
