@@ -5,13 +5,13 @@ use crate::support;
 use support::control_planes::{self, Concern};
 
 use std::collections::BTreeSet;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use support::cli;
 use support::cluster::{minimal_spec, remove_webhook_registrations, tas, tas_api};
 
 use super::etcd::{etcd_url, stored_as, wait_storing};
@@ -213,13 +213,7 @@ async fn migration_events(client: &Client) -> BTreeSet<(String, String)> {
 }
 
 fn migrate_storage_cli(cp: &ControlPlane) -> (Option<i32>, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_trustyai-operator"))
-        .arg("migrate-storage")
-        .arg("--kubeconfig")
-        .arg(&cp.kubeconfig)
-        .env("RUST_LOG", "info")
-        .output()
-        .expect("the binary runs");
+    let output = cli::run_against(cp, "migrate-storage", &[], &[("RUST_LOG", "info")]);
     (
         output.status.code(),
         String::from_utf8_lossy(&output.stdout).into_owned(),

@@ -5,14 +5,21 @@
 use crate::support;
 use support::control_planes::{self, Concern};
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject};
-use serde_json::json;
-use support::cluster::{create_when_served, failed_calling_webhook, tas_api};
+use kube::api::Api;
+use support::ControlPlane;
+use support::cluster::{create_when_served, failed_calling_webhook, minimal_spec, tas, tas_api};
 
-use super::{CRD_NAME, chart_dir, delete_crd, helm, install};
+use super::{
+    CRD_NAME, chart_dir, delete_crd, establish_fixture_crds, install, uninstall, upgrade,
+    wait_established,
+};
+
+/// No operator pod runs here (no container runtime), so the registrations must ignore their
+/// unreachable webhook; v1-only traffic needs no conversion.
+const IGNORE_THE_WEBHOOKS: [&str; 2] = ["--set", "webhook.failurePolicy=Ignore"];
 
 #[tokio::test]
 async fn every_certificate_mode_installs_and_uninstalls() {
@@ -21,25 +28,7 @@ async fn every_certificate_mode_installs_and_uninstalls() {
     let cp = claim.control_plane();
     let client = cp.client().await;
     // cert-manager's kinds, as minimal CRDs, so its Issuer and Certificate can be created.
-    let (ok, applied, err) = cp.kubectl(
-        &[
-            "apply",
-            "--server-side",
-            "-o",
-            "name",
-            "-f",
-            &format!(
-                "{}/tests/fixtures/crds/cert-manager.yaml",
-                env!("CARGO_MANIFEST_DIR")
-            ),
-        ],
-        None,
-    );
-    assert!(ok, "{err}");
-    let mut wait = vec!["wait", "--for=condition=Established", "--timeout=60s"];
-    wait.extend(applied.lines());
-    let (ok, out, err) = cp.kubectl(&wait, None);
-    assert!(ok, "cert-manager's CRDs established: {out}{err}");
+    establish_fixture_crds(cp, "cert-manager.yaml");
     for (i, extra) in [
         vec![],
         vec!["--set", "certs.mode=certManager"],
@@ -74,8 +63,7 @@ async fn every_certificate_mode_installs_and_uninstalls() {
         let ns = cp.namespace(&client, "modes").await;
         let release = format!("mode-{i}");
         install(cp, &release, &ns, &extra);
-        let (ok, out, err) = helm(Some(cp), &["uninstall", &release, "--namespace", &ns]);
-        assert!(ok, "helm uninstall with {extra:?} failed:\n{err}\n{out}");
+        uninstall(cp, &release, &ns);
     }
     delete_crd(cp);
 }
@@ -87,14 +75,73 @@ async fn install_upgrade_and_uninstall_keep_the_crd_and_every_trustyaiservice() 
     delete_crd(cp);
     let client = cp.client().await;
     let ns = cp.namespace(&client, "helm").await;
-    let chart = chart_dir();
     let out = install(cp, "trustyai", &ns, &[]);
     assert!(
         out.contains("Create a first TrustyAIService"),
         "NOTES.txt shown: {out}"
     );
+    assert_every_object_of_the_release_exists(cp, &ns);
 
-    // Every object exists.
+    upgrade(cp, "trustyai", &chart_dir(), &ns, &IGNORE_THE_WEBHOOKS);
+    wait_established(cp);
+    let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let services = tas_api(&client, &ns, "v1");
+    // The API server reloads webhook registrations from a watch: until it has seen the upgrade,
+    // the installed Fail policy still refuses the create.
+    create_when_served(
+        &services,
+        &tas("v1", "keep-me", minimal_spec()),
+        failed_calling_webhook,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("TrustyAIService created with failurePolicy=Ignore: {e}"));
+
+    // Upgrade to a chart whose CRD gained a field.
+    let upgraded = chart_whose_crd_gained_a_field();
+    upgrade(cp, "trustyai", &upgraded, &ns, &IGNORE_THE_WEBHOOKS);
+    let crd = crd_api.get(CRD_NAME).await.expect("crd");
+    assert!(
+        spec_fields(&crd).contains(&"newField".to_owned()),
+        "helm upgrade updated the CRD"
+    );
+    services
+        .get("keep-me")
+        .await
+        .expect("the TrustyAIService survived the upgrade");
+
+    uninstall(cp, "trustyai", &ns);
+    // helm returns once its deletes are accepted, and a CRD it had deleted would at once carry
+    // a deletionTimestamp (its cleanup finalizer then deletes every TrustyAIService): so the
+    // CRD and the TrustyAIService are checked for one, right away.
+    let (ok, _, err) = cp.kubectl(
+        &["get", "deployment", "trustyai-trustyai-operator", "-n", &ns],
+        None,
+    );
+    assert!(
+        !ok && err.contains("NotFound"),
+        "helm uninstall deleted the release's Deployment: {err}"
+    );
+    let crd = crd_api
+        .get(CRD_NAME)
+        .await
+        .expect("the CRD survived helm uninstall");
+    assert!(
+        crd.metadata.deletion_timestamp.is_none(),
+        "helm uninstall deleted the CRD"
+    );
+    let kept = services
+        .get("keep-me")
+        .await
+        .expect("the TrustyAIService survived helm uninstall");
+    assert!(
+        kept.metadata.deletion_timestamp.is_none(),
+        "helm uninstall deleted the TrustyAIService"
+    );
+    let _ = std::fs::remove_dir_all(&upgraded);
+}
+
+/// Every object the release `trustyai` installs into `ns` and the cluster exists.
+fn assert_every_object_of_the_release_exists(cp: &ControlPlane, ns: &str) {
     for (kind, name, namespaced) in [
         ("deployment", "trustyai-trustyai-operator", true),
         ("serviceaccount", "trustyai-trustyai-operator", true),
@@ -121,55 +168,19 @@ async fn install_upgrade_and_uninstall_keep_the_crd_and_every_trustyaiservice() 
     ] {
         let mut args = vec!["get", kind, name];
         if namespaced {
-            args.extend(["-n", ns.as_str()]);
+            args.extend(["-n", ns]);
         }
         let (ok, _, err) = cp.kubectl(&args, None);
         assert!(ok, "{kind}/{name} missing after helm install: {err}");
     }
+}
 
-    // No operator pod runs here (no container runtime), so let the registrations ignore their
-    // unreachable webhook; v1-only traffic needs no conversion.
-    let (ok, out, err) = helm(
-        Some(cp),
-        &[
-            "upgrade",
-            "trustyai",
-            chart.to_str().expect("path"),
-            "--namespace",
-            &ns,
-            "--set",
-            "webhook.failurePolicy=Ignore",
-        ],
-    );
-    assert!(ok, "helm upgrade failed:\n{out}\n{err}");
-    let (ok, out, err) = cp.kubectl(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            &format!("crd/{CRD_NAME}"),
-        ],
-        None,
-    );
-    assert!(ok, "the chart's CRD established: {out}{err}");
-    let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let tas = tas_api(&client, &ns, "v1");
-    let keep_me: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService", "metadata": {"name": "keep-me"},
-        "spec": support::samples::minimal()
-    }))
-    .expect("tas");
-    // The API server reloads webhook registrations from a watch: until it has seen the upgrade,
-    // the installed Fail policy still refuses the create.
-    create_when_served(&tas, &keep_me, failed_calling_webhook)
-        .await
-        .unwrap_or_else(|e| panic!("TrustyAIService created with failurePolicy=Ignore: {e}"));
-
-    // Upgrade to a chart whose CRD gained a field.
+/// A copy of the chart whose CRD has a field more in `spec`: `newField`.
+fn chart_whose_crd_gained_a_field() -> PathBuf {
     let upgraded =
         std::env::temp_dir().join(format!("trustyai-chart-upgrade-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&upgraded);
-    copy_dir(&chart, &upgraded);
+    copy_dir(&chart_dir(), &upgraded);
     let crd_file = upgraded.join("files/trustyaiservices.yaml");
     let text = std::fs::read_to_string(&crd_file).expect("crd copy");
     let marker = "              replicas:\n";
@@ -180,20 +191,11 @@ async fn install_upgrade_and_uninstall_keep_the_crd_and_every_trustyaiservice() 
         text.replacen(marker, &format!("{new_field}{marker}"), 2),
     )
     .expect("write");
-    let (ok, out, err) = helm(
-        Some(cp),
-        &[
-            "upgrade",
-            "trustyai",
-            upgraded.to_str().expect("path"),
-            "--namespace",
-            &ns,
-            "--set",
-            "webhook.failurePolicy=Ignore",
-        ],
-    );
-    assert!(ok, "helm upgrade to the new CRD failed:\n{out}\n{err}");
-    let crd = crd_api.get(CRD_NAME).await.expect("crd");
+    upgraded
+}
+
+/// The fields of `spec` in the CRD's v1 schema.
+fn spec_fields(crd: &CustomResourceDefinition) -> Vec<String> {
     let v1 = crd
         .spec
         .versions
@@ -208,44 +210,7 @@ async fn install_upgrade_and_uninstall_keep_the_crd_and_every_trustyaiservice() 
         .and_then(|p| p.get("spec"))
         .and_then(|s| s.properties.as_ref())
         .expect("spec properties");
-    assert!(
-        spec_props.contains_key("newField"),
-        "helm upgrade updated the CRD"
-    );
-    tas.get("keep-me")
-        .await
-        .expect("the TrustyAIService survived the upgrade");
-
-    let (ok, out, err) = helm(Some(cp), &["uninstall", "trustyai", "--namespace", &ns]);
-    assert!(ok, "helm uninstall failed:\n{out}\n{err}");
-    // helm returns once its deletes are accepted, and a CRD it had deleted would at once carry
-    // a deletionTimestamp (its cleanup finalizer then deletes every TrustyAIService): so the
-    // CRD and the TrustyAIService are checked for one, right away.
-    let (ok, _, err) = cp.kubectl(
-        &["get", "deployment", "trustyai-trustyai-operator", "-n", &ns],
-        None,
-    );
-    assert!(
-        !ok && err.contains("NotFound"),
-        "helm uninstall deleted the release's Deployment: {err}"
-    );
-    let crd = crd_api
-        .get(CRD_NAME)
-        .await
-        .expect("the CRD survived helm uninstall");
-    assert!(
-        crd.metadata.deletion_timestamp.is_none(),
-        "helm uninstall deleted the CRD"
-    );
-    let kept = tas
-        .get("keep-me")
-        .await
-        .expect("the TrustyAIService survived helm uninstall");
-    assert!(
-        kept.metadata.deletion_timestamp.is_none(),
-        "helm uninstall deleted the TrustyAIService"
-    );
-    let _ = std::fs::remove_dir_all(&upgraded);
+    spec_props.keys().cloned().collect()
 }
 
 fn copy_dir(from: &Path, to: &Path) {

@@ -24,6 +24,8 @@ mod values;
 
 use crate::support;
 
+use std::path::Path;
+
 use serde_json::Value;
 use support::ControlPlane;
 use support::helm::{chart_dir, helm};
@@ -114,6 +116,45 @@ fn install(cp: &ControlPlane, release: &str, ns: &str, extra: &[&str]) -> String
     let (ok, out, err) = helm(Some(cp), &args);
     assert!(ok, "helm install {release} {extra:?} failed:\n{out}\n{err}");
     out
+}
+
+/// `helm upgrade <release>` to the chart in `chart` in `ns`, with `extra` arguments; asserts it
+/// succeeds.
+fn upgrade(cp: &ControlPlane, release: &str, chart: &Path, ns: &str, extra: &[&str]) {
+    let mut args = vec![
+        "upgrade",
+        release,
+        chart.to_str().expect("path"),
+        "--namespace",
+        ns,
+    ];
+    args.extend_from_slice(extra);
+    let (ok, out, err) = helm(Some(cp), &args);
+    assert!(
+        ok,
+        "helm upgrade {release} to {} {extra:?} failed:\n{out}\n{err}",
+        chart.display()
+    );
+}
+
+/// `helm uninstall <release>` from `ns`; asserts it succeeds.
+fn uninstall(cp: &ControlPlane, release: &str, ns: &str) {
+    let (ok, out, err) = helm(Some(cp), &["uninstall", release, "--namespace", ns]);
+    assert!(ok, "helm uninstall {release} failed:\n{out}\n{err}");
+}
+
+/// Applies the CRDs of the fixture `file` (`tests/fixtures/crds/`) and waits until they are
+/// established; returns the fixture's path.
+fn establish_fixture_crds(cp: &ControlPlane, file: &str) -> String {
+    let path = format!("{}/tests/fixtures/crds/{file}", env!("CARGO_MANIFEST_DIR"));
+    let (ok, applied, err) =
+        cp.kubectl(&["apply", "--server-side", "-o", "name", "-f", &path], None);
+    assert!(ok, "{err}");
+    let mut wait = vec!["wait", "--for=condition=Established", "--timeout=60s"];
+    wait.extend(applied.lines());
+    let (ok, out, err) = cp.kubectl(&wait, None);
+    assert!(ok, "the CRDs of {file} established: {out}{err}");
+    path
 }
 
 /// The objects of a rendered manifest, parsed.

@@ -6,12 +6,22 @@ use support::control_planes::{self, Concern};
 
 use std::time::Duration;
 
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, PostParams};
-use serde_json::json;
-use support::cluster::tas_api;
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use support::ControlPlane;
+use support::cli;
+use support::cluster::{names, tas, tas_api};
+use support::operator::Operator;
+use support::wait::until;
 
-use super::{CRD_NAME, delete_crd, helm, install, wait_established};
+use super::{CRD_NAME, delete_crd, install, uninstall, wait_established};
 
 /// The documented uninstall, end to end: the chart installed under its default release name,
 /// its operator running with the chart's flags and a TrustyAIService held by its finalizer,
@@ -21,18 +31,6 @@ use super::{CRD_NAME, delete_crd, helm, install, wait_established};
 /// its defaults) releases the TrustyAIService; afterwards nothing of ours is left but the CRD.
 #[tokio::test]
 async fn helm_uninstall_then_the_uninstall_command_leaves_no_namespace_terminating() {
-    use k8s_openapi::api::admissionregistration::v1::{
-        MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-    };
-    use k8s_openapi::api::coordination::v1::Lease;
-    use k8s_openapi::api::core::v1::{Namespace, Secret};
-    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-    use kube::api::{DeleteParams, ListParams};
-    use support::operator::Operator;
-    use support::wait::until;
-
-    const RELEASE: &str = "trustyai-operator";
-    let timeout = Duration::from_secs(120);
     let claim = control_planes::exclusive(Concern::HelmChart);
     let cp = claim.control_plane();
     delete_crd(cp);
@@ -50,41 +48,14 @@ async fn helm_uninstall_then_the_uninstall_command_leaves_no_namespace_terminati
         &ns,
         &["--proxy-cluster-role", "trustyai-operator-proxy"],
     );
-    operator.wait_ready(timeout);
-    let (ok, out, err) = cp.kubectl(
-        &[
-            "create",
-            "secret",
-            "generic",
-            "db-creds",
-            "-n",
-            &app,
-            "--from-literal=databaseKind=mariadb",
-            "--from-literal=databaseUsername=u",
-            "--from-literal=databasePassword=p",
-            "--from-literal=databaseService=db",
-            "--from-literal=databasePort=3306",
-            "--from-literal=databaseName=trustyai",
-        ],
-        None,
-    );
-    assert!(ok, "{out}{err}");
+    operator.wait_ready(TIMEOUT);
     let services = tas_api(&client, &app, "v1");
-    let tas: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService",
-        "metadata": {"name": "tas"},
-        "spec": support::samples::database("db-creds"),
-    }))
-    .expect("object");
-    services
-        .create(&PostParams::default(), &tas)
-        .await
-        .expect("creating the TrustyAIService");
+    create_a_database_service(cp, &services, &app).await;
     let bindings = Api::<ClusterRoleBinding>::all(client.clone());
     let binding = format!("tas-{app}-proxy-rolebinding");
     until(
         "the operator's finalizer and binding",
-        timeout,
+        TIMEOUT,
         async || {
             let tas = services.get_opt("tas").await.ok()??;
             let finalized = tas.metadata.finalizers.is_some_and(|f| !f.is_empty());
@@ -93,8 +64,7 @@ async fn helm_uninstall_then_the_uninstall_command_leaves_no_namespace_terminati
     )
     .await;
 
-    let (ok, out, err) = helm(Some(cp), &["uninstall", RELEASE, "--namespace", &ns]);
-    assert!(ok, "helm uninstall failed:\n{out}\n{err}");
+    uninstall(cp, RELEASE, &ns);
     operator.stop();
     let namespaces = Api::<Namespace>::all(client.clone());
     namespaces
@@ -104,7 +74,7 @@ async fn helm_uninstall_then_the_uninstall_command_leaves_no_namespace_terminati
     // Without an operator the finalizer holds the TrustyAIService, and it the namespace.
     until(
         "the namespace to wait on its TrustyAIService",
-        timeout,
+        TIMEOUT,
         async || {
             let namespace = namespaces.get(&app).await.ok()?;
             let terminating = namespace.status?.phase.as_deref() == Some("Terminating");
@@ -120,86 +90,18 @@ async fn helm_uninstall_then_the_uninstall_command_leaves_no_namespace_terminati
     )
     .await;
 
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_trustyai-operator"))
-        .arg("uninstall")
-        .arg("--kubeconfig")
-        .arg(&cp.kubeconfig)
-        .args(["--namespace", &ns])
-        .output()
-        .expect("running uninstall");
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    until("the namespace to be gone", timeout, async || {
+    cli::succeeded(&cli::run_against(
+        cp,
+        "uninstall",
+        &["--namespace", &ns],
+        &[],
+    ));
+    until("the namespace to be gone", TIMEOUT, async || {
         namespaces.get_opt(&app).await.ok()?.is_none().then_some(())
     })
     .await;
 
-    // Nothing of ours is left cluster-wide or in the release namespace, except the CRD.
-    let ours = ListParams::default().labels("trustyai.opendatahub.io/owner-name");
-    let left = bindings
-        .list_metadata(&ours)
-        .await
-        .expect("listing bindings");
-    assert!(left.items.is_empty(), "bindings left: {:?}", left.items);
-    let named = |list: Vec<String>| -> Vec<String> {
-        list.into_iter()
-            .filter(|name| name.starts_with(RELEASE))
-            .collect()
-    };
-    let roles = Api::<ClusterRole>::all(client.clone())
-        .list_metadata(&ListParams::default())
-        .await
-        .expect("roles");
-    let role_bindings = bindings
-        .list_metadata(&ListParams::default())
-        .await
-        .expect("bindings");
-    let validating = Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .list_metadata(&ListParams::default())
-        .await
-        .expect("validating");
-    let mutating = Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .list_metadata(&ListParams::default())
-        .await
-        .expect("mutating");
-    let left: Vec<String> = named(
-        roles
-            .items
-            .into_iter()
-            .filter_map(|o| o.metadata.name)
-            .chain(
-                role_bindings
-                    .items
-                    .into_iter()
-                    .filter_map(|o| o.metadata.name),
-            )
-            .chain(validating.items.into_iter().filter_map(|o| o.metadata.name))
-            .chain(mutating.items.into_iter().filter_map(|o| o.metadata.name))
-            .collect(),
-    );
-    assert!(left.is_empty(), "cluster-scoped objects left: {left:?}");
-    let secrets = Api::<Secret>::namespaced(client.clone(), &ns)
-        .list_metadata(&ListParams::default())
-        .await
-        .expect("secrets");
-    let secrets: Vec<String> = secrets
-        .items
-        .into_iter()
-        .filter_map(|o| o.metadata.name)
-        .collect();
-    assert!(
-        named(secrets.clone()).is_empty(),
-        "Secrets left: {secrets:?}"
-    );
-    let leases = Api::<Lease>::namespaced(client.clone(), &ns)
-        .list_metadata(&ListParams::default())
-        .await
-        .expect("leases");
-    assert!(leases.items.is_empty(), "Leases left: {:?}", leases.items);
+    assert_nothing_of_the_release_is_left(&client, &ns).await;
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
     assert!(
         crds.get_opt(CRD_NAME).await.expect("read").is_some(),
@@ -207,4 +109,71 @@ async fn helm_uninstall_then_the_uninstall_command_leaves_no_namespace_terminati
     );
     // The operator pointed the CRD's conversion at itself: the next test starts without it.
     delete_crd(cp);
+}
+
+/// The chart's default release name, whose names are the operator's defaults.
+const RELEASE: &str = "trustyai-operator";
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A DATABASE TrustyAIService `tas` in `ns`, with its credentials Secret.
+async fn create_a_database_service(cp: &ControlPlane, services: &Api<DynamicObject>, ns: &str) {
+    let (ok, out, err) = cp.kubectl(
+        &[
+            "create",
+            "secret",
+            "generic",
+            "db-creds",
+            "-n",
+            ns,
+            "--from-literal=databaseKind=mariadb",
+            "--from-literal=databaseUsername=u",
+            "--from-literal=databasePassword=p",
+            "--from-literal=databaseService=db",
+            "--from-literal=databasePort=3306",
+            "--from-literal=databaseName=trustyai",
+        ],
+        None,
+    );
+    assert!(ok, "{out}{err}");
+    services
+        .create(
+            &PostParams::default(),
+            &tas("v1", "tas", support::samples::database("db-creds")),
+        )
+        .await
+        .expect("creating the TrustyAIService");
+}
+
+/// Nothing of ours is left cluster-wide (bindings the operator made, the release's roles,
+/// bindings and registrations) or in the release namespace (Secrets, Leases).
+async fn assert_nothing_of_the_release_is_left(client: &Client, ns: &str) {
+    let bindings = Api::<ClusterRoleBinding>::all(client.clone());
+    let ours = ListParams::default().labels("trustyai.opendatahub.io/owner-name");
+    let left = bindings
+        .list_metadata(&ours)
+        .await
+        .expect("listing bindings");
+    assert!(left.items.is_empty(), "bindings left: {:?}", left.items);
+    let of_the_release = |list: Vec<String>| -> Vec<String> {
+        list.into_iter()
+            .filter(|name| name.starts_with(RELEASE))
+            .collect()
+    };
+    let left: Vec<String> = of_the_release(
+        [
+            names(&Api::<ClusterRole>::all(client.clone())).await,
+            names(&bindings).await,
+            names(&Api::<ValidatingWebhookConfiguration>::all(client.clone())).await,
+            names(&Api::<MutatingWebhookConfiguration>::all(client.clone())).await,
+        ]
+        .concat(),
+    );
+    assert!(left.is_empty(), "cluster-scoped objects left: {left:?}");
+    let secrets = names(&Api::<Secret>::namespaced(client.clone(), ns)).await;
+    assert!(
+        of_the_release(secrets.clone()).is_empty(),
+        "Secrets left: {secrets:?}"
+    );
+    let leases = names(&Api::<Lease>::namespaced(client.clone(), ns)).await;
+    assert!(leases.is_empty(), "Leases left: {leases:?}");
 }

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use support::ControlPlane;
 use support::wait;
 
-use super::{chart_dir, documents, names, of_kind, one, refused, template};
+use super::{chart_dir, documents, establish_fixture_crds, names, of_kind, one, refused, template};
 
 #[test]
 fn values_schema_rejects_a_misspelled_value() {
@@ -253,22 +253,7 @@ async fn the_api_server_accepts_the_chart_rendered_with_every_pod_and_monitoring
     // The dry run applies the chart's CRD over the live one, which other tests change.
     let claim = control_planes::exclusive(Concern::HelmChart);
     let cp = claim.control_plane();
-    let crd = format!(
-        "{}/tests/fixtures/crds/servicemonitor.yaml",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let (ok, _, err) = cp.kubectl(&["apply", "--server-side", "-f", &crd], None);
-    assert!(ok, "{err}");
-    let (ok, out, err) = cp.kubectl(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/servicemonitors.monitoring.coreos.com",
-        ],
-        None,
-    );
-    assert!(ok, "the ServiceMonitor CRD established: {out}{err}");
+    let crd = establish_fixture_crds(cp, "servicemonitor.yaml");
     let (ok, _, err) = cp.kubectl(&["create", "namespace", "trustyai-system"], None);
     assert!(ok || err.contains("AlreadyExists"), "{err}");
     let (accepted, out, err) = dry_run(cp, &manifest).await;

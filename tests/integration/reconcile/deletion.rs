@@ -11,6 +11,7 @@ use serde_json::json;
 use trustyai_crds::TrustyAIService;
 
 use crate::reconcile::env::{CLEANUP_TIMEOUT, Env, assert_owned_by, condition, pvc_spec};
+use crate::support::cli;
 
 #[tokio::test]
 async fn retained_pvc_survives_deletion_and_is_adopted_while_delete_removes_it() {
@@ -255,19 +256,12 @@ async fn uninstall_without_the_operator_releases_deletions_and_leaves_nothing_of
     let waiting = services.get("tas").await.expect("held by its finalizer");
     assert!(waiting.metadata.deletion_timestamp.is_some());
 
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_trustyai-operator"))
-        .arg("uninstall")
-        .arg("--kubeconfig")
-        .arg(&env.cp.kubeconfig)
-        .args(["--namespace", &env.operator_ns, "--webhook-configurations"])
-        .output()
-        .expect("running uninstall");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = cli::succeeded(&cli::run_against(
+        env.cp,
+        "uninstall",
+        &["--namespace", &env.operator_ns, "--webhook-configurations"],
+        &[],
+    ));
     assert!(stdout.contains(&format!("{ns}/tas")), "{stdout}");
 
     env.wait("the deletion to complete without an operator", || async {

@@ -72,6 +72,20 @@ pub fn failed_calling_webhook(error: &kube::Error) -> bool {
     error.to_string().contains("failed calling webhook")
 }
 
+/// The names of every object `api` lists.
+pub async fn names<K>(api: &Api<K>) -> Vec<String>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    api.list_metadata(&kube::api::ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("listing {}: {e}", api.resource_url()))
+        .items
+        .into_iter()
+        .filter_map(|o| o.metadata.name)
+        .collect()
+}
+
 /// A TrustyAIService manifest.
 pub fn manifest(version: &str, name: &str, spec: Value) -> Value {
     json!({
