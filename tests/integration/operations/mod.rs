@@ -20,12 +20,12 @@ mod streaming_lists;
 
 use crate::support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use support::ControlPlane;
 use support::cluster::tas_api;
@@ -82,6 +82,24 @@ async fn wait_reconciled(client: &Client, ns: &str, name: &str, context: impl Fn
         }
     })
     .await;
+}
+
+/// Creates the TrustyAIService `ns/name` through `version` and waits until it is reconciled;
+/// returns how long that took.
+async fn create_reconciled(
+    client: &Client,
+    ns: &str,
+    version: &str,
+    name: &str,
+    context: impl Fn() -> String,
+) -> Duration {
+    tas_api(client, ns, version)
+        .create(&PostParams::default(), &tas(version, name))
+        .await
+        .unwrap_or_else(|e| panic!("creating {name} through {version}: {e}"));
+    let created = Instant::now();
+    wait_reconciled(client, ns, name, context).await;
+    created.elapsed()
 }
 
 /// `Operator::wait_ready` blocks; run it off the runtime so the proxy keeps serving.

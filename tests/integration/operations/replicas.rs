@@ -12,10 +12,12 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
+use support::ControlPlane;
 use support::cluster::tas_api;
 use support::operator::{Operator, free_port};
 use support::proxy::Proxy;
 use support::wait;
+use tokio_rustls::TlsConnector;
 
 use super::*;
 
@@ -83,10 +85,166 @@ fn holds_lease(holder: Option<&str>, pid: u32) -> bool {
     holder.is_some_and(|h| h.contains(&format!("-{pid}-")))
 }
 
-// --- 1. two replicas behind one front -------------------------------------------------------
+/// The operator's replicas, each on ports of its own: a replica's ports stay with its slot
+/// across restarts, the processes change.
+struct Replicas<'a> {
+    cp: &'a ControlPlane,
+    ns: &'a str,
+    ports: [(u16, u16); 2],
+    flags: &'a [&'a str],
+    running: [Option<Operator>; 2],
+}
 
-/// One of the clients that keep writing and listing through v1alpha1 (so every write needs /convert,
-/// /mutate and /validate) until stopped; returns (operations, failures).
+impl<'a> Replicas<'a> {
+    /// Starts both replicas and waits until both are ready.
+    async fn start(
+        cp: &'a ControlPlane,
+        ns: &'a str,
+        ports: [(u16, u16); 2],
+        flags: &'a [&'a str],
+    ) -> Replicas<'a> {
+        let (a, b) = (
+            start(cp, ns, ports[0].0, ports[0].1, flags),
+            start(cp, ns, ports[1].0, ports[1].1, flags),
+        );
+        let (a, b) = (ready(a).await, ready(b).await);
+        Replicas {
+            cp,
+            ns,
+            ports,
+            flags,
+            running: [Some(a), Some(b)],
+        }
+    }
+
+    /// The logs of the running replicas, for a failure's message.
+    fn logs(&self) -> String {
+        self.running
+            .iter()
+            .flatten()
+            .map(|o| format!("--- {} ---\n{}", o.log.display(), o.logs()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn pid(&self, i: usize) -> u32 {
+        self.running[i].as_ref().expect("running").pid()
+    }
+
+    /// The one replica whose leader gauge is 1 while the other's is 0, if so.
+    async fn leader(&self) -> Option<usize> {
+        let gauges = [
+            leader_gauge(self.ports[0].1).await?,
+            leader_gauge(self.ports[1].1).await?,
+        ];
+        match gauges {
+            [1.0, 0.0] => Some(0),
+            [0.0, 1.0] => Some(1),
+            _ => None,
+        }
+    }
+
+    /// Samples both leader gauges for `period` (a property held throughout, not a wait): never
+    /// both 1.
+    async fn assert_never_two_leaders(&self, period: Duration) {
+        let watched = Instant::now();
+        while watched.elapsed() < period {
+            let gauges = [
+                leader_gauge(self.ports[0].1).await,
+                leader_gauge(self.ports[1].1).await,
+            ];
+            assert_ne!(
+                gauges,
+                [Some(1.0); 2],
+                "two leaders at once:\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn wait_for_one_leader(&self, what: &str) -> usize {
+        wait::until_showing(what, TIMEOUT, || self.logs(), || self.leader()).await
+    }
+
+    /// The replica `i`, out of its slot (to be stopped).
+    fn take(&mut self, i: usize) -> Operator {
+        self.running[i].take().expect("a running replica")
+    }
+
+    /// Starts the replica `i` again, on its ports, and waits until it is ready.
+    async fn restart(&mut self, i: usize) {
+        let (webhook, ops) = self.ports[i];
+        self.running[i] = Some(ready(start(self.cp, self.ns, webhook, ops, self.flags)).await);
+    }
+
+    async fn stop_all(self) {
+        for replica in self.running.into_iter().flatten() {
+            stop(replica).await;
+        }
+    }
+}
+
+/// Clients that keep writing and listing through v1alpha1 (so every write needs /convert,
+/// /mutate and /validate) until stopped; each failure is recorded with the test's phase.
+struct Load {
+    done: Arc<AtomicBool>,
+    phase: Arc<std::sync::Mutex<&'static str>>,
+    workers: Vec<tokio::task::JoinHandle<(usize, Vec<String>)>>,
+}
+
+impl Load {
+    fn start(client: &Client, ns: &str, phase: &'static str) -> Load {
+        let done = Arc::new(AtomicBool::new(false));
+        let phase = Arc::new(std::sync::Mutex::new(phase));
+        let workers = (0..2)
+            .map(|worker| {
+                continuous_client(
+                    client.clone(),
+                    ns.to_owned(),
+                    worker,
+                    done.clone(),
+                    phase.clone(),
+                )
+            })
+            .collect();
+        Load {
+            done,
+            phase,
+            workers,
+        }
+    }
+
+    /// Names what the test does now, for the failures that happen meanwhile.
+    fn phase(&self, phase: &'static str) {
+        *self.phase.lock().expect("phase") = phase;
+    }
+
+    /// Stops the clients: they made a fair number of operations, and none failed.
+    async fn assert_no_operation_failed(self, replicas: &Replicas<'_>) {
+        self.done.store(true, Ordering::SeqCst);
+        let (mut operations, mut failures) = (0, Vec::new());
+        for worker in self.workers {
+            let (n, failed) = worker.await.expect("a client task");
+            operations += n;
+            failures.extend(failed);
+        }
+        eprintln!(
+            "continuous client: {operations} operations, {} failed",
+            failures.len()
+        );
+        assert!(operations > 30, "only {operations} operations");
+        assert!(
+            failures.is_empty(),
+            "{} of {operations} operations failed:\n{}\n{}",
+            failures.len(),
+            failures.join("\n"),
+            replicas.logs()
+        );
+    }
+}
+
+/// One of the [`Load`]'s clients; returns (operations, failures).
 fn continuous_client(
     client: Client,
     ns: String,
@@ -130,6 +288,75 @@ fn continuous_client(
     })
 }
 
+/// Both replicas answer admission and conversion, over TLS chaining to the Secret's CA.
+async fn assert_both_answer(tls: &TlsConnector, ports: [(u16, u16); 2]) {
+    for (port, _) in ports {
+        let uid = format!("validate-{port}");
+        let answer = post(tls, port, "/validate", &invalid_admission_review(&uid))
+            .await
+            .unwrap_or_else(|e| panic!("/validate on {port}: {e}"));
+        assert_denied(&answer, &uid);
+        let uid = format!("convert-{port}");
+        let answer = post(tls, port, "/convert", &conversion_review(&uid))
+            .await
+            .unwrap_or_else(|e| panic!("/convert on {port}: {e}"));
+        assert_converted(&answer, &uid);
+    }
+}
+
+/// The Lease names the replica of process `pid` as its holder.
+async fn assert_holds_the_lease(client: &Client, ns: &str, pid: u32, when: &str) {
+    let holder = lease_holder(client, ns).await;
+    assert!(
+        holds_lease(holder.as_deref(), pid),
+        "the Lease holder {holder:?} is not the replica of pid {pid} {when}"
+    );
+}
+
+/// Stops the `leader` and waits until the other replica leads; returns how long that took
+/// after the old leader released the lease and after its SIGTERM.
+async fn hand_over(
+    replicas: &mut Replicas<'_>,
+    client: &Client,
+    leader: usize,
+) -> (Duration, Duration) {
+    let follower = 1 - leader;
+    let follower_pid = replicas.pid(follower);
+    let lease_changes = watch_lease_holders(client, replicas.ns, move |holder| {
+        holds_lease(holder, follower_pid)
+    })
+    .await;
+    let signalled = Instant::now();
+    let stopping = tokio::spawn(stop(replicas.take(leader)));
+    let follower_ops = replicas.ports[follower].1;
+    let leading_at = wait::until_showing(
+        "the follower takes over",
+        TIMEOUT,
+        || replicas.logs(),
+        || async { (leader_gauge(follower_ops).await? == 1.0).then(Instant::now) },
+    )
+    .await;
+    stopping.await.expect("stopping the leader");
+    let holders = tokio::time::timeout(TIMEOUT, lease_changes)
+        .await
+        .expect("the Lease watch ends once the follower holds it")
+        .expect("the Lease watch");
+    let released_at = holders
+        .iter()
+        .find(|(holder, _)| holder.as_deref().is_none_or(str::is_empty))
+        .map(|(_, seen)| *seen)
+        .unwrap_or_else(|| {
+            panic!(
+                "the follower took the lease without a release (it expired?): {holders:?}\n{}",
+                replicas.logs()
+            )
+        });
+    (
+        leading_at.saturating_duration_since(released_at),
+        leading_at - signalled,
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_one_leader_both_serve_handover_and_rolling_restarts_without_failures() {
     let claim = control_planes::exclusive(Concern::Operations);
@@ -149,228 +376,68 @@ async fn two_replicas_one_leader_both_serve_handover_and_rolling_restarts_withou
         "--create-webhook-configurations",
     ];
     flags.extend(ELECTION_FLAGS);
-    let (a, b) = (
-        start(cp, &ns, ports[0].0, ports[0].1, &flags),
-        start(cp, &ns, ports[1].0, ports[1].1, &flags),
-    );
-    let (a, b) = (ready(a).await, ready(b).await);
-    // Ops ports stay with the slot across restarts; the processes change.
-    let mut replicas = [Some(a), Some(b)];
-    let logs = |r: &[Option<Operator>]| {
-        r.iter()
-            .flatten()
-            .map(|o| format!("--- {} ---\n{}", o.log.display(), o.logs()))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    let pid = |r: &[Option<Operator>], i: usize| r[i].as_ref().expect("running").pid();
-    let one_leader = || async {
-        let gauges = [
-            leader_gauge(ports[0].1).await?,
-            leader_gauge(ports[1].1).await?,
-        ];
-        match gauges {
-            [1.0, 0.0] => Some(0),
-            [0.0, 1.0] => Some(1),
-            _ => None,
-        }
-    };
+    let mut replicas = Replicas::start(cp, &ns, ports, &flags).await;
 
-    wait::until_showing(
-        "exactly one leader",
-        TIMEOUT,
-        || logs(&replicas),
-        one_leader,
-    )
-    .await;
+    replicas.wait_for_one_leader("exactly one leader").await;
     // Never two leaders, while both keep trying for the lease for a few retry periods.
-    let watched = Instant::now();
-    while watched.elapsed() < 3 * RETRY_PERIOD {
-        let gauges = [
-            leader_gauge(ports[0].1).await,
-            leader_gauge(ports[1].1).await,
-        ];
-        assert_ne!(
-            gauges,
-            [Some(1.0); 2],
-            "two leaders at once:\n{}",
-            logs(&replicas)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    // Exactly one leads: the leader gauge and the Lease agree.
-    let leader = wait::until_showing(
-        "exactly one leader",
-        TIMEOUT,
-        || logs(&replicas),
-        one_leader,
-    )
-    .await;
+    replicas.assert_never_two_leaders(3 * RETRY_PERIOD).await;
+    // Exactly one leads: the leader gauge and the Lease agree; it reconciles.
+    let leader = replicas.wait_for_one_leader("exactly one leader").await;
     let follower = 1 - leader;
-    let holder = lease_holder(&client, &ns).await;
-    assert!(
-        holds_lease(holder.as_deref(), pid(&replicas, leader)),
-        "the Lease holder {holder:?} is not the replica reporting leader=1 (pid {})",
-        pid(&replicas, leader)
-    );
+    assert_holds_the_lease(&client, &ns, replicas.pid(leader), "reporting leader=1").await;
+    create_reconciled(&client, &apps, "v1", "first", || replicas.logs()).await;
+    assert_both_answer(&connector(&client, &ns).await, ports).await;
 
-    tas_api(&client, &apps, "v1")
-        .create(&PostParams::default(), &tas("v1", "first"))
-        .await
-        .expect("created");
-    wait_reconciled(&client, &apps, "first", || logs(&replicas)).await;
-
-    // Both replicas answer admission and conversion, over TLS chaining to the Secret's CA.
-    let tls = connector(&client, &ns).await;
-    for (port, _) in ports {
-        let uid = format!("validate-{port}");
-        let answer = post(&tls, port, "/validate", &invalid_admission_review(&uid))
-            .await
-            .unwrap_or_else(|e| panic!("/validate on {port}: {e}"));
-        assert_denied(&answer, &uid);
-        let uid = format!("convert-{port}");
-        let answer = post(&tls, port, "/convert", &conversion_review(&uid))
-            .await
-            .unwrap_or_else(|e| panic!("/convert on {port}: {e}"));
-        assert_converted(&answer, &uid);
-    }
-
-    // From here on a client keeps writing and listing through the front.
-    let done = Arc::new(AtomicBool::new(false));
-    let phase = Arc::new(std::sync::Mutex::new("before the leader stops"));
-    let load: Vec<_> = (0..2)
-        .map(|worker| {
-            continuous_client(
-                client.clone(),
-                load_ns.clone(),
-                worker,
-                done.clone(),
-                phase.clone(),
-            )
-        })
-        .collect();
-    let set_phase = |p: &'static str| *phase.lock().expect("phase") = p;
+    // From here on clients keep writing and listing through the front.
+    let load = Load::start(&client, &load_ns, "before the leader stops");
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     // Stop the leader: it finishes its in-flight reconciles (the clients keep it busy), then
     // releases the lease, and the follower takes it at once rather than after it expires.
-    set_phase("stopping the leader");
-    let follower_pid = pid(&replicas, follower);
-    let lease_changes = watch_lease_holders(&client, &ns, move |holder| {
-        holds_lease(holder, follower_pid)
-    })
-    .await;
-    let signalled = Instant::now();
-    let stopping = tokio::spawn(stop(replicas[leader].take().expect("the leader")));
-    let leading_at = wait::until_showing(
-        "the follower takes over",
-        TIMEOUT,
-        || logs(&replicas),
-        || async { (leader_gauge(ports[follower].1).await? == 1.0).then(Instant::now) },
-    )
-    .await;
-    stopping.await.expect("stopping the leader");
-    let holders = tokio::time::timeout(TIMEOUT, lease_changes)
-        .await
-        .expect("the Lease watch ends once the follower holds it")
-        .expect("the Lease watch");
-    let released_at = holders
-        .iter()
-        .find(|(holder, _)| holder.as_deref().is_none_or(str::is_empty))
-        .map(|(_, seen)| *seen)
-        .unwrap_or_else(|| {
-            panic!(
-                "the follower took the lease without a release (it expired?): {holders:?}\n{}",
-                logs(&replicas)
-            )
-        });
-    let after_sigterm = leading_at - signalled;
-    let after_release = leading_at.saturating_duration_since(released_at);
+    load.phase("stopping the leader");
+    let (after_release, after_sigterm) = hand_over(&mut replicas, &client, leader).await;
     eprintln!(
         "handover {after_release:?} after the release, {after_sigterm:?} after SIGTERM to the leader"
     );
     assert!(
         after_release < HANDOVER_AFTER_RELEASE,
         "the follower led {after_release:?} after the lease was released:\n{}",
-        logs(&replicas)
+        replicas.logs()
     );
     assert!(
         after_sigterm < HANDOVER_AFTER_SIGTERM,
         "the follower led {after_sigterm:?} after SIGTERM to the leader:\n{}",
-        logs(&replicas)
+        replicas.logs()
     );
-    let holder = lease_holder(&client, &ns).await;
-    assert!(
-        holds_lease(holder.as_deref(), pid(&replicas, follower)),
-        "Lease holder {holder:?} after the handover"
-    );
-    tas_api(&client, &apps, "v1alpha1")
-        .create(&PostParams::default(), &tas("v1alpha1", "after-handover"))
-        .await
-        .expect("created after the handover");
-    let created = Instant::now();
-    wait_reconciled(&client, &apps, "after-handover", || logs(&replicas)).await;
-    eprintln!(
-        "after-handover reconciled {:?} after its creation",
-        created.elapsed()
-    );
+    assert_holds_the_lease(&client, &ns, replicas.pid(follower), "after the handover").await;
+    let took = create_reconciled(&client, &apps, "v1alpha1", "after-handover", || {
+        replicas.logs()
+    })
+    .await;
+    eprintln!("after-handover reconciled {took:?} after its creation");
 
     // Rolling restart: the stopped replica comes back on its ports, then the other one is
     // replaced (another handover).
-    set_phase("restarting the first replica");
-    let (webhook, ops) = ports[leader];
-    replicas[leader] = Some(ready(start(cp, &ns, webhook, ops, &flags)).await);
-    set_phase("first replica restarted");
+    load.phase("restarting the first replica");
+    replicas.restart(leader).await;
+    load.phase("first replica restarted");
     tokio::time::sleep(Duration::from_secs(1)).await;
-    set_phase("stopping the second replica");
-    stop(replicas[follower].take().expect("the follower")).await;
-    set_phase("restarting the second replica");
-    let (webhook, ops) = ports[follower];
-    replicas[follower] = Some(ready(start(cp, &ns, webhook, ops, &flags)).await);
-    set_phase("after the restarts");
+    load.phase("stopping the second replica");
+    stop(replicas.take(follower)).await;
+    load.phase("restarting the second replica");
+    replicas.restart(follower).await;
+    load.phase("after the restarts");
     tokio::time::sleep(Duration::from_secs(2)).await;
 
-    done.store(true, Ordering::SeqCst);
-    let (mut operations, mut failures) = (0, Vec::new());
-    for worker in load {
-        let (n, failed) = worker.await.expect("a client task");
-        operations += n;
-        failures.extend(failed);
-    }
-    eprintln!(
-        "continuous client: {operations} operations, {} failed",
-        failures.len()
-    );
-    assert!(operations > 30, "only {operations} operations");
-    assert!(
-        failures.is_empty(),
-        "{} of {operations} operations failed:\n{}\n{}",
-        failures.len(),
-        failures.join("\n"),
-        logs(&replicas)
-    );
+    load.assert_no_operation_failed(&replicas).await;
 
     // After the rolling restart: still exactly one leader, and it reconciles.
-    let leader = wait::until_showing(
-        "exactly one leader after the restarts",
-        TIMEOUT,
-        || logs(&replicas),
-        one_leader,
-    )
-    .await;
-    let holder = lease_holder(&client, &ns).await;
-    assert!(
-        holds_lease(holder.as_deref(), pid(&replicas, leader)),
-        "{holder:?}"
-    );
-    tas_api(&client, &apps, "v1")
-        .create(&PostParams::default(), &tas("v1", "after-restarts"))
-        .await
-        .expect("created after the restarts");
-    wait_reconciled(&client, &apps, "after-restarts", || logs(&replicas)).await;
+    let leader = replicas
+        .wait_for_one_leader("exactly one leader after the restarts")
+        .await;
+    assert_holds_the_lease(&client, &ns, replicas.pid(leader), "after the restarts").await;
+    create_reconciled(&client, &apps, "v1", "after-restarts", || replicas.logs()).await;
 
-    for replica in replicas.into_iter().flatten() {
-        stop(replica).await;
-    }
+    replicas.stop_all().await;
     drop(proxy);
 }
