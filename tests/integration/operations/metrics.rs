@@ -4,13 +4,13 @@
 use crate::support;
 use support::control_planes::{self, Concern};
 
-use kube::api::PostParams;
+use kube::Client;
 use serde_json::json;
 use support::cluster::tas_api;
-use support::operator::{free_port, http_get_accepting};
+use support::operator::{Operator, free_port, http_get_accepting};
 use support::wait;
 
-use super::prometheus_text::sum;
+use super::prometheus_text::{Sample, sum};
 use super::*;
 
 /// Prometheus' own scrape parser (`promcheck scrape`, built from the Prometheus module) reads
@@ -76,8 +76,6 @@ fn tempfile_dir(what: &str) -> std::path::PathBuf {
     dir
 }
 
-// --- 3. /metrics ---------------------------------------------------------------------------
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_parse_as_prometheus_text_and_counters_move() {
     let claim = control_planes::exclusive(Concern::Operations);
@@ -99,6 +97,16 @@ async fn metrics_parse_as_prometheus_text_and_counters_move() {
 
     prometheus_parses_the_scrape(ops).await;
     let before = metrics(ops).await.expect("/metrics");
+    assert_the_gauges_and_a_future_certificate_expiry(&before);
+    let tls = connector(&client, &ns).await;
+    let after = webhook_requests_are_counted(&tls, &operator, &before).await;
+    let last = reconciles_on_the_leader_are_counted(&client, &apps, &operator, &after).await;
+    unchanged_children_are_counted_as_skipped(&client, &apps, &operator, &last).await;
+    stop(operator).await;
+}
+
+/// The gauges are there before any event, and the serving certificate expires in the future.
+fn assert_the_gauges_and_a_future_certificate_expiry(samples: &[Sample]) {
     for name in [
         "trustyai_operator_build_info",
         "trustyai_operator_serving_certificate_expiry_timestamp_seconds",
@@ -106,12 +114,12 @@ async fn metrics_parse_as_prometheus_text_and_counters_move() {
         "trustyai_operator_trustyaiservices",
     ] {
         assert!(
-            before.iter().any(|(n, _, _)| n == name),
+            samples.iter().any(|(n, _, _)| n == name),
             "{name} missing from /metrics"
         );
     }
     let expiry = sum(
-        &before,
+        samples,
         "trustyai_operator_serving_certificate_expiry_timestamp_seconds",
         &[],
     );
@@ -123,20 +131,26 @@ async fn metrics_parse_as_prometheus_text_and_counters_move() {
         expiry > now,
         "certificate expiry {expiry} is not in the future"
     );
+}
 
+/// Three denied admission requests and two conversions move the webhook counters, the denials
+/// by rule and the latency histogram from `before`; returns the samples after them.
+async fn webhook_requests_are_counted(
+    tls: &TlsConnector,
+    operator: &Operator,
+    before: &[Sample],
+) -> Vec<Sample> {
     let requests = "trustyai_operator_webhook_requests_total";
     let validate_denied = [("endpoint", "validate"), ("outcome", "denied")];
     let convert = [("endpoint", "convert")];
     let (denied0, convert0) = (
-        sum(&before, requests, &validate_denied),
-        sum(&before, requests, &convert),
+        sum(before, requests, &validate_denied),
+        sum(before, requests, &convert),
     );
-
-    let tls = connector(&client, &ns).await;
     for i in 0..3 {
         let uid = format!("m-validate-{i}");
         let answer = post(
-            &tls,
+            tls,
             operator.webhook_port,
             "/validate",
             &invalid_admission_review(&uid),
@@ -148,7 +162,7 @@ async fn metrics_parse_as_prometheus_text_and_counters_move() {
     for i in 0..2 {
         let uid = format!("m-convert-{i}");
         let answer = post(
-            &tls,
+            tls,
             operator.webhook_port,
             "/convert",
             &conversion_review(&uid),
@@ -157,7 +171,7 @@ async fn metrics_parse_as_prometheus_text_and_counters_move() {
         .expect("/convert");
         assert_converted(&answer, &uid);
     }
-    let after = metrics(ops).await.expect("/metrics");
+    let after = metrics(operator.ops_port).await.expect("/metrics");
     let (denied1, convert1) = (
         sum(&after, requests, &validate_denied),
         sum(&after, requests, &convert),
@@ -186,26 +200,50 @@ async fn metrics_parse_as_prometheus_text_and_counters_move() {
         ) >= 3.0,
         "the validate latency histogram counts the requests"
     );
+    after
+}
 
-    // Reconciles on the leader.
-    let reconciles = "trustyai_operator_reconciles_total";
-    let success0 = sum(&after, reconciles, &[("result", "success")]);
-    tas_api(&client, &apps, "v1")
-        .create(&PostParams::default(), &tas("v1", "counted"))
-        .await
-        .expect("created");
-    wait_reconciled(&client, &apps, "counted", || operator.logs()).await;
-    let success1 = wait::until_showing(
-        "reconciles_total{result=success} to grow",
+/// Waits until the sum of the samples `name` with `labels` on `operator`'s `/metrics` passes
+/// `enough`; returns it.
+async fn wait_for_sum(
+    operator: &Operator,
+    what: &str,
+    name: &str,
+    labels: &[(&str, &str)],
+    enough: impl Fn(f64) -> bool,
+) -> f64 {
+    wait::until_showing(
+        what,
         TIMEOUT,
         || operator.logs(),
         || async {
-            let s = sum(&metrics(ops).await?, reconciles, &[("result", "success")]);
-            (s > success0).then_some(s)
+            let s = sum(&metrics(operator.ops_port).await?, name, labels);
+            enough(s).then_some(s)
         },
     )
+    .await
+}
+
+/// The reconcile of a new TrustyAIService `counted` in `apps` is counted (from `after`) and
+/// timed, and the managed gauge follows; returns the samples after it.
+async fn reconciles_on_the_leader_are_counted(
+    client: &Client,
+    apps: &str,
+    operator: &Operator,
+    after: &[Sample],
+) -> Vec<Sample> {
+    let reconciles = "trustyai_operator_reconciles_total";
+    let success0 = sum(after, reconciles, &[("result", "success")]);
+    create_reconciled(client, apps, "v1", "counted", || operator.logs()).await;
+    let success1 = wait_for_sum(
+        operator,
+        "reconciles_total{result=success} to grow",
+        reconciles,
+        &[("result", "success")],
+        |s| s > success0,
+    )
     .await;
-    let last = metrics(ops).await.expect("/metrics");
+    let last = metrics(operator.ops_port).await.expect("/metrics");
     assert!(
         sum(
             &last,
@@ -215,39 +253,38 @@ async fn metrics_parse_as_prometheus_text_and_counters_move() {
         "every reconcile is timed"
     );
     // The gauge is set after a reconcile's result is emitted, so it may trail the counters.
-    wait::until_showing(
+    wait_for_sum(
+        operator,
         "trustyaiservices >= 1",
-        TIMEOUT,
-        || operator.logs(),
-        || async {
-            let managed = sum(
-                &metrics(ops).await?,
-                "trustyai_operator_trustyaiservices",
-                &[],
-            );
-            (managed >= 1.0).then_some(())
-        },
+        "trustyai_operator_trustyaiservices",
+        &[],
+        |managed| managed >= 1.0,
     )
     .await;
     eprintln!("reconciles_total{{result=success}}: {success0} -> {success1}");
+    last
+}
 
-    // The children were created by an apply each; a reconcile with nothing to change (an
-    // annotation on the TrustyAIService triggers one) skips their applies without a request.
+/// The children of `counted` were created by an apply each; a reconcile with nothing to change
+/// (an annotation on the TrustyAIService triggers one) skips their applies without a request.
+async fn unchanged_children_are_counted_as_skipped(
+    client: &Client,
+    apps: &str,
+    operator: &Operator,
+    last: &[Sample],
+) {
     let applies = "trustyai_operator_child_applies_total";
     assert!(
         sum(
-            &last,
+            last,
             applies,
             &[("kind", "Deployment"), ("outcome", "created")]
         ) >= 1.0,
         "the Deployment's creation is counted"
     );
-    let skipped0 = sum(
-        &last,
-        applies,
-        &[("kind", "Service"), ("outcome", "skipped")],
-    );
-    tas_api(&client, &apps, "v1")
+    let skipped = [("kind", "Service"), ("outcome", "skipped")];
+    let skipped0 = sum(last, applies, &skipped);
+    tas_api(client, apps, "v1")
         .patch(
             "counted",
             &kube::api::PatchParams::default(),
@@ -255,21 +292,13 @@ async fn metrics_parse_as_prometheus_text_and_counters_move() {
         )
         .await
         .expect("annotating");
-    let skipped1 = wait::until_showing(
+    let skipped1 = wait_for_sum(
+        operator,
         "child_applies_total{kind=Service,outcome=skipped} to grow by both Services",
-        TIMEOUT,
-        || operator.logs(),
-        || async {
-            let samples = metrics(ops).await?;
-            let s = sum(
-                &samples,
-                applies,
-                &[("kind", "Service"), ("outcome", "skipped")],
-            );
-            (s >= skipped0 + 2.0).then_some(s)
-        },
+        applies,
+        &skipped,
+        |s| s >= skipped0 + 2.0,
     )
     .await;
     eprintln!("child_applies_total{{kind=Service,outcome=skipped}}: {skipped0} -> {skipped1}");
-    stop(operator).await;
 }
