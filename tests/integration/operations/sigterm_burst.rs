@@ -7,7 +7,7 @@ use support::control_planes::{self, Concern};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::operator::free_port;
+use support::operator::{Operator, free_port};
 use support::wait;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -129,10 +129,68 @@ async fn sigterm_during_a_burst_of_admission_requests_answers_every_accepted_req
     let tls = connector(&client, &ns).await;
     let port = operator.webhook_port;
 
-    // Requests certainly in flight at the signal, however the machine schedules: accepted,
-    // with the rest of their bodies held back until the server drains. They are held for far
-    // less than the operator's 5 s request deadline.
     let release = CancellationToken::new();
+    let held = hold_accepted_requests(&tls, port, &release, &operator).await;
+    let burst = start_a_burst(&tls, port);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let signalled = Instant::now();
+    operator.signal_term();
+
+    // Draining: new connections are refused, and only then do the held requests go on.
+    let closed = wait::until_showing(
+        "the webhook listener to refuse connections after SIGTERM",
+        Duration::from_secs(10),
+        || operator.logs(),
+        || async {
+            TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_err()
+                .then(|| signalled.elapsed())
+        },
+    )
+    .await;
+    release.cancel();
+
+    let mut attempts = Vec::new();
+    for task in held.into_iter().chain(burst) {
+        attempts.push(task.await.expect("request task"));
+    }
+    stop(operator).await;
+    eprintln!(
+        "the operator refused connections {closed:?} and exited {:?} after SIGTERM",
+        signalled.elapsed()
+    );
+
+    let tally = Tally::of(&attempts, signalled);
+    eprintln!(
+        "burst: {} accepted before SIGTERM ({} still in flight at the signal), {} after, {} not accepted (first: {:?})",
+        tally.before, tally.in_flight, tally.after, tally.refused, tally.refusal
+    );
+    assert!(
+        tally.broken.is_empty(),
+        "{} of {} accepted requests got no complete answer:\n{}",
+        tally.broken.len(),
+        tally.before + tally.after,
+        tally.broken.join("\n")
+    );
+    assert!(
+        tally.in_flight >= HELD,
+        "only {} requests were in flight at the signal",
+        tally.in_flight
+    );
+}
+
+type Request = tokio::task::JoinHandle<(String, Attempt)>;
+
+/// [`HELD`] requests certainly in flight at the signal, however the machine schedules: accepted,
+/// with the rest of their bodies held back until `release`. They are held for far less than the
+/// operator's 5 s request deadline.
+async fn hold_accepted_requests(
+    tls: &TlsConnector,
+    port: u16,
+    release: &CancellationToken,
+    operator: &Operator,
+) -> Vec<Request> {
     let (accepted_tx, mut accepted) = tokio::sync::mpsc::channel(HELD);
     let held: Vec<_> = (0..HELD)
         .map(|i| {
@@ -163,12 +221,15 @@ async fn sigterm_during_a_burst_of_admission_requests_answers_every_accepted_req
             );
         }
     }
+    held
+}
 
-    // Around them, 200 requests started 4 ms apart over 0.8 s, each sending its body in two
-    // halves 150 ms apart: the signal lands among connections at every stage.
+/// 200 requests started 4 ms apart over 0.8 s, each sending its body in two halves 150 ms
+/// apart: a signal in their midst lands among connections at every stage.
+fn start_a_burst(tls: &TlsConnector, port: u16) -> Vec<Request> {
     const REQUESTS: usize = 200;
     let started = Instant::now();
-    let burst: Vec<_> = (0..REQUESTS)
+    (0..REQUESTS)
         .map(|i| {
             let tls = tls.clone();
             tokio::spawn(async move {
@@ -184,78 +245,57 @@ async fn sigterm_during_a_burst_of_admission_requests_answers_every_accepted_req
                 .await
             })
         })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    let signalled = Instant::now();
-    operator.signal_term();
+        .collect()
+}
 
-    // Draining: new connections are refused, and only then do the held requests go on.
-    let closed = wait::until_showing(
-        "the webhook listener to refuse connections after SIGTERM",
-        Duration::from_secs(10),
-        || operator.logs(),
-        || async {
-            TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_err()
-                .then(|| signalled.elapsed())
-        },
-    )
-    .await;
-    release.cancel();
+/// What became of the requests around the signal; every answer is asserted to be the denial
+/// its request asked for.
+#[derive(Default)]
+struct Tally {
+    /// Accepted before the signal.
+    before: usize,
+    /// Of those, still unanswered at the signal.
+    in_flight: usize,
+    /// Accepted after the signal.
+    after: usize,
+    /// Not accepted (refused, or closed unread).
+    refused: usize,
+    /// The first refusal's reason.
+    refusal: Option<String>,
+    /// Accepted requests without a complete answer, and stalled ones.
+    broken: Vec<String>,
+}
 
-    let mut attempts = Vec::new();
-    for task in held.into_iter().chain(burst) {
-        attempts.push(task.await.expect("request task"));
-    }
-    stop(operator).await;
-    eprintln!(
-        "the operator refused connections {closed:?} and exited {:?} after SIGTERM",
-        signalled.elapsed()
-    );
-
-    let (mut before, mut in_flight, mut after, mut refused) = (0, 0, 0, 0);
-    let mut broken = Vec::new();
-    let mut refusal = None;
-    for (uid, attempt) in &attempts {
-        match attempt {
-            Attempt::Refused(why) => {
-                refused += 1;
-                refusal.get_or_insert_with(|| why.clone());
-            }
-            Attempt::Stalled(e) => broken.push(format!("{uid}: {e}")),
-            Attempt::Accepted {
-                accepted,
-                answer,
-                finished,
-            } => {
-                if *accepted < signalled {
-                    before += 1;
-                    if *finished > signalled {
-                        in_flight += 1;
-                    }
-                } else {
-                    after += 1;
+impl Tally {
+    fn of(attempts: &[(String, Attempt)], signalled: Instant) -> Tally {
+        let mut tally = Tally::default();
+        for (uid, attempt) in attempts {
+            match attempt {
+                Attempt::Refused(why) => {
+                    tally.refused += 1;
+                    tally.refusal.get_or_insert_with(|| why.clone());
                 }
-                match answer {
-                    Ok(answer) => assert_denied(answer, uid),
-                    Err(e) => broken.push(format!("{uid}: {e}")),
+                Attempt::Stalled(e) => tally.broken.push(format!("{uid}: {e}")),
+                Attempt::Accepted {
+                    accepted,
+                    answer,
+                    finished,
+                } => {
+                    if *accepted < signalled {
+                        tally.before += 1;
+                        if *finished > signalled {
+                            tally.in_flight += 1;
+                        }
+                    } else {
+                        tally.after += 1;
+                    }
+                    match answer {
+                        Ok(answer) => assert_denied(answer, uid),
+                        Err(e) => tally.broken.push(format!("{uid}: {e}")),
+                    }
                 }
             }
         }
+        tally
     }
-    eprintln!(
-        "burst: {before} accepted before SIGTERM ({in_flight} still in flight at the signal), {after} after, {refused} not accepted (first: {refusal:?})"
-    );
-    assert!(
-        broken.is_empty(),
-        "{} of {} accepted requests got no complete answer:\n{}",
-        broken.len(),
-        before + after,
-        broken.join("\n")
-    );
-    assert!(
-        in_flight >= HELD,
-        "only {in_flight} requests were in flight at the signal"
-    );
 }
