@@ -102,6 +102,28 @@ async fn create_reconciled(
     created.elapsed()
 }
 
+/// Waits until connections to `port` (the operator's webhooks) are refused; returns when they
+/// first were.
+async fn wait_until_refused(
+    port: u16,
+    what: &str,
+    timeout: Duration,
+    operator: &Operator,
+) -> Instant {
+    wait::until_showing(
+        what,
+        timeout,
+        || operator.logs(),
+        || async {
+            TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_err()
+                .then(Instant::now)
+        },
+    )
+    .await
+}
+
 /// `Operator::wait_ready` blocks; run it off the runtime so the proxy keeps serving.
 async fn ready(mut operator: Operator) -> Operator {
     tokio::task::spawn_blocking(move || {

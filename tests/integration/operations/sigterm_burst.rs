@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::operator::{Operator, free_port};
-use support::wait;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
@@ -137,18 +136,14 @@ async fn sigterm_during_a_burst_of_admission_requests_answers_every_accepted_req
     operator.signal_term();
 
     // Draining: new connections are refused, and only then do the held requests go on.
-    let closed = wait::until_showing(
+    let closed = wait_until_refused(
+        port,
         "the webhook listener to refuse connections after SIGTERM",
         Duration::from_secs(10),
-        || operator.logs(),
-        || async {
-            TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_err()
-                .then(|| signalled.elapsed())
-        },
+        &operator,
     )
-    .await;
+    .await
+        - signalled;
     release.cancel();
 
     let mut attempts = Vec::new();
