@@ -1,8 +1,9 @@
 //! Switching back to the Go operator.
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Service, ServiceAccount};
 use kube::ResourceExt;
-use kube::api::{Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use trustyai_crds::TrustyAIService;
 
@@ -22,9 +23,6 @@ use crate::reconcile::env::{Env, pvc_spec};
 /// deletion collects the children and keeps the retained claim.
 #[tokio::test]
 async fn switching_back_to_the_go_operator_leaves_every_child_it_looks_up() {
-    use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Service, ServiceAccount};
-    use kube::api::DeleteParams;
-
     let env = Env::exclusive().await;
     let ns = env.namespace("back").await;
     env.volume_for(&ns, "tas-pvc").await;
@@ -43,12 +41,22 @@ async fn switching_back_to_the_go_operator_leaves_every_child_it_looks_up() {
     let (ok, out, err) = env.cp.kubectl(&["replace", "-f", &go_crd], None);
     assert!(ok, "the Go operator's CRD back: {out}{err}");
 
-    // What the Go operator's reconcile looks up, by its names: nothing for it to create.
-    let deployment: Deployment = owned_child(&env, &ns, "tas", &tas).await;
-    let _: ServiceAccount = owned_child(&env, &ns, "tas-proxy", &tas).await;
-    let _: ConfigMap = owned_child(&env, &ns, "tas-kube-rbac-proxy-config", &tas).await;
-    let _: Service = owned_child(&env, &ns, "tas-tls", &tas).await;
-    let internal: Service = owned_child(&env, &ns, "tas", &tas).await;
+    assert_every_child_the_go_operator_looks_up(&env, &ns, &tas).await;
+    the_go_operators_writes_go_through(&env, &ns).await;
+
+    // Back to this operator for the tests that follow: it brings its CRD and registrations.
+    env.restart_operator();
+}
+
+/// What the Go operator's reconcile looks up for `tas`, by its names, is there and owned by it:
+/// nothing for it to create. Its internal Service selects the running pods, and `tas` carries
+/// its finalizer.
+async fn assert_every_child_the_go_operator_looks_up(env: &Env, ns: &str, tas: &TrustyAIService) {
+    let deployment: Deployment = owned_child(env, ns, "tas", tas).await;
+    let _: ServiceAccount = owned_child(env, ns, "tas-proxy", tas).await;
+    let _: ConfigMap = owned_child(env, ns, "tas-kube-rbac-proxy-config", tas).await;
+    let _: Service = owned_child(env, ns, "tas-tls", tas).await;
+    let internal: Service = owned_child(env, ns, "tas", tas).await;
     let (ok, out, err) = env.cp.kubectl(
         &[
             "get",
@@ -58,7 +66,7 @@ async fn switching_back_to_the_go_operator_leaves_every_child_it_looks_up() {
         None,
     );
     assert!(ok, "the proxy's ClusterRoleBinding: {out}{err}");
-    env.api::<PersistentVolumeClaim>(&ns)
+    env.api::<PersistentVolumeClaim>(ns)
         .get("tas-pvc")
         .await
         .expect("PVC tas-pvc");
@@ -78,10 +86,12 @@ async fn switching_back_to_the_go_operator_leaves_every_child_it_looks_up() {
         ["trustyai.opendatahub.io/finalizer"],
         "the Go operator's finalizer"
     );
+}
 
-    // The Go operator's writes, through v1 and without webhooks: its status, then on deletion
-    // the removal of its finalizer; the garbage collector takes the children, the claim stays.
-    let services = env.services(&ns);
+/// The Go operator's writes, through v1 and without webhooks: its status, then on deletion the
+/// removal of its finalizer; the garbage collector takes the children, the claim stays.
+async fn the_go_operators_writes_go_through(env: &Env, ns: &str) {
+    let services = env.services(ns);
     services
         .patch_status(
             "tas",
@@ -102,7 +112,7 @@ async fn switching_back_to_the_go_operator_leaves_every_child_it_looks_up() {
         )
         .await
         .expect("the Go operator removes its finalizer");
-    let deployments = env.api::<Deployment>(&ns);
+    let deployments = env.api::<Deployment>(ns);
     env.wait(
         "the TrustyAIService gone and its Deployment collected",
         || async {
@@ -113,16 +123,13 @@ async fn switching_back_to_the_go_operator_leaves_every_child_it_looks_up() {
     )
     .await;
     assert!(
-        env.api::<PersistentVolumeClaim>(&ns)
+        env.api::<PersistentVolumeClaim>(ns)
             .get_opt("tas-pvc")
             .await
             .expect("read")
             .is_some(),
         "the claim is kept (retention: Retain)"
     );
-
-    // Back to this operator for the tests that follow: it brings its CRD and registrations.
-    env.restart_operator();
 }
 
 /// The child `name` of kind `K` in `ns`, asserted to be owned by `owner`.
