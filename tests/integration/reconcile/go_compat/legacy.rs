@@ -60,18 +60,7 @@ async fn objects_stored_without_validation_keep_working_and_say_what_to_fix() {
     })
     .await;
 
-    // As `kubectl apply` of the Go operator's manifests leaves it.
-    let (ok, out, err) = env.cp.kubectl(
-        &[
-            "annotate",
-            "crd",
-            "trustyaiservices.trustyai.opendatahub.io",
-            "--overwrite",
-            "kubectl.kubernetes.io/last-applied-configuration={}",
-        ],
-        None,
-    );
-    assert!(ok, "{out}{err}");
+    annotate_the_crd_as_kubectl_apply_does(&env);
 
     // Ours takes over: its CRD maintenance restores the rules (and drops what a later
     // `kubectl apply` of the Go manifests would patch against), the webhooks are registered.
@@ -90,6 +79,34 @@ async fn objects_stored_without_validation_keep_working_and_say_what_to_fix() {
         .then_some(())
     })
     .await;
+    assert_it_says_what_to_fix(&env, &ns).await;
+
+    everything_but_the_invalid_field_can_change(&services).await;
+
+    // And it can be deleted: the cleanup does not depend on a valid spec.
+    env.delete_service(&ns, "legacy").await;
+}
+
+/// The CRD as `kubectl apply` of the Go operator's manifests leaves it: with kubectl's record of
+/// the apply.
+fn annotate_the_crd_as_kubectl_apply_does(env: &Env) {
+    let (ok, out, err) = env.cp.kubectl(
+        &[
+            "annotate",
+            "crd",
+            "trustyaiservices.trustyai.opendatahub.io",
+            "--overwrite",
+            "kubectl.kubernetes.io/last-applied-configuration={}",
+        ],
+        None,
+    );
+    assert!(ok, "{out}{err}");
+}
+
+/// The object `legacy` in `ns` says what to fix: a condition and a Warning event naming the
+/// invalid field.
+async fn assert_it_says_what_to_fix(env: &Env, ns: &str) {
+    let services = env.services(ns);
     env.wait("a condition naming the field to fix", || async {
         let object = services.get("legacy").await.ok()?;
         let provisioning = condition(&object, "ProvisioningSucceeded")?;
@@ -97,7 +114,7 @@ async fn objects_stored_without_validation_keep_working_and_say_what_to_fix() {
             .then_some(())
     })
     .await;
-    let warnings = env.wait_event(&ns, "legacy", "InvalidSpec").await;
+    let warnings = env.wait_event(ns, "legacy", "InvalidSpec").await;
     assert_eq!(warnings[0].type_.as_deref(), Some("Warning"));
     assert!(
         warnings[0]
@@ -108,8 +125,11 @@ async fn objects_stored_without_validation_keep_working_and_say_what_to_fix() {
         "{:?}",
         warnings[0].note
     );
+}
 
-    // Everything but the invalid field can still change.
+/// Everything but the invalid field of `legacy` can still change: labels, annotations, the
+/// spec elsewhere, and finalizers (one added, then removed).
+async fn everything_but_the_invalid_field_can_change(services: &Api<TrustyAIService>) {
     for patch in [
         json!({"metadata": {"labels": {"team": "fraud"}}}),
         json!({"metadata": {"annotations": {"example.com/note": "kept"}}}),
@@ -146,7 +166,4 @@ async fn objects_stored_without_validation_keep_working_and_say_what_to_fix() {
         )
         .await
         .expect("removing it");
-
-    // And it can be deleted: the cleanup does not depend on a valid spec.
-    env.delete_service(&ns, "legacy").await;
 }
