@@ -6,8 +6,9 @@ use support::control_planes::{self, Concern};
 
 use std::time::{Duration, Instant};
 
-use kube::api::{DeleteParams, PatchParams, PostParams};
-use serde_json::json;
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, PatchParams, PostParams};
+use serde_json::{Value, json};
 use support::cluster::{
     MUTATING_WEBHOOK, create_when_served, failed_calling_webhook, remove_webhook_registrations,
     tas, tas_api,
@@ -26,23 +27,43 @@ async fn legacy_objects_ratchet() {
     let cp = claim.control_plane();
     let client = cp.client().await;
     let ns = cp.namespace(&client, "legacy").await;
+    let api = tas_api(&client, &ns, "v1");
 
-    // An object stored before the webhooks existed (the Go operator validated nothing): the
-    // schema and CEL accept it, but today's webhook rules do not.
-    remove_webhook_registrations(&client).await;
-    trustyai_operator::crd_maintenance::apply_crd(&client)
-        .await
-        .expect("CRD applied");
-    let legacy_spec = json!({
+    store_a_legacy_object(&client, &api).await;
+    let mut operator = start_operator(cp, &client, &ns).await;
+    the_legacy_spec_is_refused_for_a_new_object(&api).await;
+    metadata_only_changes_are_allowed(&api).await;
+    a_change_is_held_only_to_its_own_fields_rules(&api).await;
+    a_deletion_with_a_finalizer_completes(&api).await;
+
+    assert!(
+        operator.stop().success(),
+        "clean exit on SIGTERM:\n{}",
+        operator.logs()
+    );
+    eprintln!("ratcheting checks took {:?}", started.elapsed());
+}
+
+/// Valid by the schema and CEL, invalid by today's webhook rules.
+fn legacy_spec() -> Value {
+    json!({
         "image": "docker.io/legacy/trustyai:1",
         "storage": {"format": "PVC"},
         "metrics": {"schedule": "500ms"}
-    });
-    let api = tas_api(&client, &ns, "v1");
+    })
+}
+
+/// An object `legacy` stored before the webhooks existed (the Go operator validated nothing):
+/// the schema and CEL accept it, but today's webhook rules do not.
+async fn store_a_legacy_object(client: &Client, api: &Api<DynamicObject>) {
+    remove_webhook_registrations(client).await;
+    trustyai_operator::crd_maintenance::apply_crd(client)
+        .await
+        .expect("CRD applied");
     // The API server drops removed registrations after a moment; until then it still calls the
     // webhook it knew, whose operator is gone.
-    let legacy = tas("v1", "legacy", legacy_spec.clone());
-    create_when_served(&api, &legacy, failed_calling_webhook)
+    let legacy = tas("v1", "legacy", legacy_spec());
+    create_when_served(api, &legacy, failed_calling_webhook)
         .await
         .unwrap_or_else(|e| {
             panic!("storing the legacy object while no webhook is registered: {e}")
@@ -53,18 +74,17 @@ async fn legacy_objects_ratchet() {
         "no mutating webhook was involved: {:?}",
         stored.data
     );
+}
 
-    let mut operator = start_operator(cp, &client, &ns).await;
-    let pp = PatchParams::default();
-
-    // The same spec is refused for a new object today.
+/// The same spec is refused for a new object today.
+async fn the_legacy_spec_is_refused_for_a_new_object(api: &Api<DynamicObject>) {
     let status = refusal(
         api.create(
             &PostParams {
                 dry_run: true,
                 ..PostParams::default()
             },
-            &tas("v1", "legacy-copy", legacy_spec),
+            &tas("v1", "legacy-copy", legacy_spec()),
         )
         .await,
         "a new object with the legacy spec",
@@ -74,8 +94,11 @@ async fn legacy_objects_ratchet() {
         &["spec.image", "spec.metrics.schedule"],
         "legacy spec on create",
     );
+}
 
-    // Metadata-only changes are allowed.
+/// Metadata-only changes are allowed: a label, a finalizer added and removed.
+async fn metadata_only_changes_are_allowed(api: &Api<DynamicObject>) {
+    let pp = PatchParams::default();
     let labelled = api
         .patch(
             "legacy",
@@ -113,13 +136,16 @@ async fn legacy_objects_ratchet() {
         .await
         .expect("removing a finalizer");
     assert!(released.metadata.finalizers.unwrap_or_default().is_empty());
+}
 
-    // A change elsewhere in the spec is held only to its own field's rules.
+/// A change elsewhere in the spec is held only to its own field's rules; changing an invalid
+/// field to another invalid value is refused, naming only that field.
+async fn a_change_is_held_only_to_its_own_fields_rules(api: &Api<DynamicObject>) {
+    let pp = PatchParams::default();
     api.patch("legacy", &pp, &merge(json!({"spec": {"replicas": 2}})))
         .await
         .expect("changing replicas while the untouched image stays invalid");
 
-    // Changing an invalid field to another invalid value is refused, naming only that field.
     let status = refusal(
         api.patch(
             "legacy",
@@ -156,9 +182,12 @@ async fn legacy_objects_ratchet() {
         &[r#"spec.image: Invalid value: "docker.io/other/trustyai:2""#],
         "another disallowed image",
     );
+}
 
-    // Deletion with a finalizer completes: removing the finalizer of an invalid object that is
-    // being deleted succeeds.
+/// Deletion with a finalizer completes: removing the finalizer of an invalid object that is
+/// being deleted succeeds.
+async fn a_deletion_with_a_finalizer_completes(api: &Api<DynamicObject>) {
+    let pp = PatchParams::default();
     api.patch(
         "legacy",
         &pp,
@@ -187,11 +216,4 @@ async fn legacy_objects_ratchet() {
     })
     .await;
     assert!(deleted.is_some(), "the object was not deleted");
-
-    assert!(
-        operator.stop().success(),
-        "clean exit on SIGTERM:\n{}",
-        operator.logs()
-    );
-    eprintln!("ratcheting checks took {:?}", started.elapsed());
 }
