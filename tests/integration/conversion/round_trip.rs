@@ -49,27 +49,7 @@ async fn a_round_trip_through_v1alpha1_loses_nothing() {
     let mut operator = start_operator(cp, &client, &ns, &[]).await;
 
     // Through v1alpha1: the v1-only fields are not there (kept in the annotation).
-    let alpha = v1alpha1.get("svc").await.expect("read through v1alpha1");
-    assert_eq!(api_version(&alpha), "trustyai.opendatahub.io/v1alpha1");
-    assert!(
-        alpha.data["spec"].get("image").is_none(),
-        "{:?}",
-        alpha.data
-    );
-    assert!(alpha.data["spec"]["storage"].get("retention").is_none());
-    assert!(alpha.data["status"].get("observedGeneration").is_none());
-    assert!(
-        alpha.data["status"]["conditions"][0]
-            .get("observedGeneration")
-            .is_none()
-    );
-    assert!(
-        alpha
-            .metadata
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.contains_key(CONVERSION_PRESERVED_ANNOTATION))
-    );
+    assert_without_the_v1_only_fields(&v1alpha1.get("svc").await.expect("read through v1alpha1"));
 
     // A v1alpha1 client patches; another reads, modifies and replaces the whole object (the
     // classic way to lose fields a version does not have). Both pass the webhooks, the
@@ -93,7 +73,40 @@ async fn a_round_trip_through_v1alpha1_loses_nothing() {
 
     // Through v1: everything is there, and both changes applied.
     let back = v1.get("svc").await.expect("read through v1");
-    assert_eq!(api_version(&back), "trustyai.opendatahub.io/v1");
+    assert_everything_and_both_changes(&back, generation);
+    release(&v1, "svc").await;
+    assert!(operator.stop().success(), "{}", operator.logs());
+}
+
+/// `alpha`, read through v1alpha1, has none of the v1-only fields (spec.image, retention,
+/// observedGeneration): they are kept in the annotation.
+fn assert_without_the_v1_only_fields(alpha: &DynamicObject) {
+    assert_eq!(api_version(alpha), "trustyai.opendatahub.io/v1alpha1");
+    assert!(
+        alpha.data["spec"].get("image").is_none(),
+        "{:?}",
+        alpha.data
+    );
+    assert!(alpha.data["spec"]["storage"].get("retention").is_none());
+    assert!(alpha.data["status"].get("observedGeneration").is_none());
+    assert!(
+        alpha.data["status"]["conditions"][0]
+            .get("observedGeneration")
+            .is_none()
+    );
+    assert!(
+        alpha
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(CONVERSION_PRESERVED_ANNOTATION))
+    );
+}
+
+/// `back`, read through v1, has every v1-only field and the status, both spec changes (two
+/// generations after `generation`), and no annotation left.
+fn assert_everything_and_both_changes(back: &DynamicObject, generation: Option<i64>) {
+    assert_eq!(api_version(back), "trustyai.opendatahub.io/v1");
     assert_eq!(back.data["spec"]["image"], IMAGE);
     assert_eq!(back.data["spec"]["storage"]["retention"], "Delete");
     assert_eq!(back.data["spec"]["metrics"]["schedule"], "10s");
@@ -118,6 +131,4 @@ async fn a_round_trip_through_v1alpha1_loses_nothing() {
         "the annotation is consumed on the way back: {:?}",
         back.metadata.annotations
     );
-    release(&v1, "svc").await;
-    assert!(operator.stop().success(), "{}", operator.logs());
 }
