@@ -141,35 +141,7 @@ async fn a_cleanup_that_keeps_failing_holds_the_deletion_until_its_deadline() {
         .expect("the ClusterRoleBinding");
 
     // An admission policy refuses to delete the binding, so the finalizer's cleanup fails.
-    let policy = format!("keep-{ns}");
-    let (ok, out, err) = env.cp.kubectl(
-        &["apply", "-f", "-"],
-        Some(
-            &json!({"apiVersion": "v1", "kind": "List", "items": [
-                {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-                 "metadata": {"name": policy},
-                 "spec": {"failurePolicy": "Fail",
-                          "matchConstraints": {"resourceRules": [{"apiGroups": ["rbac.authorization.k8s.io"], "apiVersions": ["v1"],
-                                                                  "operations": ["DELETE"], "resources": ["clusterrolebindings"]}]},
-                          "validations": [{"expression": format!("oldObject.metadata.name != '{binding}'"),
-                                           "message": "held by the cleanup test"}]}},
-                {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-                 "metadata": {"name": policy},
-                 "spec": {"policyName": policy, "validationActions": ["Deny"]}}
-            ]})
-            .to_string(),
-        ),
-    );
-    assert!(ok, "the admission policy: {out}{err}");
-    let dry_run = DeleteParams {
-        dry_run: true,
-        ..DeleteParams::default()
-    };
-    env.wait("the policy to refuse deleting the binding", || async {
-        matches!(bindings.delete(&binding, &dry_run).await, Err(kube::Error::Api(s)) if s.message.contains("held by the cleanup test"))
-            .then_some(())
-    })
-    .await;
+    let policy = refuse_deleting(&env, &bindings, &binding, &ns).await;
 
     let requested = Instant::now();
     env.services(&ns)
@@ -216,15 +188,60 @@ async fn a_cleanup_that_keeps_failing_holds_the_deletion_until_its_deadline() {
         .await
         .expect("the binding the cleanup could not delete");
 
+    stop_refusing(&env, &bindings, &binding, &policy).await;
+}
+
+/// A ValidatingAdmissionPolicy (named after `ns`) that refuses to delete the ClusterRoleBinding
+/// `binding`, in force once the API server refuses a dry-run deletion; its name.
+async fn refuse_deleting(
+    env: &Env,
+    bindings: &Api<ClusterRoleBinding>,
+    binding: &str,
+    ns: &str,
+) -> String {
+    let policy = format!("keep-{ns}");
+    let (ok, out, err) = env.cp.kubectl(
+        &["apply", "-f", "-"],
+        Some(
+            &json!({"apiVersion": "v1", "kind": "List", "items": [
+                {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+                 "metadata": {"name": policy},
+                 "spec": {"failurePolicy": "Fail",
+                          "matchConstraints": {"resourceRules": [{"apiGroups": ["rbac.authorization.k8s.io"], "apiVersions": ["v1"],
+                                                                  "operations": ["DELETE"], "resources": ["clusterrolebindings"]}]},
+                          "validations": [{"expression": format!("oldObject.metadata.name != '{binding}'"),
+                                           "message": "held by the cleanup test"}]}},
+                {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+                 "metadata": {"name": policy},
+                 "spec": {"policyName": policy, "validationActions": ["Deny"]}}
+            ]})
+            .to_string(),
+        ),
+    );
+    assert!(ok, "the admission policy: {out}{err}");
+    let dry_run = DeleteParams {
+        dry_run: true,
+        ..DeleteParams::default()
+    };
+    env.wait("the policy to refuse deleting the binding", || async {
+        matches!(bindings.delete(binding, &dry_run).await, Err(kube::Error::Api(s)) if s.message.contains("held by the cleanup test"))
+            .then_some(())
+    })
+    .await;
+    policy
+}
+
+/// Removes the admission policy `policy`, then the `binding` it kept.
+async fn stop_refusing(env: &Env, bindings: &Api<ClusterRoleBinding>, binding: &str, policy: &str) {
     for kind in [
         "validatingadmissionpolicybinding",
         "validatingadmissionpolicy",
     ] {
-        let (ok, out, err) = env.cp.kubectl(&["delete", kind, &policy], None);
+        let (ok, out, err) = env.cp.kubectl(&["delete", kind, policy], None);
         assert!(ok, "removing the {kind}: {out}{err}");
     }
     env.wait("the leftover binding deleted", || async {
-        match bindings.delete(&binding, &DeleteParams::default()).await {
+        match bindings.delete(binding, &DeleteParams::default()).await {
             Ok(_) => Some(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Some(()),
             Err(_) => None,
