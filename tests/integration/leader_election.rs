@@ -104,21 +104,60 @@ fn holder(spec: &LeaseSpec) -> Option<&str> {
     spec.holder_identity.as_deref()
 }
 
+/// Two electors in a namespace: `a`, leading, then `b`, with a watch that records whether they
+/// ever led at once (see [`assert_never_two_leaders`]).
+struct Pair {
+    a: Elector,
+    b: Elector,
+    done: CancellationToken,
+    overlapped: Arc<AtomicBool>,
+}
+
+async fn a_leading_then_b(cp: &ControlPlane, ns: &str) -> Pair {
+    let a = start(cp, ns, "a").await;
+    wait_leading(&a, Duration::from_secs(30)).await;
+    let b = start(cp, ns, "b").await;
+    let done = CancellationToken::new();
+    let overlapped = watch_overlap(a.leading.clone(), b.leading.clone(), done.clone());
+    Pair {
+        a,
+        b,
+        done,
+        overlapped,
+    }
+}
+
+/// Ends the overlap watch of a [`Pair`]: the two never led at once.
+fn assert_never_two_leaders(done: &CancellationToken, overlapped: &AtomicBool) {
+    done.cancel();
+    assert!(!overlapped.load(Ordering::SeqCst), "two leaders at once");
+}
+
+async fn stop(elector: Elector, name: &str) {
+    elector.stop.cancel();
+    elector
+        .task
+        .await
+        .unwrap_or_else(|e| panic!("{name} stopped: {e}"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_leader_at_a_time_and_a_released_lease_is_taken_at_once() {
+async fn one_leader_at_a_time_while_it_renews() {
     let claim = control_planes::shared(Concern::LeaderElection);
     let cp = claim.control_plane();
     let client = cp.client().await;
     let ns = cp.namespace(&client, "leader").await;
     let leases = Api::<Lease>::namespaced(client.clone(), &ns);
-    let a = start(cp, &ns, "a").await;
-    wait_leading(&a, Duration::from_secs(30)).await;
-    let b = start(cp, &ns, "b").await;
-    let done = CancellationToken::new();
-    let overlapped = watch_overlap(a.leading.clone(), b.leading.clone(), done.clone());
+    let Pair {
+        a,
+        b,
+        done,
+        overlapped,
+    } = a_leading_then_b(cp, &ns).await;
 
     // b waits while a renews: for longer than a lease duration (after which b would take a
-    // lease that was not renewed), a keeps the lease, renewing it, and b never leads.
+    // lease that was not renewed), a keeps the lease, renewing it, and b never leads. (Sampled
+    // throughout a period: a property held, not a wait.)
     let mut renewals = Vec::new();
     let watched = Instant::now();
     while watched.elapsed() < LEASE_DURATION + 2 * RETRY_PERIOD {
@@ -140,12 +179,29 @@ async fn one_leader_at_a_time_and_a_released_lease_is_taken_at_once() {
         "a did not renew the lease within {:?}: {renewals:?}",
         watched.elapsed()
     );
+    assert_never_two_leaders(&done, &overlapped);
+    stop(a, "a").await;
+    stop(b, "b").await;
+}
 
-    // a stops and releases: b takes over within its next attempts, well before the lease would
-    // have expired.
+/// a stops and releases: b takes over within its next attempts, well before the lease would
+/// have expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_lease_is_taken_at_once() {
+    let claim = control_planes::shared(Concern::LeaderElection);
+    let cp = claim.control_plane();
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, "release").await;
+    let leases = Api::<Lease>::namespaced(client.clone(), &ns);
+    let Pair {
+        a,
+        b,
+        done,
+        overlapped,
+    } = a_leading_then_b(cp, &ns).await;
+
     wait_leading(&a, RENEW_DEADLINE).await;
-    a.stop.cancel();
-    a.task.await.expect("a stopped");
+    stop(a, "a").await;
     let released = lease(&leases).await;
     assert!(
         matches!(holder(&released), None | Some("" | "b")),
@@ -156,10 +212,8 @@ async fn one_leader_at_a_time_and_a_released_lease_is_taken_at_once() {
         took < 3 * RETRY_PERIOD,
         "takeover after a release took {took:?} (retry period {RETRY_PERIOD:?})"
     );
-    done.cancel();
-    assert!(!overlapped.load(Ordering::SeqCst), "two leaders at once");
-    b.stop.cancel();
-    b.task.await.expect("b stopped");
+    assert_never_two_leaders(&done, &overlapped);
+    stop(b, "b").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -211,6 +265,5 @@ async fn a_crashed_leader_is_replaced_after_its_lease_expires_never_before() {
         "b took over {unrenewed:#} after a's last renewal, {:?} after the crash",
         polled.elapsed()
     );
-    b.stop.cancel();
-    b.task.await.expect("b stopped");
+    stop(b, "b").await;
 }
