@@ -13,8 +13,10 @@ use trustyai_crds::TrustyAIService;
 use crate::reconcile::env::{CLEANUP_TIMEOUT, Env, assert_owned_by, condition, pvc_spec};
 use crate::support::cli;
 
+/// retention: Retain (the default): the claim outlives its TrustyAIService, and one created
+/// again under the same name adopts it.
 #[tokio::test]
-async fn retained_pvc_survives_deletion_and_is_adopted_while_delete_removes_it() {
+async fn a_retained_claim_survives_deletion_to_be_adopted() {
     let env = Env::shared().await;
     let ns = env.namespace("retain").await;
     env.volume_for(&ns, "kept-pvc").await;
@@ -54,8 +56,14 @@ async fn retained_pvc_survives_deletion_and_is_adopted_while_delete_removes_it()
         "adopted, not re-created"
     );
     assert!(condition(&adopted, "PVCAvailable").is_some_and(|c| c.status == "True"));
+}
 
-    // retention: Delete: the claim is owned, and goes with the TrustyAIService.
+/// retention: Delete: the claim is owned, and goes with the TrustyAIService.
+#[tokio::test]
+async fn a_claim_with_retention_delete_goes_with_its_trustyaiservice() {
+    let env = Env::shared().await;
+    let ns = env.namespace("retain").await;
+    let claims = env.api::<PersistentVolumeClaim>(&ns);
     env.volume_for(&ns, "gone-pvc").await;
     let mut spec = pvc_spec();
     spec["storage"]["retention"] = json!("Delete");
