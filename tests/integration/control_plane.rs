@@ -409,10 +409,8 @@ async fn owned_deployment(client: &Client, ns: &str) -> (Api<ConfigMap>, Api<Dep
 
 #[tokio::test]
 async fn deployments_become_available_on_the_simulated_node() {
-    let claim = control_planes::shared(Concern::ControlPlane);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "kwok").await;
+    let (_claim, cp, client, ns) =
+        control_planes::shared_namespace(Concern::ControlPlane, "kwok").await;
     let (_, deployments) = owned_deployment(&client, &ns).await;
 
     let available = wait::within(Duration::from_secs(60), async || {
@@ -434,10 +432,8 @@ async fn deployments_become_available_on_the_simulated_node() {
 
 #[tokio::test]
 async fn the_garbage_collector_deletes_what_a_deleted_owner_owned() {
-    let claim = control_planes::shared(Concern::ControlPlane);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "kwok").await;
+    let (_claim, cp, client, ns) =
+        control_planes::shared_namespace(Concern::ControlPlane, "kwok").await;
     let (owners, deployments) = owned_deployment(&client, &ns).await;
 
     owners

@@ -107,10 +107,8 @@ async fn wait_for_access(cp: &ControlPlane, ns: &str, checks: &[(&str, &str)], a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chart_rbac_is_sufficient_and_a_missing_verb_is_caught() {
-    let claim = control_planes::shared(Concern::HelmRbac);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "chart-rbac").await;
+    let (_claim, cp, client, ns) =
+        control_planes::shared_namespace(Concern::HelmRbac, "chart-rbac").await;
     let chart = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("charts/trustyai-operator");
     helm(
         cp,

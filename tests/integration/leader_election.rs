@@ -143,10 +143,8 @@ async fn stop(elector: Elector, name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_leader_at_a_time_while_it_renews() {
-    let claim = control_planes::shared(Concern::LeaderElection);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "leader").await;
+    let (_claim, cp, client, ns) =
+        control_planes::shared_namespace(Concern::LeaderElection, "leader").await;
     let leases = Api::<Lease>::namespaced(client.clone(), &ns);
     let Pair {
         a,
@@ -188,10 +186,8 @@ async fn one_leader_at_a_time_while_it_renews() {
 /// have expired.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_released_lease_is_taken_at_once() {
-    let claim = control_planes::shared(Concern::LeaderElection);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "release").await;
+    let (_claim, cp, client, ns) =
+        control_planes::shared_namespace(Concern::LeaderElection, "release").await;
     let leases = Api::<Lease>::namespaced(client.clone(), &ns);
     let Pair {
         a,
@@ -218,10 +214,8 @@ async fn a_released_lease_is_taken_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_leader_is_replaced_after_its_lease_expires_never_before() {
-    let claim = control_planes::shared(Concern::LeaderElection);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "crash").await;
+    let (_claim, cp, client, ns) =
+        control_planes::shared_namespace(Concern::LeaderElection, "crash").await;
     let leases = Api::<Lease>::namespaced(client.clone(), &ns);
     let a = start(cp, &ns, "a").await;
     wait_leading(&a, Duration::from_secs(30)).await;

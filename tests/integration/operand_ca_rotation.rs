@@ -122,10 +122,8 @@ async fn watch_a_whole_rotation(
 
 #[tokio::test]
 async fn an_operand_ca_rotation_keeps_every_client_verifying() {
-    let claim = control_planes::exclusive(Concern::OperandCaRotation);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "operand-ca").await;
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::OperandCaRotation, "operand-ca").await;
     // The operand CA Secret lives in the operator namespace, new for this test.
     let ca_secret = trustyai_operator::cli::default_names::OPERAND_CA_SECRET;
     let mut operator = Operator::start(

@@ -23,10 +23,8 @@ const VWC: &str = trustyai_operator::cli::default_names::VALIDATING_WEBHOOK_CONF
 
 #[tokio::test]
 async fn api_server_reaches_the_webhooks_with_the_injected_bundle() {
-    let claim = control_planes::exclusive(Concern::WebhookTls);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "tls").await;
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::WebhookTls, "tls").await;
     let mut operator = Operator::start(cp, &ns, &["--create-webhook-configurations"]);
     operator.wait_ready(Duration::from_secs(60));
     wait_for_published_bundle(&client, &ns, &operator).await;
@@ -74,10 +72,8 @@ async fn api_server_reaches_the_webhooks_with_the_injected_bundle() {
 
 #[tokio::test]
 async fn a_cleared_ca_bundle_is_restored() {
-    let claim = control_planes::exclusive(Concern::WebhookTls);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "cleared").await;
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::WebhookTls, "cleared").await;
     let mut operator = Operator::start(cp, &ns, &["--create-webhook-configurations"]);
     operator.wait_ready(Duration::from_secs(60));
     wait_for_published_bundle(&client, &ns, &operator).await;
@@ -115,10 +111,8 @@ async fn a_cleared_ca_bundle_is_restored() {
 
 #[tokio::test]
 async fn certificates_rotate_under_load_without_a_failed_request() {
-    let claim = control_planes::exclusive(Concern::WebhookTls);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "rotate").await;
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::WebhookTls, "rotate").await;
     let mut operator = Operator::start(
         cp,
         &ns,
@@ -276,10 +270,8 @@ impl<'a> UnderLoad<'a> {
 
 #[tokio::test]
 async fn two_replicas_starting_together_share_one_ca() {
-    let claim = control_planes::exclusive(Concern::WebhookTls);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "two").await;
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::WebhookTls, "two").await;
     let (port_a, port_b) = (
         support::operator::free_port(),
         support::operator::free_port(),

@@ -15,10 +15,8 @@ use super::*;
 
 #[tokio::test]
 async fn two_hundred_objects_list_through_each_version() {
-    let claim = control_planes::exclusive(Concern::Conversion);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "list").await;
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::Conversion, "list").await;
     let mut operator = start_operator(cp, &client, &ns, &[]).await;
     let started = Instant::now();
 

@@ -233,11 +233,9 @@ fn count_in(report: &str, label: &str) -> usize {
 
 #[tokio::test]
 async fn the_operator_migrates_storage_at_start() {
-    let claim = control_planes::exclusive(Concern::Conversion);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::Conversion, "migrate-start").await;
     let etcd = etcd_url(cp);
-    let ns = cp.namespace(&client, "migrate-start").await;
 
     store_as_v1alpha1(&client, &etcd, &ns).await;
     let before = create_old_objects(&client, &etcd, &ns, 20).await;
@@ -290,11 +288,9 @@ async fn the_operator_migrates_storage_at_start() {
 
 #[tokio::test]
 async fn migrate_storage_cli_rewrites_and_then_has_nothing_to_do() {
-    let claim = control_planes::exclusive(Concern::Conversion);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::Conversion, "migrate-cli").await;
     let etcd = etcd_url(cp);
-    let ns = cp.namespace(&client, "migrate-cli").await;
 
     // More than one list page (100) of old objects.
     store_as_v1alpha1(&client, &etcd, &ns).await;

@@ -13,11 +13,9 @@ use super::*;
 
 #[tokio::test]
 async fn a_round_trip_through_v1alpha1_loses_nothing() {
-    let claim = control_planes::exclusive(Concern::Conversion);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::Conversion, "round-trip").await;
     let etcd = etcd_url(cp);
-    let ns = cp.namespace(&client, "round-trip").await;
     let (v1, v1alpha1) = (
         tas_api(&client, &ns, "v1"),
         tas_api(&client, &ns, "v1alpha1"),

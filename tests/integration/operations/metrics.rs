@@ -78,10 +78,8 @@ fn tempfile_dir(what: &str) -> std::path::PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_parse_as_prometheus_text_and_counters_move() {
-    let claim = control_planes::exclusive(Concern::Operations);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "metrics").await;
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::Operations, "metrics").await;
     let apps = cp.namespace(&client, "metrics-apps").await;
     let mut flags = vec!["--create-webhook-configurations"];
     flags.extend(ELECTION_FLAGS);

@@ -23,10 +23,8 @@ async fn readyz(ops_port: u16) -> Option<(u16, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_is_false_before_the_certificate_is_loaded_and_while_draining() {
-    let claim = control_planes::exclusive(Concern::Operations);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "readyz").await;
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::Operations, "readyz").await;
 
     // The operator reaches the API server through a gate that holds every connection: in
     // self-signed mode the certificate comes from a Secret, so none can load until it opens.

@@ -359,10 +359,8 @@ async fn hand_over(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_one_leader_both_serve_handover_and_rolling_restarts_without_failures() {
-    let claim = control_planes::exclusive(Concern::Operations);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "replicas").await;
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::Operations, "replicas").await;
     let apps = cp.namespace(&client, "apps").await;
     let load_ns = cp.namespace(&client, "load").await;
 

@@ -116,10 +116,8 @@ async fn admission_request(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_during_a_burst_of_admission_requests_answers_every_accepted_request() {
-    let claim = control_planes::exclusive(Concern::Operations);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "burst").await;
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::Operations, "burst").await;
     // Readiness needs the caBundle published into the registrations, so this test creates them
     // rather than relying on an earlier test having done it.
     let mut flags = vec!["--drain-timeout", "10s", "--create-webhook-configurations"];

@@ -122,10 +122,8 @@ async fn credentials_for(client: &kube::Client, ns: &str, cr: &str, host: &str) 
 
 #[tokio::test]
 async fn mariadb_serves_the_database_and_user_its_environment_names() {
-    let claim = control_planes::shared(Concern::RealNode);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "real-mariadb").await;
+    let (_claim, cp, _, ns) =
+        control_planes::shared_namespace(Concern::RealNode, "real-mariadb").await;
     mariadb(cp, &ns).await;
 }
 
