@@ -88,11 +88,9 @@ async fn start_operator(cp: &ControlPlane, client: &Client, ns: &str) -> Operato
 
 #[tokio::test]
 async fn admission_through_the_api_server() {
-    let claim = control_planes::exclusive(Concern::Admission);
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::Admission, "admission").await;
     let started = Instant::now();
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "admission").await;
     let mut operator = start_operator(cp, &client, &ns).await;
 
     create::refusals_name_every_field(&client, &ns).await;

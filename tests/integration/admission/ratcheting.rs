@@ -22,11 +22,9 @@ const TEST_FINALIZER: &str = "tests.trustyai.opendatahub.io/hold";
 
 #[tokio::test]
 async fn legacy_objects_ratchet() {
-    let claim = control_planes::exclusive(Concern::Admission);
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::Admission, "legacy").await;
     let started = Instant::now();
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "legacy").await;
     let api = tas_api(&client, &ns, "v1");
 
     store_a_legacy_object(&client, &api).await;

@@ -70,11 +70,9 @@ async fn every_certificate_mode_installs_and_uninstalls() {
 
 #[tokio::test]
 async fn install_upgrade_and_uninstall_keep_the_crd_and_every_trustyaiservice() {
-    let claim = control_planes::exclusive(Concern::HelmChart);
-    let cp = claim.control_plane();
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::HelmChart, "helm").await;
     delete_crd(cp);
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "helm").await;
     let out = install(cp, "trustyai", &ns, &[]);
     assert!(
         out.contains("Create a first TrustyAIService"),

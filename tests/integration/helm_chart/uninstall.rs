@@ -31,11 +31,9 @@ use super::{CRD_NAME, delete_crd, install, uninstall, wait_established};
 /// its defaults) releases the TrustyAIService; afterwards nothing of ours is left but the CRD.
 #[tokio::test]
 async fn helm_uninstall_then_the_uninstall_command_leaves_no_namespace_terminating() {
-    let claim = control_planes::exclusive(Concern::HelmChart);
-    let cp = claim.control_plane();
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::HelmChart, "release").await;
     delete_crd(cp);
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "release").await;
     let app = cp.namespace(&client, "app").await;
     // The registrations point at the chart's Service, which has no pod behind it here.
     install(cp, RELEASE, &ns, &["--set", "webhook.failurePolicy=Ignore"]);
