@@ -19,9 +19,7 @@ use crate::support::cli;
 async fn a_retained_claim_survives_deletion_to_be_adopted() {
     let env = Env::shared().await;
     let ns = env.namespace("retain").await;
-    env.volume_for(&ns, "kept-pvc").await;
-    env.create(&ns, "kept", pvc_spec()).await;
-    env.wait_ready(&ns, "kept").await;
+    env.ready_pvc_instance(&ns, "kept").await;
     let claims = env.api::<PersistentVolumeClaim>(&ns);
     let claim_uid = claims.get("kept-pvc").await.expect("PVC").uid();
     let bindings = Api::<ClusterRoleBinding>::all(env.client.clone());
@@ -89,9 +87,7 @@ async fn a_claim_with_retention_delete_goes_with_its_trustyaiservice() {
 async fn retention_delete_set_right_before_deletion_is_honoured() {
     let env = Env::shared().await;
     let ns = env.namespace("late-delete").await;
-    env.volume_for(&ns, "late-pvc").await;
-    env.create(&ns, "late", pvc_spec()).await;
-    env.wait_ready(&ns, "late").await;
+    env.ready_pvc_instance(&ns, "late").await;
     let claims = env.api::<PersistentVolumeClaim>(&ns);
     // Retained so far: no owner reference for the garbage collector to follow.
     let claim = claims.get("late-pvc").await.expect("PVC");
@@ -138,9 +134,7 @@ async fn retention_delete_set_right_before_deletion_is_honoured() {
 async fn a_cleanup_that_keeps_failing_holds_the_deletion_until_its_deadline() {
     let env = Env::shared().await;
     let ns = env.namespace("stuck").await;
-    env.volume_for(&ns, "stuck-pvc").await;
-    env.create(&ns, "stuck", pvc_spec()).await;
-    env.wait_ready(&ns, "stuck").await;
+    env.ready_pvc_instance(&ns, "stuck").await;
     let binding = format!("stuck-{ns}-proxy-rolebinding");
     let bindings = Api::<ClusterRoleBinding>::all(env.client.clone());
     bindings

@@ -17,9 +17,7 @@ use crate::reconcile::env::{
 async fn drift_is_corrected() {
     let env = Env::shared().await;
     let ns = env.namespace("drift").await;
-    env.volume_for(&ns, "tas-pvc").await;
-    env.create(&ns, "tas", pvc_spec()).await;
-    env.wait_ready(&ns, "tas").await;
+    env.ready_pvc_instance(&ns, "tas").await;
 
     let services = env.api::<Service>(&ns);
     let old = services.get("tas").await.expect("Service").uid();
@@ -143,9 +141,7 @@ where
 async fn custom_ca_bundle_is_mounted_when_it_appears_and_unmounted_when_it_goes() {
     let env = Env::shared().await;
     let ns = env.namespace("cabundle").await;
-    env.volume_for(&ns, "tas-pvc").await;
-    env.create(&ns, "tas", pvc_spec()).await;
-    env.wait_ready(&ns, "tas").await;
+    env.ready_pvc_instance(&ns, "tas").await;
 
     let deployments = env.api::<Deployment>(&ns);
     let has_bundle = |d: &Deployment| {
@@ -277,9 +273,7 @@ async fn instances_do_not_interfere() {
 async fn an_image_change_in_the_operator_config_map_rolls_the_deployment() {
     let env = Env::exclusive().await;
     let ns = env.namespace("image").await;
-    env.volume_for(&ns, "tas-pvc").await;
-    env.create(&ns, "tas", pvc_spec()).await;
-    env.wait_ready(&ns, "tas").await;
+    env.ready_pvc_instance(&ns, "tas").await;
 
     let config_maps = env.api::<ConfigMap>(&env.operator_ns);
     let image = "quay.io/trustyai/trustyai-service:rolled";
@@ -378,9 +372,7 @@ fn reconciled_in_log(log: &std::path::Path, ns: &str, name: &str) -> bool {
 async fn an_operator_restart_changes_no_object() {
     let env = Env::exclusive().await;
     let ns = env.namespace("restart").await;
-    env.volume_for(&ns, "tas-pvc").await;
-    env.create(&ns, "tas", pvc_spec()).await;
-    env.wait_ready(&ns, "tas").await;
+    env.ready_pvc_instance(&ns, "tas").await;
     let before = env
         .settled("the objects after the creation", || versions(&env, &ns))
         .await;

@@ -256,6 +256,13 @@ impl Env {
         self.wait_condition(ns, name, "Ready", "True", None).await
     }
 
+    /// A PVC-mode TrustyAIService `name` in `ns`, with a volume for its claim, once Ready.
+    pub async fn ready_pvc_instance(&self, ns: &str, name: &str) -> TrustyAIService {
+        self.volume_for(ns, &format!("{name}-pvc")).await;
+        self.create(ns, name, pvc_spec()).await;
+        self.wait_ready(ns, name).await
+    }
+
     /// A PersistentVolume pre-bound to the claim `ns/claim`, so the PV binder binds exactly
     /// that claim (there is no StorageClass on this cluster).
     pub async fn volume_for(&self, ns: &str, claim: &str) {

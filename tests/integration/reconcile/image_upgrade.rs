@@ -18,9 +18,7 @@ const ALLOW: &str = "trustyai.opendatahub.io/allow-service-image-upgrade";
 async fn a_java_instance_keeps_its_image_until_it_asks_for_the_configured_service() {
     let env = Env::exclusive().await;
     let ns = env.namespace("java").await;
-    env.volume_for(&ns, "java-pvc").await;
-    env.create(&ns, "java", pvc_spec()).await;
-    env.wait_ready(&ns, "java").await;
+    env.ready_pvc_instance(&ns, "java").await;
     let deployments = env.api::<Deployment>(&ns);
     let before = deployments.get("java").await.expect("the Deployment");
     assert_eq!(

@@ -254,9 +254,7 @@ async fn a_refused_growth_blocks_nothing() {
     let env = Env::shared().await;
     let ns = env.namespace("grow").await;
     let services = env.services(&ns);
-    env.volume_for(&ns, "fixed-pvc").await;
-    env.create(&ns, "fixed", pvc_spec()).await;
-    env.wait_ready(&ns, "fixed").await;
+    env.ready_pvc_instance(&ns, "fixed").await;
     services
         .patch(
             "fixed",

@@ -5,7 +5,7 @@ use kube::ResourceExt;
 use kube::api::PostParams;
 use serde_json::json;
 
-use crate::reconcile::env::{DEFAULT_IMAGE, Env, pvc_spec, service_container};
+use crate::reconcile::env::{DEFAULT_IMAGE, Env, service_container};
 
 #[tokio::test]
 async fn a_go_operator_deployment_is_adopted_in_place_keeping_its_selector() {
@@ -35,9 +35,7 @@ async fn a_go_operator_deployment_is_adopted_in_place_keeping_its_selector() {
         .expect("the Go operator's Deployment")
         .uid();
 
-    env.volume_for(&ns, "tas-pvc").await;
-    env.create(&ns, "tas", pvc_spec()).await;
-    env.wait_ready(&ns, "tas").await;
+    env.ready_pvc_instance(&ns, "tas").await;
     let now = deployments.get("tas").await.expect("Deployment");
     // Not deleted and created again: the service keeps running through the switch.
     assert_eq!(now.uid(), old, "adopted in place");

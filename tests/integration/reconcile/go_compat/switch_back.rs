@@ -8,7 +8,7 @@ use serde_json::json;
 use trustyai_crds::TrustyAIService;
 
 use super::remove_registrations;
-use crate::reconcile::env::{Env, pvc_spec};
+use crate::reconcile::env::Env;
 
 /// Going back to the Go operator (README, "Migrating from the Go operator"): this operator's
 /// release is removed with its webhook registrations (left behind with no operator answering,
@@ -25,9 +25,7 @@ use crate::reconcile::env::{Env, pvc_spec};
 async fn switching_back_to_the_go_operator_leaves_every_child_it_looks_up() {
     let env = Env::exclusive().await;
     let ns = env.namespace("back").await;
-    env.volume_for(&ns, "tas-pvc").await;
-    env.create(&ns, "tas", pvc_spec()).await;
-    let tas = env.wait_ready(&ns, "tas").await;
+    let tas = env.ready_pvc_instance(&ns, "tas").await;
 
     env.stop_operator();
     remove_registrations(&env);
