@@ -33,14 +33,11 @@ async fn a_retained_claim_survives_deletion_to_be_adopted() {
         "the binding is deleted"
     );
     // The garbage collector removes the owned children; the claim stays.
-    env.wait("the Deployment garbage-collected", || async {
-        env.api::<Deployment>(&ns)
-            .get_opt("kept")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
+    env.wait_gone(
+        "the Deployment garbage-collected",
+        &env.api::<Deployment>(&ns),
+        "kept",
+    )
     .await;
     let claim = claims.get("kept-pvc").await.expect("the retained PVC");
     assert_eq!(claim.uid(), claim_uid);
@@ -70,15 +67,8 @@ async fn a_claim_with_retention_delete_goes_with_its_trustyaiservice() {
     let claim = claims.get("gone-pvc").await.expect("PVC");
     assert_owned_by(&claim.metadata, &gone, "the PVC with retention Delete");
     env.delete_service(&ns, "gone").await;
-    env.wait("the PVC with retention Delete deleted", || async {
-        claims
-            .get_opt("gone-pvc")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    env.wait_gone("the PVC with retention Delete deleted", &claims, "gone-pvc")
+        .await;
     assert!(env.events(&ns, "gone", "PVCRetained").await.is_empty());
     env.wait_event(&ns, "gone", "PVCDeleted").await;
 }
@@ -110,15 +100,8 @@ async fn retention_delete_set_right_before_deletion_is_honoured() {
         .await
         .expect("setting retention: Delete");
     env.delete_service(&ns, "late").await;
-    env.wait("the claim deleted", || async {
-        claims
-            .get_opt("late-pvc")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    env.wait_gone("the claim deleted", &claims, "late-pvc")
+        .await;
     let deleted = env.wait_event(&ns, "late", "PVCDeleted").await;
     assert!(
         deleted[0]
@@ -166,15 +149,8 @@ async fn a_cleanup_that_keeps_failing_holds_the_deletion_until_its_deadline() {
             .is_some(),
         "the finalizer holds the deletion while the cleanup fails"
     );
-    env.wait("the TrustyAIService gone", || async {
-        env.services(&ns)
-            .get_opt("stuck")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    env.wait_gone("the TrustyAIService gone", &env.services(&ns), "stuck")
+        .await;
     let took = requested.elapsed();
     eprintln!("deletion released {took:?} after the request (cleanup timeout {CLEANUP_TIMEOUT})");
     // The deadline counts from deletionTimestamp, which is truncated to the second.

@@ -225,14 +225,11 @@ async fn instances_do_not_interfere() {
         .await;
 
     env.delete_service(&one, "alpha").await;
-    env.wait("alpha's Deployment in the first namespace gone", || async {
-        env.api::<Deployment>(&one)
-            .get_opt("alpha")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
+    env.wait_gone(
+        "alpha's Deployment in the first namespace gone",
+        &env.api::<Deployment>(&one),
+        "alpha",
+    )
     .await;
     assert!(
         bindings

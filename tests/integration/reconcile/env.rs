@@ -252,6 +252,17 @@ impl Env {
         .await
     }
 
+    /// Waits until `name` is gone.
+    pub async fn wait_gone<K>(&self, what: &str, api: &Api<K>, name: &str)
+    where
+        K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+    {
+        self.wait(what, || async {
+            api.get_opt(name).await.ok()?.is_none().then_some(())
+        })
+        .await;
+    }
+
     pub async fn wait_ready(&self, ns: &str, name: &str) -> TrustyAIService {
         self.wait_condition(ns, name, "Ready", "True", None).await
     }
@@ -321,14 +332,8 @@ impl Env {
             .delete(name, &DeleteParams::default())
             .await
             .expect("deleting the TrustyAIService");
-        self.wait(&format!("{ns}/{name} gone"), || async {
-            self.services(ns)
-                .get_opt(name)
-                .await
-                .ok()
-                .and_then(|o| o.is_none().then_some(()))
-        })
-        .await;
+        self.wait_gone(&format!("{ns}/{name} gone"), &self.services(ns), name)
+            .await;
     }
 }
 
