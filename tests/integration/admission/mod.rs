@@ -24,7 +24,7 @@ use support::control_planes::{self, Concern};
 use std::time::{Duration, Instant};
 
 use kube::Client;
-use kube::api::Patch;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::Status;
 use serde_json::{Value, json};
 use support::ControlPlane;
@@ -43,6 +43,16 @@ fn refusal<T: std::fmt::Debug>(result: Result<T, kube::Error>, what: &str) -> St
         Err(other) => panic!("{what}: expected a refusal from the API server, got {other}"),
         Ok(object) => panic!("{what}: expected a refusal, but it was admitted: {object:?}"),
     }
+}
+
+/// The API server's refusal of a merge patch of `name` with `patch` through `api`, or a panic
+/// naming what happened instead.
+async fn refused_patch(api: &Api<DynamicObject>, name: &str, patch: Value, what: &str) -> Status {
+    refusal(
+        api.patch(name, &PatchParams::default(), &merge(patch))
+            .await,
+        what,
+    )
 }
 
 /// Asserts that `status` is a 422 Invalid whose message carries every one of `expected`.

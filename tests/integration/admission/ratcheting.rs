@@ -15,7 +15,7 @@ use support::cluster::{
 };
 use support::wait;
 
-use super::{assert_invalid, json_patch, merge, refusal, start_operator};
+use super::{assert_invalid, json_patch, merge, refusal, refused_patch, start_operator};
 
 /// A finalizer only these tests manage, so no controller ever removes it for them.
 const TEST_FINALIZER: &str = "tests.trustyai.opendatahub.io/hold";
@@ -144,15 +144,13 @@ async fn a_change_is_held_only_to_its_own_fields_rules(api: &Api<DynamicObject>)
         .await
         .expect("changing replicas while the untouched image stays invalid");
 
-    let status = refusal(
-        api.patch(
-            "legacy",
-            &pp,
-            &merge(json!({"spec": {"metrics": {"schedule": "200ms"}}})),
-        )
-        .await,
+    let status = refused_patch(
+        api,
+        "legacy",
+        json!({"spec": {"metrics": {"schedule": "200ms"}}}),
         "another invalid schedule",
-    );
+    )
+    .await;
     assert_invalid(
         &status,
         &[
@@ -166,15 +164,13 @@ async fn a_change_is_held_only_to_its_own_fields_rules(api: &Api<DynamicObject>)
         "the untouched image is ratcheted: {}",
         status.message
     );
-    let status = refusal(
-        api.patch(
-            "legacy",
-            &pp,
-            &merge(json!({"spec": {"image": "docker.io/other/trustyai:2"}})),
-        )
-        .await,
+    let status = refused_patch(
+        api,
+        "legacy",
+        json!({"spec": {"image": "docker.io/other/trustyai:2"}}),
         "another disallowed image",
-    );
+    )
+    .await;
     assert_invalid(
         &status,
         &[r#"spec.image: Invalid value: "docker.io/other/trustyai:2""#],

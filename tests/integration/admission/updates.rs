@@ -8,7 +8,7 @@ use kube::api::{PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::cluster::{MUTATING_WEBHOOK, tas, tas_api};
 
-use super::{assert_invalid, db_spec, merge, pvc_spec, refusal};
+use super::{assert_invalid, db_spec, merge, pvc_spec, refused_patch};
 
 pub(super) async fn updates_follow_the_immutability_rules(client: &Client, ns: &str) {
     let api = tas_api(client, ns, "v1");
@@ -24,15 +24,13 @@ pub(super) async fn updates_follow_the_immutability_rules(client: &Client, ns: &
 
     // DATABASE → PVC: the CRD's CEL rule answers before the webhook is asked.
     create("db-to-pvc", db_spec()).await;
-    let status = refusal(
-        api.patch(
-            "db-to-pvc",
-            &pp,
-            &merge(json!({"spec": {"storage": {"format": "PVC"}}})),
-        )
-        .await,
+    let status = refused_patch(
+        &api,
+        "db-to-pvc",
+        json!({"spec": {"storage": {"format": "PVC"}}}),
         "DATABASE → PVC",
-    );
+    )
+    .await;
     assert_invalid(
         &status,
         &["spec.storage", "from DATABASE back to PVC"],
@@ -41,15 +39,13 @@ pub(super) async fn updates_follow_the_immutability_rules(client: &Client, ns: &
 
     // PVC → DATABASE without the PVC fields that make it a migration: only the webhook knows.
     create("pvc-to-db", pvc_spec()).await;
-    let status = refusal(
-        api.patch(
-            "pvc-to-db",
-            &pp,
-            &merge(json!({"spec": {"storage": {"format": "DATABASE", "folder": null}}})),
-        )
-        .await,
+    let status = refused_patch(
+        &api,
+        "pvc-to-db",
+        json!({"spec": {"storage": {"format": "DATABASE", "folder": null}}}),
         "PVC → DATABASE without migration",
-    );
+    )
+    .await;
     assert_invalid(
         &status,
         &[
@@ -77,15 +73,13 @@ pub(super) async fn updates_follow_the_immutability_rules(client: &Client, ns: &
     let mut sized = pvc_spec();
     sized["storage"]["size"] = json!("2Gi");
     create("shrink", sized).await;
-    let status = refusal(
-        api.patch(
-            "shrink",
-            &pp,
-            &merge(json!({"spec": {"storage": {"size": "1Gi"}}})),
-        )
-        .await,
+    let status = refused_patch(
+        &api,
+        "shrink",
+        json!({"spec": {"storage": {"size": "1Gi"}}}),
         "shrinking",
-    );
+    )
+    .await;
     assert_invalid(&status, &["spec.storage", "shrink"], "shrinking");
     api.patch(
         "shrink",
@@ -103,15 +97,13 @@ pub(super) async fn updates_follow_the_immutability_rules(client: &Client, ns: &
         (json!("pv-b"), "changing the pv"),
         (Value::Null, "removing the pv"),
     ] {
-        let status = refusal(
-            api.patch(
-                "bound",
-                &pp,
-                &merge(json!({"spec": {"storage": {"pv": change}}})),
-            )
-            .await,
+        let status = refused_patch(
+            &api,
+            "bound",
+            json!({"spec": {"storage": {"pv": change}}}),
             what,
-        );
+        )
+        .await;
         assert_invalid(&status, &["spec.storage", "pv"], what);
     }
     // In migration mode it stays while the volume is mounted, and goes with the migration's end.
@@ -121,15 +113,13 @@ pub(super) async fn updates_follow_the_immutability_rules(client: &Client, ns: &
                "data": {"filename": "data.csv"}, "metrics": {"schedule": "5s"}}),
     )
     .await;
-    let status = refusal(
-        api.patch(
-            "migrating",
-            &pp,
-            &merge(json!({"spec": {"storage": {"pv": null}}})),
-        )
-        .await,
+    let status = refused_patch(
+        &api,
+        "migrating",
+        json!({"spec": {"storage": {"pv": null}}}),
         "removing the pv while migrating",
-    );
+    )
+    .await;
     assert_invalid(
         &status,
         &["spec.storage.pv", "the end of a migration"],
@@ -145,15 +135,13 @@ pub(super) async fn updates_follow_the_immutability_rules(client: &Client, ns: &
 
     // The mount path may not move while the volume holds the data: only the webhook knows.
     create("folder", pvc_spec()).await;
-    let status = refusal(
-        api.patch(
-            "folder",
-            &pp,
-            &merge(json!({"spec": {"storage": {"folder": "/data"}}})),
-        )
-        .await,
+    let status = refused_patch(
+        &api,
+        "folder",
+        json!({"spec": {"storage": {"folder": "/data"}}}),
         "moving the folder",
-    );
+    )
+    .await;
     assert_invalid(
         &status,
         &[
