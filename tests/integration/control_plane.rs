@@ -14,7 +14,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use support::cluster::tas_api;
+use support::cluster::{merge_patch, tas_api};
 use support::wait;
 
 /// Applies the generated CRD. Until the conversion webhook is served, these tests use
@@ -264,12 +264,7 @@ async fn the_transition_rules_hold_on_update() {
     )
     .await
     .expect("valid object");
-    let err = v1
-        .patch(
-            "db",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"storage": {"format": "PVC"}}})),
-        )
+    let err = merge_patch(&v1, "db", json!({"spec": {"storage": {"format": "PVC"}}}))
         .await
         .expect_err("refused");
     assert!(
@@ -295,12 +290,7 @@ async fn a_migrations_volume_goes_only_with_its_end() {
     )
     .await
     .expect("valid object");
-    let err = v1
-        .patch(
-            "migrating",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"storage": {"pv": null}}})),
-        )
+    let err = merge_patch(&v1, "migrating", json!({"spec": {"storage": {"pv": null}}}))
         .await
         .expect_err("refused");
     assert!(

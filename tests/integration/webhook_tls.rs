@@ -14,7 +14,8 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use rustls::pki_types::pem::PemObject;
 use serde_json::json;
 use support::cluster::{
-    minimal_spec, secret_field, tas, tas_api, wait_for_published_bundle, wait_for_webhooks_served,
+    merge_patch, minimal_spec, secret_field, tas, tas_api, wait_for_published_bundle,
+    wait_for_webhooks_served,
 };
 use support::operator::Operator;
 use support::wait;
@@ -232,12 +233,7 @@ impl<'a> UnderLoad<'a> {
                 .await
                 .map(|_| ()),
             self.v1alpha1.get(&name).await.map(|_| ()),
-            self.v1
-                .patch(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"spec": {"replicas": 2}})),
-                )
+            merge_patch(&self.v1, &name, json!({"spec": {"replicas": 2}}))
                 .await
                 .map(|_| ()),
             self.v1alpha1.list(&ListParams::default()).await.map(|_| ()),

@@ -17,7 +17,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use support::ControlPlane;
 use support::cli;
-use support::cluster::{names, tas, tas_api};
+use support::cluster::{exists, names, tas, tas_api};
 use support::operator::Operator;
 use support::wait::until;
 
@@ -101,10 +101,7 @@ async fn helm_uninstall_then_the_uninstall_command_leaves_no_namespace_terminati
 
     assert_nothing_of_the_release_is_left(&client, &ns).await;
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
-    assert!(
-        crds.get_opt(CRD_NAME).await.expect("read").is_some(),
-        "the CRD stays"
-    );
+    assert!(exists(&crds, CRD_NAME).await, "the CRD stays");
     // The operator pointed the CRD's conversion at itself: the next test starts without it.
     delete_crd(cp);
 }

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::release::{NAMESPACE, RELEASE, SELECTOR, TIMEOUT, installed, uninstall};
 use super::service::{host_volume, ready_pod};
-use crate::support::cluster::{tas, tas_api};
+use crate::support::cluster::{exists, tas, tas_api};
 use crate::support::wait;
 
 #[tokio::test]
@@ -57,11 +57,7 @@ async fn helm_uninstall_keeps_the_crd_and_the_trustyai_services_whose_pods_keep_
     let webhooks: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     let registration = format!("{RELEASE}-trustyai-operator-validating");
     assert!(
-        webhooks
-            .get_opt(&registration)
-            .await
-            .expect("read")
-            .is_none(),
+        !exists(&webhooks, &registration).await,
         "{registration} is left"
     );
 

@@ -10,6 +10,7 @@ use serde_json::json;
 use trustyai_crds::TrustyAIService;
 
 use crate::reconcile::env::{Env, condition, env_value, service_container};
+use crate::support::cluster::{exists, merge_patch};
 
 #[tokio::test]
 async fn database_mode_reports_bad_credentials_and_recovers() {
@@ -190,13 +191,7 @@ async fn assert_the_deployment_reads_the_named_secret(env: &Env, ns: &str) {
         !refs.is_empty() && refs.iter().all(|r| r == "db-creds"),
         "{refs:?}"
     );
-    assert!(
-        env.api::<PersistentVolumeClaim>(ns)
-            .get_opt("tas-pvc")
-            .await
-            .expect("read")
-            .is_none()
-    );
+    assert!(!exists(&env.api::<PersistentVolumeClaim>(ns), "tas-pvc").await);
 }
 
 /// Makes the service container of `pod` run and be ready, or crash-loop (what the kubelet
@@ -263,11 +258,7 @@ async fn assert_migrating_with_the_claim_and_the_database(
         assert_eq!(c.status, "True", "{type_}");
     }
     assert!(
-        env.api::<PersistentVolumeClaim>(ns)
-            .get_opt("tas-pvc")
-            .await
-            .expect("read")
-            .is_some(),
+        exists(&env.api::<PersistentVolumeClaim>(ns), "tas-pvc").await,
         "the PVC is kept in migration mode"
     );
     let deployment = env
@@ -303,16 +294,13 @@ async fn assert_migrating_with_the_claim_and_the_database(
 /// current spec, as scripts written for the Go operator wait for.
 async fn the_go_operators_migration_trigger_is_consumed(env: &Env, ns: &str) {
     let services = env.api::<TrustyAIService>(ns);
-    services
-        .patch(
-            "tas",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"metadata": {"annotations": {"trustyai.opendatahub.io/db-migration": "true"}}}),
-            ),
-        )
-        .await
-        .expect("annotating for migration");
+    merge_patch(
+        &services,
+        "tas",
+        json!({"metadata": {"annotations": {"trustyai.opendatahub.io/db-migration": "true"}}}),
+    )
+    .await
+    .expect("annotating for migration");
     env.wait("the migration annotation removed", || async {
         let tas = services.get("tas").await.ok()?;
         (!tas
@@ -330,14 +318,13 @@ async fn the_go_operators_migration_trigger_is_consumed(env: &Env, ns: &str) {
 /// files the migration read); the service no longer mounts it.
 async fn the_end_of_the_migration_keeps_the_claim(env: &Env, ns: &str, volume: &str) {
     let services = env.api::<TrustyAIService>(ns);
-    services
-        .patch(
-            "tas",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"storage": {"pv": null}, "data": {"filename": null}}})),
-        )
-        .await
-        .expect("ending the migration");
+    merge_patch(
+        &services,
+        "tas",
+        json!({"spec": {"storage": {"pv": null}, "data": {"filename": null}}}),
+    )
+    .await
+    .expect("ending the migration");
     let ended = env
         .wait("the Deployment without the migration", || async {
             let deployment = env.api::<Deployment>(ns).get("tas").await.ok()?;

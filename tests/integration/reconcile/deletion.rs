@@ -6,12 +6,13 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::json;
 use trustyai_crds::TrustyAIService;
 
 use crate::reconcile::env::{CLEANUP_TIMEOUT, Env, assert_owned_by, condition, pvc_spec};
 use crate::support::cli;
+use crate::support::cluster::{exists, merge_patch};
 
 /// retention: Retain (the default): the claim outlives its TrustyAIService, and one created
 /// again under the same name adopts it.
@@ -24,14 +25,11 @@ async fn a_retained_claim_survives_deletion_to_be_adopted() {
     let claim_uid = claims.get("kept-pvc").await.expect("PVC").uid();
     let bindings = Api::<ClusterRoleBinding>::all(env.client.clone());
     let binding = format!("kept-{ns}-proxy-rolebinding");
-    assert!(bindings.get_opt(&binding).await.expect("read").is_some());
+    assert!(exists(&bindings, &binding).await);
 
     env.delete_service(&ns, "kept").await;
     env.wait_event(&ns, "kept", "PVCRetained").await;
-    assert!(
-        bindings.get_opt(&binding).await.expect("read").is_none(),
-        "the binding is deleted"
-    );
+    assert!(!exists(&bindings, &binding).await, "the binding is deleted");
     // The garbage collector removes the owned children; the claim stays.
     env.wait_gone(
         "the Deployment garbage-collected",
@@ -91,14 +89,13 @@ async fn retention_delete_set_right_before_deletion_is_honoured() {
 
     // The change and the deletion back to back: whether a reconcile runs in between or not,
     // the deletion does what the spec says when it is deleted.
-    env.api::<TrustyAIService>(&ns)
-        .patch(
-            "late",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"storage": {"retention": "Delete"}}})),
-        )
-        .await
-        .expect("setting retention: Delete");
+    merge_patch(
+        &env.api::<TrustyAIService>(&ns),
+        "late",
+        json!({"spec": {"storage": {"retention": "Delete"}}}),
+    )
+    .await
+    .expect("setting retention: Delete");
     env.delete_service(&ns, "late").await;
     env.wait_gone("the claim deleted", &claims, "late-pvc")
         .await;
@@ -142,11 +139,7 @@ async fn a_cleanup_that_keeps_failing_holds_the_deletion_until_its_deadline() {
         "{failed:?}"
     );
     assert!(
-        env.services(&ns)
-            .get_opt("stuck")
-            .await
-            .expect("read")
-            .is_some(),
+        exists(&env.services(&ns), "stuck").await,
         "the finalizer holds the deletion while the cleanup fails"
     );
     env.wait_gone("the TrustyAIService gone", &env.services(&ns), "stuck")
@@ -273,27 +266,18 @@ async fn uninstall_without_the_operator_releases_deletions_and_leaves_nothing_of
         trustyai_operator::cli::default_names::CERT_SECRET,
         trustyai_operator::cli::default_names::OPERAND_CA_SECRET,
     ] {
-        assert!(
-            secrets.get_opt(name).await.expect("read").is_none(),
-            "{name}"
-        );
+        assert!(!exists(&secrets, name).await, "{name}");
     }
     let leases = env.api::<k8s_openapi::api::coordination::v1::Lease>(&env.operator_ns);
-    assert!(
-        leases
-            .get_opt(trustyai_operator::cli::default_names::LEASE)
-            .await
-            .expect("read")
-            .is_none()
-    );
+    assert!(!exists(&leases, trustyai_operator::cli::default_names::LEASE).await);
     let validating = Api::<
         k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
     >::all(env.client.clone());
     assert!(
-        validating
-            .get_opt(trustyai_operator::cli::default_names::VALIDATING_WEBHOOK_CONFIGURATION)
-            .await
-            .expect("read")
-            .is_none()
+        !exists(
+            &validating,
+            trustyai_operator::cli::default_names::VALIDATING_WEBHOOK_CONFIGURATION
+        )
+        .await
     );
 }

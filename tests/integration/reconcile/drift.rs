@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use crate::reconcile::env::{
     DEFAULT_IMAGE, Env, OPERATOR_CONFIG, operator_written_of, pvc_spec, service_container, versions,
 };
+use crate::support::cluster::{exists, merge_patch};
 
 #[tokio::test]
 async fn drift_is_corrected() {
@@ -34,12 +35,7 @@ async fn drift_is_corrected() {
     eprintln!("deleted Service re-created after {:?}", started.elapsed());
 
     let deployments = env.api::<Deployment>(&ns);
-    deployments
-        .patch(
-            "tas",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 3}})),
-        )
+    merge_patch(&deployments, "tas", json!({"spec": {"replicas": 3}}))
         .await
         .expect("scaling the Deployment");
     let started = Instant::now();
@@ -52,14 +48,13 @@ async fn drift_is_corrected() {
 
     // The kube-rbac-proxy configuration is restored too.
     let config_maps = env.api::<ConfigMap>(&ns);
-    config_maps
-        .patch(
-            "tas-kube-rbac-proxy-config",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"config.yaml": "tampered"}})),
-        )
-        .await
-        .expect("editing the ConfigMap");
+    merge_patch(
+        &config_maps,
+        "tas-kube-rbac-proxy-config",
+        json!({"data": {"config.yaml": "tampered"}}),
+    )
+    .await
+    .expect("editing the ConfigMap");
     env.wait("the ConfigMap restored", || async {
         let cm = config_maps.get("tas-kube-rbac-proxy-config").await.ok()?;
         cm.data?
@@ -90,14 +85,13 @@ async fn drift_is_corrected() {
         (secret.uid() != old && secret.data?.contains_key("tls.crt")).then_some(())
     })
     .await;
-    secrets
-        .patch(
-            "tas-internal",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"tls.crt": "dGFtcGVyZWQ="}})),
-        )
-        .await
-        .expect("tampering with the internal serving Secret");
+    merge_patch(
+        &secrets,
+        "tas-internal",
+        json!({"data": {"tls.crt": "dGFtcGVyZWQ="}}),
+    )
+    .await
+    .expect("tampering with the internal serving Secret");
     env.wait("the internal serving Secret issued again", || async {
         let secret = secrets.get("tas-internal").await.ok()?;
         let crt = secret.data?.get("tls.crt")?.0.clone();
@@ -231,27 +225,9 @@ async fn instances_do_not_interfere() {
         "alpha",
     )
     .await;
-    assert!(
-        bindings
-            .get_opt(&format!("alpha-{one}-proxy-rolebinding"))
-            .await
-            .expect("read")
-            .is_none()
-    );
-    assert!(
-        bindings
-            .get_opt(&format!("beta-{one}-proxy-rolebinding"))
-            .await
-            .expect("read")
-            .is_some()
-    );
-    assert!(
-        bindings
-            .get_opt(&format!("alpha-{two}-proxy-rolebinding"))
-            .await
-            .expect("read")
-            .is_some()
-    );
+    assert!(!exists(&bindings, &format!("alpha-{one}-proxy-rolebinding")).await);
+    assert!(exists(&bindings, &format!("beta-{one}-proxy-rolebinding")).await);
+    assert!(exists(&bindings, &format!("alpha-{two}-proxy-rolebinding")).await);
     env.wait_ready(&one, "beta").await;
     env.wait_ready(&two, "alpha").await;
     assert_eq!(
@@ -318,14 +294,13 @@ async fn an_image_change_in_the_operator_config_map_rolls_the_deployment() {
         (image_of("own").await.as_deref() == Some(custom)).then_some(())
     })
     .await;
-    config_maps
-        .patch(
-            OPERATOR_CONFIG,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"allowedImagePrefixes": "registry.example.com/"}})),
-        )
-        .await
-        .expect("narrowing the allowed prefixes");
+    merge_patch(
+        &config_maps,
+        OPERATOR_CONFIG,
+        json!({"data": {"allowedImagePrefixes": "registry.example.com/"}}),
+    )
+    .await
+    .expect("narrowing the allowed prefixes");
     env.wait(
         "the configured image instead of a spec.image no longer allowed",
         || async { (image_of("own").await.as_deref() == Some(image)).then_some(()) },

@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use super::env::{DEFAULT_IMAGE, Env, OPERATOR_CONFIG, condition, pvc_spec, service_container};
+use crate::support::cluster::merge_patch;
 
 const PYTHON_IMAGE: &str = "quay.io/opendatahub/odh-trustyai-service-py:upgrade-test";
 const ALLOW: &str = "trustyai.opendatahub.io/allow-service-image-upgrade";
@@ -42,14 +43,13 @@ async fn a_java_instance_keeps_its_image_until_it_asks_for_the_configured_servic
     assert_held_and_saying_why(&env, &ns, &before).await;
 
     // Asked for, the move happens and the condition goes.
-    env.services(&ns)
-        .patch(
-            "java",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {ALLOW: "true"}}})),
-        )
-        .await
-        .expect("annotating the TrustyAIService");
+    merge_patch(
+        &env.services(&ns),
+        "java",
+        json!({"metadata": {"annotations": {ALLOW: "true"}}}),
+    )
+    .await
+    .expect("annotating the TrustyAIService");
     wait_for_the_image(
         &env,
         &deployments,

@@ -12,6 +12,7 @@ use crate::reconcile::env::{
     Env, OPERATOR_CONFIG, assert_owned_by, condition, dynamic_api, pvc_spec,
 };
 use crate::support::ControlPlane;
+use crate::support::cluster::exists;
 
 /// Installs the fixture CRDs, and removes them again when dropped.
 struct OptionalCrds<'a> {
@@ -235,13 +236,7 @@ async fn assert_the_route_and_the_service_monitors(
     // service-ca is assumed where Routes exist: no operator-issued certificates. The operator
     // knew Routes before the TrustyAIService existed, and a reconcile issues certificates
     // before it applies the Route: once the Route exists, a single read suffices.
-    assert!(
-        env.api::<Secret>(ns)
-            .get_opt("tas-tls")
-            .await
-            .expect("read")
-            .is_none()
-    );
+    assert!(!exists(&env.api::<Secret>(ns), "tas-tls").await);
 
     routes
 }

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 use trustyai_crds::TrustyAIService;
@@ -17,6 +17,7 @@ use trustyai_crds::TrustyAIService;
 use crate::reconcile::env::{
     DEFAULT_IMAGE, Env, assert_owned_by, condition, env_value, pvc_spec, service_container,
 };
+use crate::support::cluster::merge_patch;
 
 #[tokio::test]
 async fn pvc_mode_creates_every_child_and_becomes_ready() {
@@ -232,14 +233,13 @@ async fn a_claim_grows_where_its_class_can_expand() {
     env.create(&ns, "wide", pvc_spec()).await;
     env.wait_ready(&ns, "wide").await;
     let services = env.services(&ns);
-    services
-        .patch(
-            "wide",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"storage": {"size": "2Gi"}}})),
-        )
-        .await
-        .expect("growing");
+    merge_patch(
+        &services,
+        "wide",
+        json!({"spec": {"storage": {"size": "2Gi"}}}),
+    )
+    .await
+    .expect("growing");
     env.wait("the expandable claim asks for 2Gi", || async {
         (claim_size(&env, &ns, "wide-pvc").await.as_deref() == Some("2Gi")).then_some(())
     })
@@ -255,16 +255,13 @@ async fn a_refused_growth_blocks_nothing() {
     let ns = env.namespace("grow").await;
     let services = env.services(&ns);
     env.ready_pvc_instance(&ns, "fixed").await;
-    services
-        .patch(
-            "fixed",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"storage": {"size": "2Gi"}, "metrics": {"schedule": "10s"}}}),
-            ),
-        )
-        .await
-        .expect("growing and changing the schedule");
+    merge_patch(
+        &services,
+        "fixed",
+        json!({"spec": {"storage": {"size": "2Gi"}, "metrics": {"schedule": "10s"}}}),
+    )
+    .await
+    .expect("growing and changing the schedule");
     env.wait("the new schedule in the Deployment", || async {
         let deployment = env.api::<Deployment>(&ns).get("fixed").await.ok()?;
         (env_value(&deployment, "SERVICE_METRICS_SCHEDULE").as_deref() == Some("10s")).then_some(())

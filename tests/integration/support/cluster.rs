@@ -72,6 +72,30 @@ pub fn failed_calling_webhook(error: &kube::Error) -> bool {
     error.to_string().contains("failed calling webhook")
 }
 
+/// Whether `name` exists (panics when it cannot be read).
+pub async fn exists<K>(api: &Api<K>, name: &str) -> bool
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    api.get_opt(name)
+        .await
+        .unwrap_or_else(|e| panic!("reading {name}: {e}"))
+        .is_some()
+}
+
+/// A JSON merge patch of `name` with `patch`.
+pub async fn merge_patch<K>(api: &Api<K>, name: &str, patch: Value) -> kube::Result<K>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    api.patch(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(patch),
+    )
+    .await
+}
+
 /// The names of every object `api` lists.
 pub async fn names<K>(api: &Api<K>) -> Vec<String>
 where

@@ -8,6 +8,7 @@ use trustyai_crds::TrustyAIService;
 
 use super::remove_registrations;
 use crate::reconcile::env::{Env, condition, pvc_spec};
+use crate::support::cluster::merge_patch;
 
 /// The CRD as the Go operator installed it: no schema rules (its CRD had no validation).
 async fn strip_validation(env: &Env) {
@@ -146,24 +147,22 @@ async fn everything_but_the_invalid_field_can_change(services: &Api<TrustyAIServ
         vec!["example.com/hold".to_owned()],
     ]
     .concat();
-    services
-        .patch(
-            "legacy",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})),
-        )
-        .await
-        .expect("adding a finalizer");
+    merge_patch(
+        services,
+        "legacy",
+        json!({"metadata": {"finalizers": finalizers}}),
+    )
+    .await
+    .expect("adding a finalizer");
     let kept: Vec<String> = finalizers
         .into_iter()
         .filter(|f| f != "example.com/hold")
         .collect();
-    services
-        .patch(
-            "legacy",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": kept}})),
-        )
-        .await
-        .expect("removing it");
+    merge_patch(
+        services,
+        "legacy",
+        json!({"metadata": {"finalizers": kept}}),
+    )
+    .await
+    .expect("removing it");
 }

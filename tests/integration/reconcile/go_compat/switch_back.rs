@@ -9,6 +9,7 @@ use trustyai_crds::TrustyAIService;
 
 use super::remove_registrations;
 use crate::reconcile::env::Env;
+use crate::support::cluster::{exists, merge_patch};
 
 /// Going back to the Go operator (README, "Migrating from the Go operator"): this operator's
 /// release is removed with its webhook registrations (left behind with no operator answering,
@@ -102,12 +103,7 @@ async fn the_go_operators_writes_go_through(env: &Env, ns: &str) {
         .delete("tas", &DeleteParams::default())
         .await
         .expect("deleting the TrustyAIService");
-    services
-        .patch(
-            "tas",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
+    merge_patch(&services, "tas", json!({"metadata": {"finalizers": null}}))
         .await
         .expect("the Go operator removes its finalizer");
     let deployments = env.api::<Deployment>(ns);
@@ -121,11 +117,7 @@ async fn the_go_operators_writes_go_through(env: &Env, ns: &str) {
     )
     .await;
     assert!(
-        env.api::<PersistentVolumeClaim>(ns)
-            .get_opt("tas-pvc")
-            .await
-            .expect("read")
-            .is_some(),
+        exists(&env.api::<PersistentVolumeClaim>(ns), "tas-pvc").await,
         "the claim is kept (retention: Retain)"
     );
 }

@@ -4,7 +4,7 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::ResourceExt;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use serde_json::{Value, json};
 use trustyai_crds::TrustyAIService;
 use trustyai_crds::contract::FINALIZER;
@@ -14,6 +14,7 @@ use super::go_objects::{
 };
 use super::remove_registrations;
 use crate::reconcile::env::{Env, condition};
+use crate::support::cluster::merge_patch;
 
 #[tokio::test]
 async fn switching_from_the_go_operator_replaces_no_pod_in_any_storage_mode() {
@@ -356,14 +357,13 @@ async fn assert_the_go_objects_kept(env: &Env, ns: &str, others: &[String]) {
 
 /// A real change to `tas` in `ns` rolls out, to this operator's template.
 async fn a_change_rolls_out(env: &Env, ns: &str) {
-    env.services(ns)
-        .patch(
-            "tas",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"metrics": {"schedule": "10s"}}})),
-        )
-        .await
-        .expect("a change");
+    merge_patch(
+        &env.services(ns),
+        "tas",
+        json!({"spec": {"metrics": {"schedule": "10s"}}}),
+    )
+    .await
+    .expect("a change");
     let deployments = env.api::<Deployment>(ns);
     env.wait("the change rolled out", || async {
         let deployment = deployments.get("tas").await.ok()?;
