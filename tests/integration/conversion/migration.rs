@@ -8,11 +8,12 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::cli;
-use support::cluster::{minimal_spec, remove_webhook_registrations, tas, tas_api};
+use support::cluster::{
+    events_regarding, minimal_spec, remove_webhook_registrations, tas, tas_api,
+};
 
 use super::etcd::{etcd_url, stored_as, wait_storing};
 use super::*;
@@ -193,16 +194,9 @@ async fn assert_migrated(client: &Client, etcd: &str, ns: &str, before: &[(Strin
 /// The StorageMigrated Events regarding the CRD (cluster-scoped: in `default`), as
 /// (name, note).
 async fn migration_events(client: &Client) -> BTreeSet<(String, String)> {
-    Api::<Event>::namespaced(client.clone(), "default")
-        .list(&ListParams::default())
+    events_regarding(client, "default", CRD_NAME, "StorageMigrated")
         .await
-        .expect("events")
-        .items
         .into_iter()
-        .filter(|e| {
-            e.reason.as_deref() == Some("StorageMigrated")
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(CRD_NAME)
-        })
         .map(|e| {
             (
                 e.metadata.name.unwrap_or_default(),

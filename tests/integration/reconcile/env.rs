@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -306,17 +306,7 @@ impl Env {
 
     /// Events regarding `name` in `ns` with `reason`.
     pub async fn events(&self, ns: &str, name: &str, reason: &str) -> Vec<Event> {
-        self.api::<Event>(ns)
-            .list(&ListParams::default())
-            .await
-            .expect("events")
-            .items
-            .into_iter()
-            .filter(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-                    && e.reason.as_deref() == Some(reason)
-            })
-            .collect()
+        crate::support::cluster::events_regarding(&self.client, ns, name, reason).await
     }
 
     pub async fn wait_event(&self, ns: &str, name: &str, reason: &str) -> Vec<Event> {

@@ -72,6 +72,26 @@ pub fn failed_calling_webhook(error: &kube::Error) -> bool {
     error.to_string().contains("failed calling webhook")
 }
 
+/// The Events in `ns` regarding the object `name`, with `reason`.
+pub async fn events_regarding(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    reason: &str,
+) -> Vec<k8s_openapi::api::events::v1::Event> {
+    Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), ns)
+        .list(&kube::api::ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.reason.as_deref() == Some(reason)
+        })
+        .collect()
+}
+
 /// Whether `name` exists (panics when it cannot be read).
 pub async fn exists<K>(api: &Api<K>, name: &str) -> bool
 where
@@ -177,23 +197,38 @@ pub async fn published_bundles(client: &Client) -> Vec<Option<Vec<u8>>> {
         .and_then(|w| w.client_config)
         .and_then(|c| c.ca_bundle)
         .map(|b| b.0);
-    let vwc = Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .get_opt(VWC)
+    let vwc = registration::<ValidatingWebhookConfiguration>(client, VWC)
         .await
-        .ok()
-        .flatten()
         .and_then(|v| v.webhooks)
-        .and_then(|w| w.first().and_then(|w| w.client_config.ca_bundle.clone()))
-        .map(|b| b.0);
-    let mwc = Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .get_opt(MWC)
+        .and_then(|w| first_bundle(w.into_iter().map(|w| w.client_config)));
+    let mwc = registration::<MutatingWebhookConfiguration>(client, MWC)
         .await
-        .ok()
-        .flatten()
         .and_then(|v| v.webhooks)
-        .and_then(|w| w.first().and_then(|w| w.client_config.ca_bundle.clone()))
-        .map(|b| b.0);
+        .and_then(|w| first_bundle(w.into_iter().map(|w| w.client_config)));
     vec![crd_bundle, vwc, mwc]
+}
+
+/// The webhook registration `name` of kind `K`, if it can be read.
+async fn registration<K>(client: &Client, name: &str) -> Option<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+    K::DynamicType: Default,
+{
+    Api::<K>::all(client.clone())
+        .get_opt(name)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The caBundle of the first of a registration's webhooks.
+fn first_bundle(
+    mut configs: impl Iterator<Item = k8s_openapi::api::admissionregistration::v1::WebhookClientConfig>,
+) -> Option<Vec<u8>> {
+    configs.next()?.ca_bundle.map(|b| b.0)
 }
 
 /// Waits until the CRD and both registrations carry exactly the CA bundle the operator keeps in
