@@ -9,7 +9,9 @@ use serde_json::json;
 use support::ControlPlane;
 use support::cluster::{create_when_served, tas_api};
 
-use super::{CRD_NAME, chart_dir, delete_crd, helm, install, uninstall, upgrade, wait_established};
+use super::{
+    CRD_NAME, chart_dir, delete_crd, helm, install, uninstall, upgrade, v1_of, wait_established,
+};
 
 /// The Go operator's CRD (`tests/fixtures/crds/go-operator-trustyaiservices.yaml`, applied with
 /// `kubectl apply` as its kustomize manifests are) and TrustyAIServices stored under it, one of
@@ -185,12 +187,7 @@ fn assert_the_crd_is_the_charts(crd: &CustomResourceDefinition) {
         !annotations.contains_key("kubectl.kubernetes.io/last-applied-configuration"),
         "{annotations:?}"
     );
-    let v1 = crd
-        .spec
-        .versions
-        .iter()
-        .find(|v| v.name == "v1")
-        .expect("v1");
+    let v1 = v1_of(crd);
     assert!(
         v1.additional_printer_columns.is_some(),
         "the chart's CRD (with printer columns) replaced the Go operator's"

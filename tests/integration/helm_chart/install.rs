@@ -13,8 +13,8 @@ use support::ControlPlane;
 use support::cluster::{create_when_served, failed_calling_webhook, minimal_spec, tas, tas_api};
 
 use super::{
-    CRD_NAME, chart_dir, delete_crd, establish_fixture_crds, install, uninstall, upgrade,
-    wait_established,
+    CRD_NAME, NAMED_CLUSTER_ISSUER, chart_dir, delete_crd, establish_fixture_crds, install,
+    uninstall, upgrade, v1_of, wait_established,
 };
 
 /// No operator pod runs here (no container runtime), so the registrations must ignore their
@@ -32,14 +32,7 @@ async fn every_certificate_mode_installs_and_uninstalls() {
     for (i, extra) in [
         vec![],
         vec!["--set", "certs.mode=certManager"],
-        vec![
-            "--set",
-            "certs.mode=certManager",
-            "--set",
-            "certs.issuerKind=ClusterIssuer",
-            "--set",
-            "certs.issuerName=corporate-ca",
-        ],
+        NAMED_CLUSTER_ISSUER.to_vec(),
         vec!["--set", "crds.install=false"],
         vec!["--set", "certs.mode=openshift"],
         vec![
@@ -194,12 +187,7 @@ fn chart_whose_crd_gained_a_field() -> PathBuf {
 
 /// The fields of `spec` in the CRD's v1 schema.
 fn spec_fields(crd: &CustomResourceDefinition) -> Vec<String> {
-    let v1 = crd
-        .spec
-        .versions
-        .iter()
-        .find(|v| v.name == "v1")
-        .expect("v1");
+    let v1 = v1_of(crd);
     let spec_props = v1
         .schema
         .as_ref()

@@ -33,6 +33,27 @@ use trustyai_crds::contract::CRD_NAME;
 
 const KUBE_VERSION: &str = "1.37.2";
 
+/// cert-manager mode with a named ClusterIssuer (the chart makes no Issuer of its own).
+const NAMED_CLUSTER_ISSUER: [&str; 6] = [
+    "--set",
+    "certs.mode=certManager",
+    "--set",
+    "certs.issuerKind=ClusterIssuer",
+    "--set",
+    "certs.issuerName=corporate-ca",
+];
+
+/// The CRD's `v1` version.
+fn v1_of(
+    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) -> &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionVersion{
+    crd.spec
+        .versions
+        .iter()
+        .find(|v| v.name == "v1")
+        .expect("v1")
+}
+
 /// Deletes the CRD (and with it every TrustyAIService) so a test starts from a cluster without it.
 fn delete_crd(cp: &ControlPlane) {
     let (ok, out, err) = cp.kubectl(

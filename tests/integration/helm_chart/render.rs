@@ -7,7 +7,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{KUBE_VERSION, chart_dir, documents, helm, of_kind, refused, template};
+use super::{
+    KUBE_VERSION, NAMED_CLUSTER_ISSUER, chart_dir, documents, helm, of_kind, refused, template,
+};
 
 /// The chart's webhook registrations are the ones the operator applies itself in local mode
 /// (`trustyai_operator::webhook_configurations`): the same entry names (the API server names
@@ -100,14 +102,7 @@ fn a_cluster_issuer_without_a_name_is_refused() {
 /// A named ClusterIssuer is referenced, and the chart renders no Issuer of its own.
 #[test]
 fn a_named_cluster_issuer_is_referenced_instead_of_the_charts_issuer() {
-    let named = template(&[
-        "--set",
-        "certs.mode=certManager",
-        "--set",
-        "certs.issuerKind=ClusterIssuer",
-        "--set",
-        "certs.issuerName=corporate-ca",
-    ]);
+    let named = template(&NAMED_CLUSTER_ISSUER);
     assert!(
         named.contains("name: corporate-ca\n    kind: ClusterIssuer"),
         "{named}"
