@@ -9,7 +9,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use trustyai_crds::TrustyAIService;
 
-use crate::reconcile::env::{Env, condition, env_value, service_container};
+use crate::reconcile::env::{Env, condition, env_value, note, service_container};
 use crate::support::cluster::{exists, merge_patch};
 
 #[tokio::test]
@@ -34,13 +34,7 @@ async fn database_mode_reports_bad_credentials_and_recovers() {
     );
     let warnings = env.wait_event(&ns, "tas", "DBCredentialsNotFound").await;
     assert_eq!(warnings[0].type_.as_deref(), Some("Warning"));
-    assert!(
-        warnings[0]
-            .note
-            .as_deref()
-            .unwrap_or_default()
-            .contains("db-creds")
-    );
+    assert!(note(&warnings[0]).contains("db-creds"));
     assert_the_deployment_reads_the_named_secret(&env, &ns).await;
 
     // A Secret missing a key: DBCredentialsError and a warning naming the key.
@@ -60,11 +54,7 @@ async fn database_mode_reports_bad_credentials_and_recovers() {
     .await;
     let warnings = env.wait_event(&ns, "tas", "DBCredentialsError").await;
     assert!(
-        warnings[0]
-            .note
-            .as_deref()
-            .unwrap_or_default()
-            .contains("databasePassword"),
+        note(&warnings[0]).contains("databasePassword"),
         "{:?}",
         warnings[0].note
     );

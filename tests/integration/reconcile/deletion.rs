@@ -10,7 +10,7 @@ use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::json;
 use trustyai_crds::TrustyAIService;
 
-use crate::reconcile::env::{CLEANUP_TIMEOUT, Env, assert_owned_by, condition, pvc_spec};
+use crate::reconcile::env::{CLEANUP_TIMEOUT, Env, assert_owned_by, condition, note, pvc_spec};
 use crate::support::cli;
 use crate::support::cluster::{exists, merge_patch};
 
@@ -100,13 +100,7 @@ async fn retention_delete_set_right_before_deletion_is_honoured() {
     env.wait_gone("the claim deleted", &claims, "late-pvc")
         .await;
     let deleted = env.wait_event(&ns, "late", "PVCDeleted").await;
-    assert!(
-        deleted[0]
-            .note
-            .as_deref()
-            .unwrap_or_default()
-            .contains("late-pvc")
-    );
+    assert!(note(&deleted[0]).contains("late-pvc"));
     assert!(env.events(&ns, "late", "PVCRetained").await.is_empty());
 }
 

@@ -359,6 +359,11 @@ pub fn condition(object: &TrustyAIService, type_: &str) -> Option<Cond> {
         })
 }
 
+/// What an Event says (empty when it says nothing).
+pub fn note(event: &Event) -> &str {
+    event.note.as_deref().unwrap_or_default()
+}
+
 pub use crate::support::samples::pvc as pvc_spec;
 
 pub fn env_value(deployment: &Deployment, name: &str) -> Option<String> {

@@ -15,7 +15,7 @@ use serde_json::json;
 use trustyai_crds::TrustyAIService;
 
 use crate::reconcile::env::{
-    DEFAULT_IMAGE, Env, assert_owned_by, condition, env_value, pvc_spec, service_container,
+    DEFAULT_IMAGE, Env, assert_owned_by, condition, env_value, note, pvc_spec, service_container,
 };
 use crate::support::cluster::merge_patch;
 
@@ -187,7 +187,7 @@ async fn assert_the_issued_serving_secrets(env: &Env, ns: &str, ready: &TrustyAI
 async fn assert_one_creation_event_and_no_claim_update(env: &Env, ns: &str) {
     let created = env.wait_event(ns, "tas", "PVCCreated").await;
     assert_eq!(created[0].type_.as_deref(), Some("Normal"));
-    let note = created[0].note.as_deref().unwrap_or_default();
+    let said = note(&created[0]);
     for child in [
         "PVC tas-pvc",
         "Deployment tas",
@@ -195,7 +195,7 @@ async fn assert_one_creation_event_and_no_claim_update(env: &Env, ns: &str) {
         "Service tas,",
         "ServiceAccount tas-proxy",
     ] {
-        assert!(note.contains(child), "{child} not in {note:?}");
+        assert!(said.contains(child), "{child} not in {said:?}");
     }
     let events = env
         .api::<Event>(ns)

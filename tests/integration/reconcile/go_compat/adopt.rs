@@ -5,7 +5,7 @@ use kube::ResourceExt;
 use kube::api::PostParams;
 use serde_json::json;
 
-use crate::reconcile::env::{DEFAULT_IMAGE, Env, service_container};
+use crate::reconcile::env::{DEFAULT_IMAGE, Env, note, service_container};
 
 #[tokio::test]
 async fn a_go_operator_deployment_is_adopted_in_place_keeping_its_selector() {
@@ -63,10 +63,10 @@ async fn a_go_operator_deployment_is_adopted_in_place_keeping_its_selector() {
         Some(DEFAULT_IMAGE)
     );
     let created = env.wait_event(&ns, "tas", "PVCCreated").await;
-    let note = created[0].note.as_deref().unwrap_or_default();
+    let said = note(&created[0]);
     assert!(
-        note.contains("Adopted (it existed): Deployment tas"),
-        "{note}"
+        said.contains("Adopted (it existed): Deployment tas"),
+        "{said}"
     );
     assert!(
         env.events(&ns, "tas", "DeploymentRecreated")

@@ -7,7 +7,7 @@ use serde_json::json;
 use trustyai_crds::TrustyAIService;
 
 use super::remove_registrations;
-use crate::reconcile::env::{Env, condition, pvc_spec};
+use crate::reconcile::env::{Env, condition, note, pvc_spec};
 use crate::support::cluster::merge_patch;
 
 /// The CRD as the Go operator installed it: no schema rules (its CRD had no validation).
@@ -118,11 +118,7 @@ async fn assert_it_says_what_to_fix(env: &Env, ns: &str) {
     let warnings = env.wait_event(ns, "legacy", "InvalidSpec").await;
     assert_eq!(warnings[0].type_.as_deref(), Some("Warning"));
     assert!(
-        warnings[0]
-            .note
-            .as_deref()
-            .unwrap_or_default()
-            .contains("spec.storage.size"),
+        note(&warnings[0]).contains("spec.storage.size"),
         "{:?}",
         warnings[0].note
     );
