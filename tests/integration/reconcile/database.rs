@@ -9,7 +9,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use trustyai_crds::TrustyAIService;
 
-use crate::reconcile::env::{Env, condition, env_value, note, service_container};
+use crate::reconcile::env::{Env, assert_env, condition, env_value, note, service_container};
 use crate::support::cluster::{exists, merge_patch};
 
 #[tokio::test]
@@ -256,17 +256,13 @@ async fn assert_migrating_with_the_claim_and_the_database(
         .get("tas")
         .await
         .expect("Deployment");
-    assert_eq!(
-        env_value(&deployment, "STORAGE_MIGRATION_CONFIG_FROM_FOLDER").as_deref(),
-        Some("/inputs")
-    );
-    assert_eq!(
-        env_value(&deployment, "STORAGE_MIGRATION_CONFIG_FROM_FILENAME").as_deref(),
-        Some("data.csv")
-    );
-    assert_eq!(
-        env_value(&deployment, "QUARKUS_HIBERNATE_ORM_ACTIVE").as_deref(),
-        Some("true")
+    assert_env(
+        &deployment,
+        &[
+            ("STORAGE_MIGRATION_CONFIG_FROM_FOLDER", "/inputs"),
+            ("STORAGE_MIGRATION_CONFIG_FROM_FILENAME", "data.csv"),
+            ("QUARKUS_HIBERNATE_ORM_ACTIVE", "true"),
+        ],
     );
     let mounts: Vec<String> = service_container(&deployment)
         .volume_mounts

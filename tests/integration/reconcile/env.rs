@@ -375,6 +375,18 @@ pub fn env_value(deployment: &Deployment, name: &str) -> Option<String> {
         .and_then(|e| e.value.clone())
 }
 
+/// The service container of `deployment` has each `(name, value)` of `expected` in its
+/// environment.
+pub fn assert_env(deployment: &Deployment, expected: &[(&str, &str)]) {
+    for (name, value) in expected {
+        assert_eq!(
+            env_value(deployment, name).as_deref(),
+            Some(*value),
+            "{name}"
+        );
+    }
+}
+
 pub fn service_container(deployment: &Deployment) -> &k8s_openapi::api::core::v1::Container {
     deployment
         .spec

@@ -15,7 +15,8 @@ use serde_json::json;
 use trustyai_crds::TrustyAIService;
 
 use crate::reconcile::env::{
-    DEFAULT_IMAGE, Env, assert_owned_by, condition, env_value, note, pvc_spec, service_container,
+    DEFAULT_IMAGE, Env, assert_env, assert_owned_by, condition, env_value, note, pvc_spec,
+    service_container,
 };
 use crate::support::cluster::merge_patch;
 
@@ -87,17 +88,13 @@ async fn assert_the_deployment(env: &Env, ns: &str, ready: &TrustyAIService) {
         Some("tas")
     );
     assert!(!selector.contains_key("app.kubernetes.io/version"));
-    assert_eq!(
-        env_value(&deployment, "SERVICE_STORAGE_FORMAT").as_deref(),
-        Some("PVC")
-    );
-    assert_eq!(
-        env_value(&deployment, "SERVICE_METRICS_SCHEDULE").as_deref(),
-        Some("5s")
-    );
-    assert_eq!(
-        env_value(&deployment, "STORAGE_DATA_FOLDER").as_deref(),
-        Some("/inputs")
+    assert_env(
+        &deployment,
+        &[
+            ("SERVICE_STORAGE_FORMAT", "PVC"),
+            ("SERVICE_METRICS_SCHEDULE", "5s"),
+            ("STORAGE_DATA_FOLDER", "/inputs"),
+        ],
     );
     assert_eq!(
         service_container(&deployment).image.as_deref(),
