@@ -251,11 +251,7 @@ async fn assert_migrating_with_the_claim_and_the_database(
         exists(&env.api::<PersistentVolumeClaim>(ns), "tas-pvc").await,
         "the PVC is kept in migration mode"
     );
-    let deployment = env
-        .api::<Deployment>(ns)
-        .get("tas")
-        .await
-        .expect("Deployment");
+    let deployment: Deployment = env.get(ns, "tas").await;
     assert_env(
         &deployment,
         &[
@@ -340,11 +336,7 @@ async fn the_end_of_the_migration_keeps_the_claim(env: &Env, ns: &str, volume: &
         condition(&ready, "DBAvailable").map(|c| c.status),
         Some("True".to_owned())
     );
-    let claim = env
-        .api::<PersistentVolumeClaim>(ns)
-        .get("tas-pvc")
-        .await
-        .expect("the PVC is kept after the migration");
+    let claim: PersistentVolumeClaim = env.get(ns, "tas-pvc").await;
     assert_eq!(
         claim.spec.and_then(|s| s.volume_name).as_deref(),
         Some(volume)

@@ -195,11 +195,7 @@ async fn instances_do_not_interfere() {
     }
     for (ns, name) in [(&one, "alpha"), (&one, "beta"), (&two, "alpha")] {
         env.wait_ready(ns, name).await;
-        let d = env
-            .api::<Deployment>(ns)
-            .get(name)
-            .await
-            .expect("Deployment");
+        let d: Deployment = env.get(ns, name).await;
         let selector = d.spec.selector.match_labels.expect("labels");
         assert_eq!(
             selector.get("app.kubernetes.io/instance"),

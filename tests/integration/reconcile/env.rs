@@ -207,6 +207,21 @@ impl Env {
         Api::namespaced(self.client.clone(), ns)
     }
 
+    /// The object `name` of kind `K` in `ns`; panics when it cannot be read.
+    pub async fn get<K>(&self, ns: &str, name: &str) -> K
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned,
+        K::DynamicType: Default,
+    {
+        self.api::<K>(ns)
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("{} {ns}/{name}: {e}", K::kind(&Default::default())))
+    }
+
     pub async fn create(&self, ns: &str, name: &str, spec: Value) -> TrustyAIService {
         let object: TrustyAIService = serde_json::from_value(json!({
             "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService",

@@ -65,11 +65,7 @@ fn assert_the_status_of_a_ready_pvc_instance(ready: &TrustyAIService) {
 /// The Deployment: names, labels, owner, env, images, no version in the selector; the claim
 /// mounted.
 async fn assert_the_deployment(env: &Env, ns: &str, ready: &TrustyAIService) {
-    let deployment = env
-        .api::<Deployment>(ns)
-        .get("tas")
-        .await
-        .expect("Deployment tas");
+    let deployment: Deployment = env.get(ns, "tas").await;
     assert_owned_by(&deployment.metadata, ready, "the Deployment");
     let labels = deployment.labels();
     assert_eq!(
@@ -116,24 +112,12 @@ async fn assert_the_other_children(env: &Env, ns: &str, ready: &TrustyAIService)
         let svc = env.api::<Service>(ns).get(name).await.expect("Service");
         assert_owned_by(&svc.metadata, ready, name);
     }
-    let sa = env
-        .api::<ServiceAccount>(ns)
-        .get("tas-proxy")
-        .await
-        .expect("ServiceAccount");
+    let sa: ServiceAccount = env.get(ns, "tas-proxy").await;
     assert_owned_by(&sa.metadata, ready, "the ServiceAccount");
-    let cm = env
-        .api::<ConfigMap>(ns)
-        .get("tas-kube-rbac-proxy-config")
-        .await
-        .expect("ConfigMap");
+    let cm: ConfigMap = env.get(ns, "tas-kube-rbac-proxy-config").await;
     assert_owned_by(&cm.metadata, ready, "the ConfigMap");
     assert!(cm.data.expect("data")["config.yaml"].contains("    name: \"tas\"\n"));
-    let claim = env
-        .api::<PersistentVolumeClaim>(ns)
-        .get("tas-pvc")
-        .await
-        .expect("PVC");
+    let claim: PersistentVolumeClaim = env.get(ns, "tas-pvc").await;
     assert!(
         claim.metadata.owner_references.is_none(),
         "retained: no owner"
@@ -162,11 +146,7 @@ async fn assert_the_other_children(env: &Env, ns: &str, ready: &TrustyAIService)
 /// The serving Secrets, issued by the operator and owned by `ready`.
 async fn assert_the_issued_serving_secrets(env: &Env, ns: &str, ready: &TrustyAIService) {
     for name in ["tas-tls", "tas-internal"] {
-        let secret = env
-            .api::<Secret>(ns)
-            .get(name)
-            .await
-            .expect("serving Secret");
+        let secret: Secret = env.get(ns, name).await;
         assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
         assert_owned_by(&secret.metadata, ready, name);
         let data = secret.data.expect("data");

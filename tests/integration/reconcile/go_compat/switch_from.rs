@@ -212,11 +212,7 @@ async fn assert_taken_over_in_place(env: &Env, ns: &str, was: &Running) {
         &now, was,
         "{ns}: the Deployment, its ReplicaSets, its pods and the claim stay"
     );
-    let deployment = env
-        .api::<Deployment>(ns)
-        .get("tas")
-        .await
-        .expect("Deployment");
+    let deployment: Deployment = env.get(ns, "tas").await;
     let decision = deployment
         .annotations()
         .get("trustyai.opendatahub.io/pod-template")
