@@ -6,7 +6,7 @@
 //! renewal, counted from when the renewal was sent; `LEASE_DURATION` adds a margin on top.
 
 use crate::support;
-use support::control_planes::{self, Concern};
+use support::control_planes::{self, Claim, Concern};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -113,18 +113,24 @@ struct Pair {
     overlapped: Arc<AtomicBool>,
 }
 
-async fn a_leading_then_b(cp: &ControlPlane, ns: &str) -> Pair {
-    let a = start(cp, ns, "a").await;
+/// A [`Pair`] in a new namespace `prefix-…` of this concern's control plane (shared); the claim
+/// (to keep for the test) and the namespace's Leases.
+async fn a_leading_then_b(prefix: &str) -> (Claim, Api<Lease>, Pair) {
+    let (claim, cp, client, ns) =
+        control_planes::shared_namespace(Concern::LeaderElection, prefix).await;
+    let a = start(cp, &ns, "a").await;
     wait_leading(&a, Duration::from_secs(30)).await;
-    let b = start(cp, ns, "b").await;
+    let b = start(cp, &ns, "b").await;
     let done = CancellationToken::new();
     let overlapped = watch_overlap(a.leading.clone(), b.leading.clone(), done.clone());
-    Pair {
+    let leases = Api::<Lease>::namespaced(client, &ns);
+    let pair = Pair {
         a,
         b,
         done,
         overlapped,
-    }
+    };
+    (claim, leases, pair)
 }
 
 /// Ends the overlap watch of a [`Pair`]: the two never led at once.
@@ -143,15 +149,13 @@ async fn stop(elector: Elector, name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_leader_at_a_time_while_it_renews() {
-    let (_claim, cp, client, ns) =
-        control_planes::shared_namespace(Concern::LeaderElection, "leader").await;
-    let leases = Api::<Lease>::namespaced(client.clone(), &ns);
+    let (_claim, leases, pair) = a_leading_then_b("leader").await;
     let Pair {
         a,
         b,
         done,
         overlapped,
-    } = a_leading_then_b(cp, &ns).await;
+    } = pair;
 
     // b waits while a renews: for longer than a lease duration (after which b would take a
     // lease that was not renewed), a keeps the lease, renewing it, and b never leads. (Sampled
@@ -186,15 +190,13 @@ async fn one_leader_at_a_time_while_it_renews() {
 /// have expired.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_released_lease_is_taken_at_once() {
-    let (_claim, cp, client, ns) =
-        control_planes::shared_namespace(Concern::LeaderElection, "release").await;
-    let leases = Api::<Lease>::namespaced(client.clone(), &ns);
+    let (_claim, leases, pair) = a_leading_then_b("release").await;
     let Pair {
         a,
         b,
         done,
         overlapped,
-    } = a_leading_then_b(cp, &ns).await;
+    } = pair;
 
     wait_leading(&a, RENEW_DEADLINE).await;
     stop(a, "a").await;

@@ -14,8 +14,8 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use rustls::pki_types::pem::PemObject;
 use serde_json::json;
 use support::cluster::{
-    merge_patch, minimal_spec, secret_field, tas, tas_api, wait_for_published_bundle,
-    wait_for_webhooks_served,
+    merge_patch, minimal_spec, secret_field, start_serving_webhooks, tas, tas_api,
+    wait_for_published_bundle, wait_for_webhooks_served,
 };
 use support::operator::Operator;
 use support::wait;
@@ -26,10 +26,7 @@ const VWC: &str = trustyai_operator::cli::default_names::VALIDATING_WEBHOOK_CONF
 async fn api_server_reaches_the_webhooks_with_the_injected_bundle() {
     let (_claim, cp, client, ns) =
         control_planes::exclusive_namespace(Concern::WebhookTls, "tls").await;
-    let mut operator = Operator::start(cp, &ns, &["--create-webhook-configurations"]);
-    operator.wait_ready(Duration::from_secs(60));
-    wait_for_published_bundle(&client, &ns, &operator).await;
-    wait_for_webhooks_served(&client, &ns, &operator).await;
+    let mut operator = start_serving_webhooks(cp, &client, &ns, &[]).await;
 
     // v1alpha1 in, v1 stored: the API server must call /convert; and /mutate defaults the spec.
     let v1alpha1 = tas_api(&client, &ns, "v1alpha1");
@@ -114,11 +111,11 @@ async fn a_cleared_ca_bundle_is_restored() {
 async fn certificates_rotate_under_load_without_a_failed_request() {
     let (_claim, cp, client, ns) =
         control_planes::exclusive_namespace(Concern::WebhookTls, "rotate").await;
-    let mut operator = Operator::start(
+    let mut operator = start_serving_webhooks(
         cp,
+        &client,
         &ns,
         &[
-            "--create-webhook-configurations",
             "--serving-cert-lifetime",
             "30s",
             "--ca-lifetime",
@@ -126,10 +123,8 @@ async fn certificates_rotate_under_load_without_a_failed_request() {
             "--ca-overlap",
             "15s",
         ],
-    );
-    operator.wait_ready(Duration::from_secs(60));
-    wait_for_published_bundle(&client, &ns, &operator).await;
-    wait_for_webhooks_served(&client, &ns, &operator).await;
+    )
+    .await;
 
     // The serving certificate is renewed about every 20 s. The CA rotates at two thirds of its
     // lifetime (about 60 s in); the serving certificate moves onto the new CA one overlap later

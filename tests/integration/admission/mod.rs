@@ -21,14 +21,14 @@ mod warnings;
 use crate::support;
 use support::control_planes::{self, Concern};
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::Status;
 use serde_json::{Value, json};
 use support::ControlPlane;
-use support::cluster::{wait_for_published_bundle, wait_for_webhooks_served};
+use support::cluster::start_serving_webhooks;
 use support::operator::Operator;
 use support::samples::minimal as pvc_spec;
 
@@ -88,10 +88,7 @@ fn json_patch(value: Value) -> Patch<Value> {
 /// them.
 async fn start_operator(cp: &ControlPlane, client: &Client, ns: &str) -> Operator {
     let started = Instant::now();
-    let mut operator = Operator::start(cp, ns, &["--create-webhook-configurations"]);
-    operator.wait_ready(Duration::from_secs(60));
-    wait_for_published_bundle(client, ns, &operator).await;
-    wait_for_webhooks_served(client, ns, &operator).await;
+    let operator = start_serving_webhooks(cp, client, ns, &[]).await;
     eprintln!("operator serving admission after {:?}", started.elapsed());
     operator
 }

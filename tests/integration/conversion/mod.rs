@@ -16,8 +16,6 @@ mod round_trip;
 
 use crate::support;
 
-use std::time::Duration;
-
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceConversion, CustomResourceDefinition,
 };
@@ -25,7 +23,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::ControlPlane;
-use support::cluster::{create_when_served, wait_for_published_bundle, wait_for_webhooks_served};
+use support::cluster::create_when_served;
 use support::operator::Operator;
 use support::wait;
 use trustyai_crds::contract::CRD_NAME;
@@ -47,17 +45,10 @@ fn is_code(error: &kube::Error, code: u16) -> bool {
 // ---------------------------------------------------------------------------------------------
 // The operator and its webhooks.
 
-/// Starts the operator with `--create-webhook-configurations` (and `extra`) and waits until the
-/// API server calls it: ready, its CA in the CRD and both registrations, and conversion and
-/// admission answered by it.
+/// Starts the operator with its webhook registrations and `extra` flags, and waits until the
+/// API server calls it ([`support::cluster::start_serving_webhooks`]).
 async fn start_operator(cp: &ControlPlane, client: &Client, ns: &str, extra: &[&str]) -> Operator {
-    let mut args = vec!["--create-webhook-configurations"];
-    args.extend_from_slice(extra);
-    let mut operator = Operator::start(cp, ns, &args);
-    operator.wait_ready(Duration::from_secs(60));
-    wait_for_published_bundle(client, ns, &operator).await;
-    wait_for_webhooks_served(client, ns, &operator).await;
-    operator
+    support::cluster::start_serving_webhooks(cp, client, ns, extra).await
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -92,13 +92,7 @@ async fn database_mode_reports_bad_credentials_and_recovers() {
 async fn a_crash_looping_service_blames_the_database_connection() {
     let env = Env::shared().await;
     let ns = env.namespace("db").await;
-    env.api::<Secret>(&ns)
-        .create(
-            &PostParams::default(),
-            &credentials("db-creds", &complete_credentials()),
-        )
-        .await
-        .expect("creating the Secret");
+    create_credentials(&env, &ns, "db-creds").await;
     env.create(&ns, "tas", crate::support::samples::database("db-creds"))
         .await;
     env.wait_ready(&ns, "tas").await;
@@ -153,6 +147,17 @@ fn complete_credentials() -> BTreeMap<String, String> {
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .collect()
+}
+
+/// A complete, valid database credentials Secret `name` in `ns`.
+async fn create_credentials(env: &Env, ns: &str, name: &str) {
+    env.api::<Secret>(ns)
+        .create(
+            &PostParams::default(),
+            &credentials(name, &complete_credentials()),
+        )
+        .await
+        .expect("creating the Secret");
 }
 
 /// The database credentials Secret `name` with `data`.
@@ -211,13 +216,7 @@ async fn set_service_container(pods: &Api<Pod>, pod: &str, running: bool) {
 async fn migration_mode_keeps_the_pvc_and_adds_the_database() {
     let env = Env::shared().await;
     let ns = env.namespace("migration").await;
-    env.api::<Secret>(&ns)
-        .create(
-            &PostParams::default(),
-            &credentials("tas-db-credentials", &complete_credentials()),
-        )
-        .await
-        .expect("creating the Secret");
+    create_credentials(&env, &ns, "tas-db-credentials").await;
     env.volume_for(&ns, "tas-pvc").await;
     let volume = format!("{ns}-tas-pvc");
     // Migration mode: DATABASE with storage.folder and data.filename (the Go operator's rule),

@@ -291,6 +291,24 @@ pub async fn wait_for_webhooks_served(
     );
 }
 
+/// Starts the operator in `ns` with its webhook registrations (`--create-webhook-configurations`,
+/// then `extra`) and waits until the API server calls it: ready, its CA in the CRD and both
+/// registrations, and conversion and admission answered by it.
+pub async fn start_serving_webhooks(
+    cp: &super::ControlPlane,
+    client: &Client,
+    ns: &str,
+    extra: &[&str],
+) -> super::operator::Operator {
+    let mut args = vec!["--create-webhook-configurations"];
+    args.extend_from_slice(extra);
+    let mut operator = super::operator::Operator::start(cp, ns, &args);
+    operator.wait_ready(Duration::from_secs(60));
+    wait_for_published_bundle(client, ns, &operator).await;
+    wait_for_webhooks_served(client, ns, &operator).await;
+    operator
+}
+
 /// One round of [`wait_for_webhooks_served`]: the first answer that is not the webhooks'.
 async fn webhooks_answer(client: &Client, ns: &str) -> Result<(), String> {
     const PROBE: &str = "webhook-probe";

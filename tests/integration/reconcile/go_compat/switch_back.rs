@@ -131,11 +131,7 @@ where
         + std::fmt::Debug,
     K::DynamicType: Default,
 {
-    let child = env
-        .api::<K>(ns)
-        .get(name)
-        .await
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let child: K = env.get(ns, name).await;
     crate::reconcile::env::assert_owned_by(child.meta(), owner, name);
     child
 }
