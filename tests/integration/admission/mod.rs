@@ -24,11 +24,11 @@ use support::control_planes::{self, Concern};
 use std::time::Instant;
 
 use kube::Client;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch};
 use kube::core::Status;
 use serde_json::{Value, json};
 use support::ControlPlane;
-use support::cluster::start_serving_webhooks;
+use support::cluster::{merge_patch, start_serving_webhooks};
 use support::operator::Operator;
 use support::samples::minimal as pvc_spec;
 
@@ -48,11 +48,7 @@ fn refusal<T: std::fmt::Debug>(result: Result<T, kube::Error>, what: &str) -> St
 /// The API server's refusal of a merge patch of `name` with `patch` through `api`, or a panic
 /// naming what happened instead.
 async fn refused_patch(api: &Api<DynamicObject>, name: &str, patch: Value, what: &str) -> Status {
-    refusal(
-        api.patch(name, &PatchParams::default(), &merge(patch))
-            .await,
-        what,
-    )
+    refusal(merge_patch(api, name, patch).await, what)
 }
 
 /// Asserts that `status` is a 422 Invalid whose message carries every one of `expected`.
@@ -74,10 +70,6 @@ fn cause_fields(status: &Status) -> Vec<String> {
         .as_ref()
         .map(|d| d.causes.iter().map(|c| c.field.clone()).collect())
         .unwrap_or_default()
-}
-
-fn merge(value: Value) -> Patch<Value> {
-    Patch::Merge(value)
 }
 
 fn json_patch(value: Value) -> Patch<Value> {

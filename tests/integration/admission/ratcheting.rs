@@ -10,12 +10,12 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::cluster::{
-    MUTATING_WEBHOOK, create_when_served, failed_calling_webhook, remove_webhook_registrations,
-    tas, tas_api,
+    MUTATING_WEBHOOK, create_when_served, failed_calling_webhook, merge_patch,
+    remove_webhook_registrations, tas, tas_api,
 };
 use support::wait;
 
-use super::{assert_invalid, json_patch, merge, refusal, refused_patch, start_operator};
+use super::{assert_invalid, json_patch, refusal, refused_patch, start_operator};
 
 /// A finalizer only these tests manage, so no controller ever removes it for them.
 const TEST_FINALIZER: &str = "tests.trustyai.opendatahub.io/hold";
@@ -96,15 +96,13 @@ async fn the_legacy_spec_is_refused_for_a_new_object(api: &Api<DynamicObject>) {
 
 /// Metadata-only changes are allowed: a label, a finalizer added and removed.
 async fn metadata_only_changes_are_allowed(api: &Api<DynamicObject>) {
-    let pp = PatchParams::default();
-    let labelled = api
-        .patch(
-            "legacy",
-            &pp,
-            &merge(json!({"metadata": {"labels": {"team": "a"}}})),
-        )
-        .await
-        .expect("adding a label");
+    let labelled = merge_patch(
+        api,
+        "legacy",
+        json!({"metadata": {"labels": {"team": "a"}}}),
+    )
+    .await
+    .expect("adding a label");
     assert_eq!(
         labelled
             .metadata
@@ -118,17 +116,17 @@ async fn metadata_only_changes_are_allowed(api: &Api<DynamicObject>) {
         labelled.data["spec"]["replicas"], 1,
         "the update was defaulted by the mutating webhook and still admitted"
     );
-    api.patch(
+    merge_patch(
+        api,
         "legacy",
-        &pp,
-        &merge(json!({"metadata": {"finalizers": [TEST_FINALIZER]}})),
+        json!({"metadata": {"finalizers": [TEST_FINALIZER]}}),
     )
     .await
     .expect("adding a finalizer");
     let released = api
         .patch(
             "legacy",
-            &pp,
+            &PatchParams::default(),
             &json_patch(json!([{"op": "remove", "path": "/metadata/finalizers"}])),
         )
         .await
@@ -139,8 +137,7 @@ async fn metadata_only_changes_are_allowed(api: &Api<DynamicObject>) {
 /// A change elsewhere in the spec is held only to its own field's rules; changing an invalid
 /// field to another invalid value is refused, naming only that field.
 async fn a_change_is_held_only_to_its_own_fields_rules(api: &Api<DynamicObject>) {
-    let pp = PatchParams::default();
-    api.patch("legacy", &pp, &merge(json!({"spec": {"replicas": 2}})))
+    merge_patch(api, "legacy", json!({"spec": {"replicas": 2}}))
         .await
         .expect("changing replicas while the untouched image stays invalid");
 
@@ -181,11 +178,10 @@ async fn a_change_is_held_only_to_its_own_fields_rules(api: &Api<DynamicObject>)
 /// Deletion with a finalizer completes: removing the finalizer of an invalid object that is
 /// being deleted succeeds.
 async fn a_deletion_with_a_finalizer_completes(api: &Api<DynamicObject>) {
-    let pp = PatchParams::default();
-    api.patch(
+    merge_patch(
+        api,
         "legacy",
-        &pp,
-        &merge(json!({"metadata": {"finalizers": [TEST_FINALIZER]}})),
+        json!({"metadata": {"finalizers": [TEST_FINALIZER]}}),
     )
     .await
     .expect("adding the finalizer again");
@@ -196,7 +192,7 @@ async fn a_deletion_with_a_finalizer_completes(api: &Api<DynamicObject>) {
     assert!(terminating.metadata.deletion_timestamp.is_some());
     api.patch(
         "legacy",
-        &pp,
+        &PatchParams::default(),
         &json_patch(json!([{"op": "remove", "path": "/metadata/finalizers"}])),
     )
     .await

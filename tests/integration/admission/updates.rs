@@ -4,15 +4,14 @@
 use crate::support;
 
 use kube::Client;
-use kube::api::{PatchParams, PostParams};
+use kube::api::PostParams;
 use serde_json::{Value, json};
-use support::cluster::{MUTATING_WEBHOOK, tas, tas_api};
+use support::cluster::{MUTATING_WEBHOOK, merge_patch, tas, tas_api};
 
-use super::{assert_invalid, db_spec, merge, pvc_spec, refused_patch};
+use super::{assert_invalid, db_spec, pvc_spec, refused_patch};
 
 pub(super) async fn updates_follow_the_immutability_rules(client: &Client, ns: &str) {
     let api = tas_api(client, ns, "v1");
-    let pp = PatchParams::default();
     let create = |name: &'static str, spec: Value| {
         let api = api.clone();
         async move {
@@ -55,14 +54,13 @@ pub(super) async fn updates_follow_the_immutability_rules(client: &Client, ns: &
         "PVC → DATABASE without migration",
     );
     // With folder and data.filename kept (they were defaulted), it is a migration.
-    let migrated = api
-        .patch(
-            "pvc-to-db",
-            &pp,
-            &merge(json!({"spec": {"storage": {"format": "DATABASE"}}})),
-        )
-        .await
-        .expect("PVC → DATABASE as a migration is allowed");
+    let migrated = merge_patch(
+        &api,
+        "pvc-to-db",
+        json!({"spec": {"storage": {"format": "DATABASE"}}}),
+    )
+    .await
+    .expect("PVC → DATABASE as a migration is allowed");
     assert_eq!(
         migrated.data["spec"]["storage"]["databaseConfigurations"],
         "pvc-to-db-db-credentials"
@@ -81,10 +79,10 @@ pub(super) async fn updates_follow_the_immutability_rules(client: &Client, ns: &
     )
     .await;
     assert_invalid(&status, &["spec.storage", "shrink"], "shrinking");
-    api.patch(
+    merge_patch(
+        &api,
         "shrink",
-        &pp,
-        &merge(json!({"spec": {"storage": {"size": "3Gi"}}})),
+        json!({"spec": {"storage": {"size": "3Gi"}}}),
     )
     .await
     .expect("growing is allowed");
@@ -125,10 +123,10 @@ pub(super) async fn updates_follow_the_immutability_rules(client: &Client, ns: &
         &["spec.storage.pv", "the end of a migration"],
         "removing the pv while migrating",
     );
-    api.patch(
+    merge_patch(
+        &api,
         "migrating",
-        &pp,
-        &merge(json!({"spec": {"storage": {"pv": null}, "data": {"filename": null}}})),
+        json!({"spec": {"storage": {"pv": null}, "data": {"filename": null}}}),
     )
     .await
     .expect("the end of a migration takes the pv with it");
