@@ -150,12 +150,6 @@ async fn stop(elector: Elector, name: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_leader_at_a_time_while_it_renews() {
     let (_claim, leases, pair) = a_leading_then_b("leader").await;
-    let Pair {
-        a,
-        b,
-        done,
-        overlapped,
-    } = pair;
 
     // b waits while a renews: for longer than a lease duration (after which b would take a
     // lease that was not renewed), a keeps the lease, renewing it, and b never leads. (Sampled
@@ -170,7 +164,7 @@ async fn one_leader_at_a_time_while_it_renews() {
             "a lost the lease it renews after {:?}: {spec:?}",
             watched.elapsed()
         );
-        assert!(!*b.leading.borrow(), "b leads while a renews");
+        assert!(!*pair.b.leading.borrow(), "b leads while a renews");
         if renewals.last() != Some(&spec.renew_time) {
             renewals.push(spec.renew_time);
         }
@@ -181,9 +175,9 @@ async fn one_leader_at_a_time_while_it_renews() {
         "a did not renew the lease within {:?}: {renewals:?}",
         watched.elapsed()
     );
-    assert_never_two_leaders(&done, &overlapped);
-    stop(a, "a").await;
-    stop(b, "b").await;
+    assert_never_two_leaders(&pair.done, &pair.overlapped);
+    stop(pair.a, "a").await;
+    stop(pair.b, "b").await;
 }
 
 /// a stops and releases: b takes over within its next attempts, well before the lease would
@@ -191,27 +185,21 @@ async fn one_leader_at_a_time_while_it_renews() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_released_lease_is_taken_at_once() {
     let (_claim, leases, pair) = a_leading_then_b("release").await;
-    let Pair {
-        a,
-        b,
-        done,
-        overlapped,
-    } = pair;
 
-    wait_leading(&a, RENEW_DEADLINE).await;
-    stop(a, "a").await;
+    wait_leading(&pair.a, RENEW_DEADLINE).await;
+    stop(pair.a, "a").await;
     let released = lease(&leases).await;
     assert!(
         matches!(holder(&released), None | Some("" | "b")),
         "a did not release the lease: {released:?}"
     );
-    let took = wait_leading(&b, 3 * LEASE_DURATION).await;
+    let took = wait_leading(&pair.b, 3 * LEASE_DURATION).await;
     assert!(
         took < 3 * RETRY_PERIOD,
         "takeover after a release took {took:?} (retry period {RETRY_PERIOD:?})"
     );
-    assert_never_two_leaders(&done, &overlapped);
-    stop(b, "b").await;
+    assert_never_two_leaders(&pair.done, &pair.overlapped);
+    stop(pair.b, "b").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
