@@ -297,31 +297,34 @@ async fn assert_the_kserve_loggers_set(env: &Env, ns: &str, isvcs: &Api<DynamicO
 /// The sidecar's traffic reaches the internal Service over TLS: a DestinationRule and a
 /// VirtualService, owned by `created`.
 async fn assert_the_istio_objects(env: &Env, ns: &str, created: &TrustyAIService) {
-    let client = &env.client;
-    let rules = dynamic_api(
-        client,
-        ns,
-        "networking.istio.io",
-        "v1beta1",
-        "DestinationRule",
-        "destinationrules",
-    );
-    let rule = env.wait_exists(&rules, "tas-internal").await;
-    assert_owned_by(&rule.metadata, created, "the DestinationRule");
+    let rule = owned_istio_object(env, ns, "DestinationRule", "tas-internal", created).await;
     assert_eq!(
         rule.data["spec"]["host"],
         format!("tas.{ns}.svc.cluster.local")
     );
-    let redirects = dynamic_api(
-        client,
+    owned_istio_object(env, ns, "VirtualService", "tas-redirect", created).await;
+}
+
+/// The Istio object `name` of `kind` in `ns`, once it exists, asserted to be owned by `owner`.
+async fn owned_istio_object(
+    env: &Env,
+    ns: &str,
+    kind: &str,
+    name: &str,
+    owner: &TrustyAIService,
+) -> DynamicObject {
+    let plural = format!("{}s", kind.to_lowercase());
+    let api = dynamic_api(
+        &env.client,
         ns,
         "networking.istio.io",
         "v1beta1",
-        "VirtualService",
-        "virtualservices",
+        kind,
+        &plural,
     );
-    let redirect = env.wait_exists(&redirects, "tas-redirect").await;
-    assert_owned_by(&redirect.metadata, created, "the VirtualService");
+    let object = env.wait_exists(&api, name).await;
+    assert_owned_by(&object.metadata, owner, &format!("the {kind}"));
+    object
 }
 
 /// Serverless: left alone until the operator ConfigMap enables it, then logged over HTTP.

@@ -247,41 +247,10 @@ pub(super) struct Running {
 pub(super) async fn running(env: &Env, ns: &str) -> Running {
     use k8s_openapi::api::apps::v1::ReplicaSet;
     use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-    use kube::api::ListParams;
-    let uids = |items: Vec<Option<String>>| {
-        let mut uids: Vec<String> = items.into_iter().flatten().collect();
-        uids.sort();
-        uids
-    };
-    let list = ListParams::default();
     Running {
-        deployment: env
-            .api::<Deployment>(ns)
-            .get("tas")
-            .await
-            .expect("Deployment")
-            .uid()
-            .expect("uid"),
-        replica_sets: uids(
-            env.api::<ReplicaSet>(ns)
-                .list(&list)
-                .await
-                .expect("ReplicaSets")
-                .items
-                .iter()
-                .map(|r| r.uid())
-                .collect(),
-        ),
-        pods: uids(
-            env.api::<Pod>(ns)
-                .list(&list)
-                .await
-                .expect("pods")
-                .items
-                .iter()
-                .map(|p| p.uid())
-                .collect(),
-        ),
+        deployment: env.get::<Deployment>(ns, "tas").await.uid().expect("uid"),
+        replica_sets: sorted_uids(&env.api::<ReplicaSet>(ns)).await,
+        pods: sorted_uids(&env.api::<Pod>(ns)).await,
         claim: env
             .api::<PersistentVolumeClaim>(ns)
             .get_opt("tas-pvc")
@@ -289,6 +258,23 @@ pub(super) async fn running(env: &Env, ns: &str) -> Running {
             .expect("read")
             .and_then(|c| c.uid()),
     }
+}
+
+/// The uids of every object `api` lists, sorted.
+async fn sorted_uids<K>(api: &kube::Api<K>) -> Vec<String>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let mut uids: Vec<String> = api
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("listing {}: {e}", api.resource_url()))
+        .items
+        .iter()
+        .filter_map(|o| o.uid())
+        .collect();
+    uids.sort();
+    uids
 }
 
 /// Until the Deployment `tas` in `ns` has one available replica and one pod.
