@@ -146,28 +146,10 @@ async fn webhook_requests_are_counted(
         sum(before, requests, &convert),
     );
     for i in 0..3 {
-        let uid = format!("m-validate-{i}");
-        let answer = post(
-            tls,
-            operator.webhook_port,
-            "/validate",
-            &invalid_admission_review(&uid),
-        )
-        .await
-        .expect("/validate");
-        assert_denied(&answer, &uid);
+        assert_validate_denies(tls, operator.webhook_port, &format!("m-validate-{i}")).await;
     }
     for i in 0..2 {
-        let uid = format!("m-convert-{i}");
-        let answer = post(
-            tls,
-            operator.webhook_port,
-            "/convert",
-            &conversion_review(&uid),
-        )
-        .await
-        .expect("/convert");
-        assert_converted(&answer, &uid);
+        assert_convert_converts(tls, operator.webhook_port, &format!("m-convert-{i}")).await;
     }
     let after = metrics(operator.ops_port).await.expect("/metrics");
     let (denied1, convert1) = (

@@ -232,6 +232,22 @@ fn assert_denied(answer: &(u16, Value), uid: &str) {
     );
 }
 
+/// `/validate` on `port` denies an invalid object (review `uid`).
+async fn assert_validate_denies(tls: &TlsConnector, port: u16, uid: &str) {
+    let answer = post(tls, port, "/validate", &invalid_admission_review(uid))
+        .await
+        .unwrap_or_else(|e| panic!("/validate on {port}: {e}"));
+    assert_denied(&answer, uid);
+}
+
+/// `/convert` on `port` converts an old object (review `uid`).
+async fn assert_convert_converts(tls: &TlsConnector, port: u16, uid: &str) {
+    let answer = post(tls, port, "/convert", &conversion_review(uid))
+        .await
+        .unwrap_or_else(|e| panic!("/convert on {port}: {e}"));
+    assert_converted(&answer, uid);
+}
+
 fn conversion_review(uid: &str) -> Value {
     json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",

@@ -291,16 +291,8 @@ fn continuous_client(
 /// Both replicas answer admission and conversion, over TLS chaining to the Secret's CA.
 async fn assert_both_answer(tls: &TlsConnector, ports: [(u16, u16); 2]) {
     for (port, _) in ports {
-        let uid = format!("validate-{port}");
-        let answer = post(tls, port, "/validate", &invalid_admission_review(&uid))
-            .await
-            .unwrap_or_else(|e| panic!("/validate on {port}: {e}"));
-        assert_denied(&answer, &uid);
-        let uid = format!("convert-{port}");
-        let answer = post(tls, port, "/convert", &conversion_review(&uid))
-            .await
-            .unwrap_or_else(|e| panic!("/convert on {port}: {e}"));
-        assert_converted(&answer, &uid);
+        assert_validate_denies(tls, port, &format!("validate-{port}")).await;
+        assert_convert_converts(tls, port, &format!("convert-{port}")).await;
     }
 }
 
