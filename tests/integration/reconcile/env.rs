@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use trustyai_crds::TrustyAIService;
 
 use crate::support::ControlPlane;
+use crate::support::cluster::NamespacedKind;
 use crate::support::control_planes::{self, Claim, Concern};
 use crate::support::operator::Operator;
 use crate::support::wait;
@@ -208,14 +209,7 @@ impl Env {
     }
 
     /// The object `name` of kind `K` in `ns`; panics when it cannot be read.
-    pub async fn get<K>(&self, ns: &str, name: &str) -> K
-    where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + std::fmt::Debug
-            + serde::de::DeserializeOwned,
-        K::DynamicType: Default,
-    {
+    pub async fn get<K: NamespacedKind>(&self, ns: &str, name: &str) -> K {
         self.api::<K>(ns)
             .get(name)
             .await

@@ -28,6 +28,23 @@ pub const VALIDATING_WEBHOOK: &str = AdmissionWebhook::Validating.entry_name();
 /// the CRD's schema and CEL rules run), so denials name it.
 pub const MUTATING_WEBHOOK: &str = AdmissionWebhook::Mutating.entry_name();
 
+/// A namespaced kind of object the tests read and write through an `Api`.
+pub trait NamespacedKind:
+    kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType: Default>
+    + Clone
+    + std::fmt::Debug
+    + serde::de::DeserializeOwned
+{
+}
+
+impl<K> NamespacedKind for K where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType: Default>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+{
+}
+
 /// TrustyAIServices in `ns`, through `version` (`v1` or `v1alpha1`).
 pub fn tas_api(client: &Client, ns: &str, version: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("trustyai.opendatahub.io", version, "TrustyAIService");
@@ -211,11 +228,10 @@ pub async fn published_bundles(client: &Client) -> Vec<Option<Vec<u8>>> {
 /// The webhook registration `name` of kind `K`, if it can be read.
 async fn registration<K>(client: &Client, name: &str) -> Option<K>
 where
-    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
+    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType: Default>
         + Clone
         + std::fmt::Debug
         + serde::de::DeserializeOwned,
-    K::DynamicType: Default,
 {
     Api::<K>::all(client.clone())
         .get_opt(name)

@@ -9,6 +9,7 @@ use trustyai_crds::TrustyAIService;
 
 use super::remove_registrations;
 use crate::reconcile::env::Env;
+use crate::support::cluster::NamespacedKind;
 use crate::support::cluster::{exists, merge_patch};
 
 /// Going back to the Go operator (README, "Migrating from the Go operator"): this operator's
@@ -123,14 +124,12 @@ async fn the_go_operators_writes_go_through(env: &Env, ns: &str) {
 }
 
 /// The child `name` of kind `K` in `ns`, asserted to be owned by `owner`.
-async fn owned_child<K>(env: &Env, ns: &str, name: &str, owner: &TrustyAIService) -> K
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
+async fn owned_child<K: NamespacedKind>(
+    env: &Env,
+    ns: &str,
+    name: &str,
+    owner: &TrustyAIService,
+) -> K {
     let child: K = env.get(ns, name).await;
     crate::reconcile::env::assert_owned_by(child.meta(), owner, name);
     child
