@@ -329,7 +329,7 @@ fn assert_same(left: &[Value], right: &[Value], what: &str) {
 }
 
 #[test]
-fn yaml_written_for_the_corpus_reads_back_identically_here_and_in_kubectl() {
+fn yaml_written_for_the_corpus_reads_back_identically() {
     let corpus = corpus();
     let yaml = render_documents(&corpus, TextFormat::Yaml).expect("renders");
     assert_same(
@@ -337,21 +337,54 @@ fn yaml_written_for_the_corpus_reads_back_identically_here_and_in_kubectl() {
         &corpus,
         "round trip",
     );
+}
+
+#[test]
+fn kubectl_reads_the_yaml_written_for_the_corpus_identically() {
+    let corpus = corpus();
+    let yaml = render_documents(&corpus, TextFormat::Yaml).expect("renders");
     let file = dir().join("corpus-v1alpha1.yaml");
     std::fs::write(&file, &yaml).expect("write");
     assert_same(&kubectl_reads(&file), &corpus, "kubectl reading our YAML");
 }
 
-#[test]
-fn the_converted_corpus_is_the_same_in_json_and_yaml_and_kubectl_reads_it_so() {
-    let corpus = corpus();
-    let dir = dir();
+/// How the corpus is given to `convert`.
+enum Input {
+    /// One JSON `List`.
+    JsonList,
+    /// JSON objects one after the other.
+    JsonStream,
+    /// YAML documents.
+    Yaml,
+}
 
-    // JSON in, JSON out: the reference.
-    let json_in = dir.join("corpus.json");
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": corpus});
-    std::fs::write(&json_in, serde_json::to_string_pretty(&list).expect("JSON")).expect("write");
-    let converted = objects(&convert_file(&json_in));
+/// What `convert --to v1` prints for the corpus written as `input` to the file `name` of the
+/// temporary folder (a name of the test's own: tests run side by side).
+fn converted(input: Input, name: &str) -> String {
+    let corpus = corpus();
+    let text = match input {
+        Input::JsonList => {
+            let list = json!({"apiVersion": "v1", "kind": "List", "items": corpus});
+            serde_json::to_string_pretty(&list).expect("JSON")
+        }
+        Input::JsonStream => corpus
+            .iter()
+            .map(|o| serde_json::to_string(o).expect("JSON"))
+            .collect::<Vec<String>>()
+            .join("\n"),
+        Input::Yaml => render_documents(&corpus, TextFormat::Yaml).expect("renders"),
+    };
+    let file = dir().join(name);
+    std::fs::write(&file, text).expect("write");
+    convert_file(&file)
+}
+
+/// JSON in, JSON out, the reference of the tests below: every string byte for byte, the
+/// v1-only fields kept in the annotation.
+#[test]
+fn the_corpus_converted_from_json_keeps_every_string() {
+    let corpus = corpus();
+    let converted = objects(&converted(Input::JsonList, "corpus.json"));
     assert_eq!(converted.len(), corpus.len());
     for (before, after) in corpus.iter().zip(&converted) {
         assert_eq!(after["apiVersion"], "trustyai.opendatahub.io/v1");
@@ -372,35 +405,40 @@ fn the_converted_corpus_is_the_same_in_json_and_yaml_and_kubectl_reads_it_so() {
             assert_eq!(after.pointer(pointer), before.pointer(pointer), "{pointer}");
         }
     }
+}
 
-    // The same objects as a JSON stream, one after the other, give the same.
-    let stream_in = dir.join("corpus-stream.json");
-    let stream: Vec<String> = corpus
-        .iter()
-        .map(|o| serde_json::to_string(o).expect("JSON"))
-        .collect();
-    std::fs::write(&stream_in, stream.join("\n")).expect("write");
+/// The same objects as a JSON stream, one after the other, give the same.
+#[test]
+fn the_corpus_as_a_json_stream_converts_as_the_json_list_does() {
     assert_same(
-        &objects(&convert_file(&stream_in)),
-        &converted,
+        &objects(&converted(Input::JsonStream, "corpus-stream.json")),
+        &objects(&converted(Input::JsonList, "corpus-stream-reference.json")),
         "JSON stream",
     );
+}
 
-    // YAML in, YAML out: the same objects, read by us and by kubectl.
-    let yaml_in = dir.join("corpus.yaml");
-    let yaml = render_documents(&corpus, TextFormat::Yaml).expect("renders");
-    std::fs::write(&yaml_in, yaml).expect("write");
-    let yaml_out = convert_file(&yaml_in);
+/// YAML in, YAML out: the same objects as JSON in, JSON out, read here.
+#[test]
+fn the_corpus_in_yaml_converts_as_in_json() {
     assert_same(
-        &parse_documents(&yaml_out).expect("the output parses"),
-        &converted,
+        &parse_documents(&converted(Input::Yaml, "corpus.yaml")).expect("the output parses"),
+        &objects(&converted(Input::JsonList, "corpus-yaml-reference.json")),
         "YAML output read here",
     );
-    let yaml_out_file = dir.join("corpus-v1.yaml");
-    std::fs::write(&yaml_out_file, &yaml_out).expect("write");
+}
+
+/// YAML in, YAML out: kubectl reads the same objects as JSON in, JSON out.
+#[test]
+fn kubectl_reads_the_corpus_converted_in_yaml_as_in_json() {
+    let yaml_out_file = dir().join("corpus-v1.yaml");
+    std::fs::write(
+        &yaml_out_file,
+        converted(Input::Yaml, "corpus-kubectl.yaml"),
+    )
+    .expect("write");
     assert_same(
         &kubectl_reads(&yaml_out_file),
-        &converted,
+        &objects(&converted(Input::JsonList, "corpus-kubectl-reference.json")),
         "YAML output read by kubectl",
     );
 }

@@ -4,7 +4,7 @@
 //! collection work.
 
 use crate::support;
-use support::control_planes::{self, Concern};
+use support::control_planes::{self, Claim, Concern};
 
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use support::cluster::tas_api;
+use support::cluster::{merge_patch, tas_api};
 use support::wait;
 use trustyai_crds::rule_messages as says;
 
@@ -79,17 +79,24 @@ fn tas(name: &str, spec: Value) -> Value {
     json!({"apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService", "metadata": {"name": name}, "spec": spec})
 }
 
-#[tokio::test]
-async fn crd_is_served_in_both_versions_and_validates() {
+/// This concern's control plane, shared, with the CRD applied; a client and a namespace of
+/// the test's own (`prefix-…`). The claim holds the control plane for the test.
+async fn with_the_crd(prefix: &str) -> (Claim, Client, String) {
     let claim = control_planes::shared(Concern::ControlPlane);
     let cp = claim.control_plane();
     let client = cp.client().await;
     install_crd_without_webhook(&client).await;
-    let ns = cp.namespace(&client, "crd").await;
+    let ns = cp.namespace(&client, prefix).await;
+    (claim, client, ns)
+}
+
+/// The Go operator's manifests are accepted through their versions, and a v1 object reads back
+/// through v1alpha1 (None conversion in these tests, see [`install_crd_without_webhook`]).
+#[tokio::test]
+async fn the_crd_serves_the_go_operators_manifests_in_both_versions() {
+    let (_claim, client, ns) = with_the_crd("crd").await;
     let v1 = tas_api(&client, &ns, "v1");
     let v1alpha1 = tas_api(&client, &ns, "v1alpha1");
-
-    // The Go operator's manifests are accepted through their versions.
     v1.create(
         &PostParams::default(),
         &object(fixture("crds/tests/fixtures/go-operator/v1-sample.yaml")),
@@ -106,7 +113,6 @@ async fn crd_is_served_in_both_versions_and_validates() {
         .await
         .expect("the Go v1alpha1 example is accepted");
 
-    // A v1 object reads back through v1alpha1 (None conversion in this test, see above).
     let back = v1alpha1
         .get("trustyaiservice-sample")
         .await
@@ -116,8 +122,13 @@ async fn crd_is_served_in_both_versions_and_validates() {
         Some("trustyai.opendatahub.io/v1alpha1")
     );
     assert_eq!(back.data["spec"]["metrics"]["schedule"], "5s");
+}
 
-    // The schema's field errors.
+/// The schema's field errors name the field.
+#[tokio::test]
+async fn the_schema_names_the_invalid_field() {
+    let (_claim, client, ns) = with_the_crd("crd").await;
+    let v1 = tas_api(&client, &ns, "v1");
     let err = create_error(
         &v1,
         tas(
@@ -142,8 +153,13 @@ async fn crd_is_served_in_both_versions_and_validates() {
         err.contains("spec.metrics.schedule") && err.contains("Required value"),
         "{err}"
     );
+}
 
-    // Each CEL rule rejects what it should.
+/// Each CEL rule rejects what it should.
+#[tokio::test]
+async fn each_cel_rule_rejects_what_it_should() {
+    let (_claim, client, ns) = with_the_crd("crd").await;
+    let v1 = tas_api(&client, &ns, "v1");
     let cases = [
         (
             "a-name-that-is-far-too-long-to-be-a-service-name-with-the-tls-suffix",
@@ -203,8 +219,14 @@ async fn crd_is_served_in_both_versions_and_validates() {
             "{name}: expected {expected:?} in: {err}"
         );
     }
+}
 
-    // Transition rules on update.
+/// Transition rules on update: the size grows but never shrinks, the volume's name stays once
+/// set, DATABASE never goes back to PVC.
+#[tokio::test]
+async fn the_transition_rules_hold_on_update() {
+    let (_claim, client, ns) = with_the_crd("crd").await;
+    let v1 = tas_api(&client, &ns, "v1");
     v1.create(&PostParams::default(), &object(tas("grow", json!({"storage": {"format": "PVC", "size": "2Gi", "pv": "pv-a"}, "metrics": {"schedule": "5s"}}))))
         .await
         .expect("valid object");
@@ -243,18 +265,18 @@ async fn crd_is_served_in_both_versions_and_validates() {
     )
     .await
     .expect("valid object");
-    let err = v1
-        .patch(
-            "db",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"storage": {"format": "PVC"}}})),
-        )
+    let err = merge_patch(&v1, "db", json!({"spec": {"storage": {"format": "PVC"}}}))
         .await
         .expect_err("refused");
     assert!(err.to_string().contains(says::FORMAT_BACK), "{err}");
+}
 
-    // A migration from a bound volume: the volume stays named while it is mounted, and goes
-    // with the end of the migration. The error names the field, though the rule sits on spec.
+/// A migration from a bound volume: the volume stays named while it is mounted, and goes with
+/// the end of the migration. The error names the field, though the rule sits on spec.
+#[tokio::test]
+async fn a_migrations_volume_goes_only_with_its_end() {
+    let (_claim, client, ns) = with_the_crd("crd").await;
+    let v1 = tas_api(&client, &ns, "v1");
     v1.create(
         &PostParams::default(),
         &object(tas(
@@ -265,12 +287,7 @@ async fn crd_is_served_in_both_versions_and_validates() {
     )
     .await
     .expect("valid object");
-    let err = v1
-        .patch(
-            "migrating",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"storage": {"pv": null}}})),
-        )
+    let err = merge_patch(&v1, "migrating", json!({"spec": {"storage": {"pv": null}}}))
         .await
         .expect_err("refused");
     assert!(
@@ -285,7 +302,24 @@ async fn crd_is_served_in_both_versions_and_validates() {
     )
     .await
     .expect("the end of the migration takes the volume's name with it");
+}
 
+/// kubectl shows the printer columns (more with `-o wide`) and the descriptions.
+#[tokio::test]
+async fn kubectl_shows_the_printer_columns_and_descriptions() {
+    let (claim, client, ns) = with_the_crd("crd").await;
+    let cp = claim.control_plane();
+    // `kubectl get` prints a header only over objects.
+    tas_api(&client, &ns, "v1")
+        .create(
+            &PostParams::default(),
+            &object(tas(
+                "shown",
+                json!({"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}}),
+            )),
+        )
+        .await
+        .expect("valid object");
     // kubectl: printer columns and explain text.
     let (ok, out, err) = cp.kubectl(&["get", "tas", "-n", &ns], None);
     assert!(ok, "{err}");
@@ -328,13 +362,10 @@ async fn crd_is_served_in_both_versions_and_validates() {
     assert!(out.contains("Desired state of a TrustyAI service"), "{out}");
 }
 
-#[tokio::test]
-async fn deployments_become_available_and_are_garbage_collected() {
-    let claim = control_planes::shared(Concern::ControlPlane);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "kwok").await;
-    let owners: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+/// A Deployment `web` of 2 replicas in `ns`, owned by a ConfigMap `owner` (kwok's simulated
+/// node runs its pods); the APIs of both kinds.
+async fn owned_deployment(client: &Client, ns: &str) -> (Api<ConfigMap>, Api<Deployment>) {
+    let owners: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let owner = owners
         .create(
             &PostParams::default(),
@@ -342,7 +373,7 @@ async fn deployments_become_available_and_are_garbage_collected() {
         )
         .await
         .expect("owner");
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
     let deployment: Deployment = serde_json::from_value(json!({
         "metadata": {"name": "web", "ownerReferences": [{
             "apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid, "controller": true
@@ -358,6 +389,14 @@ async fn deployments_become_available_and_are_garbage_collected() {
         .create(&PostParams::default(), &deployment)
         .await
         .expect("create");
+    (owners, deployments)
+}
+
+#[tokio::test]
+async fn deployments_become_available_on_the_simulated_node() {
+    let (_claim, cp, client, ns) =
+        control_planes::shared_namespace(Concern::ControlPlane, "kwok").await;
+    let (_, deployments) = owned_deployment(&client, &ns).await;
 
     let available = wait::within(Duration::from_secs(60), async || {
         let d = deployments.get("web").await.expect("get");
@@ -374,6 +413,13 @@ async fn deployments_become_available_and_are_garbage_collected() {
         "the Deployment never became Available\n{}",
         cp.logs()
     );
+}
+
+#[tokio::test]
+async fn the_garbage_collector_deletes_what_a_deleted_owner_owned() {
+    let (_claim, cp, client, ns) =
+        control_planes::shared_namespace(Concern::ControlPlane, "kwok").await;
+    let (owners, deployments) = owned_deployment(&client, &ns).await;
 
     owners
         .delete("owner", &DeleteParams::background())

@@ -107,10 +107,8 @@ async fn wait_for_access(cp: &ControlPlane, ns: &str, checks: &[(&str, &str)], a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chart_rbac_is_sufficient_and_a_missing_verb_is_caught() {
-    let claim = control_planes::shared(Concern::HelmRbac);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "chart-rbac").await;
+    let (_claim, cp, client, ns) =
+        control_planes::shared_namespace(Concern::HelmRbac, "chart-rbac").await;
     let chart = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("charts/trustyai-operator");
     helm(
         cp,
@@ -134,23 +132,7 @@ async fn the_chart_rbac_is_sufficient_and_a_missing_verb_is_caught() {
         true,
     )
     .await;
-    let kubeconfig = impersonating_kubeconfig(cp, &ns);
-    let flags = [
-        "--service-name",
-        "rbac-trustyai-operator-webhook",
-        "--cert-secret",
-        "rbac-trustyai-operator-webhook-tls",
-        "--validating-webhook-configuration",
-        "rbac-trustyai-operator-validating",
-        "--mutating-webhook-configuration",
-        "rbac-trustyai-operator-mutating",
-        "--proxy-cluster-role",
-        "rbac-trustyai-operator-proxy",
-    ];
-    let mut operator = Operator::launch(cp, &ns, &flags)
-        .kubeconfig(&kubeconfig)
-        .start();
-    operator.wait_ready(Duration::from_secs(90));
+    let mut operator = start_with_the_charts_permissions(cp, &ns);
 
     let apps = cp.namespace(&client, "chart-rbac-apps").await;
     create_db_service(&client, &apps, "allowed").await;
@@ -166,38 +148,9 @@ async fn the_chart_rbac_is_sufficient_and_a_missing_verb_is_caught() {
             operator.logs()
         )
     });
-    let log = std::fs::read_to_string(&operator.log).expect("operator log");
-    let refused: Vec<&str> = log
-        .lines()
-        .filter(|l| l.to_lowercase().contains("forbidden"))
-        .collect();
-    assert!(
-        refused.is_empty(),
-        "the chart's RBAC refused something:\n{}",
-        refused.join("\n")
-    );
+    assert_nothing_was_forbidden(&operator);
 
-    // Take `create` on Deployments away from the chart's ClusterRole.
-    let (ok, out, err) = cp.kubectl(&["get", "clusterrole", FULLNAME, "-o", "json"], None);
-    assert!(ok, "{err}");
-    let mut role: Value = serde_json::from_str(&out).expect("role json");
-    for rule in role["rules"].as_array_mut().expect("rules") {
-        if rule["resources"]
-            .as_array()
-            .is_some_and(|r| r.iter().any(|x| x == "deployments"))
-        {
-            let verbs: Vec<Value> = rule["verbs"]
-                .as_array()
-                .expect("verbs")
-                .iter()
-                .filter(|v| *v != "create" && *v != "patch")
-                .cloned()
-                .collect();
-            rule["verbs"] = Value::Array(verbs);
-        }
-    }
-    let (ok, _, err) = cp.kubectl(&["replace", "-f", "-"], Some(&role.to_string()));
-    assert!(ok, "{err}");
+    take_creating_deployments_away(cp);
     wait_for_access(
         cp,
         &apps,
@@ -235,4 +188,65 @@ async fn the_chart_rbac_is_sufficient_and_a_missing_verb_is_caught() {
         "no Deployment without the verb"
     );
     assert!(operator.stop().success());
+}
+
+/// Runs the operator with exactly the permissions of the chart's ServiceAccount in `ns` (the
+/// admin credentials impersonating it) and the chart's names; waits until it is ready.
+fn start_with_the_charts_permissions(cp: &ControlPlane, ns: &str) -> Operator {
+    let kubeconfig = impersonating_kubeconfig(cp, ns);
+    let flags = [
+        "--service-name",
+        "rbac-trustyai-operator-webhook",
+        "--cert-secret",
+        "rbac-trustyai-operator-webhook-tls",
+        "--validating-webhook-configuration",
+        "rbac-trustyai-operator-validating",
+        "--mutating-webhook-configuration",
+        "rbac-trustyai-operator-mutating",
+        "--proxy-cluster-role",
+        "rbac-trustyai-operator-proxy",
+    ];
+    let mut operator = Operator::launch(cp, ns, &flags)
+        .kubeconfig(&kubeconfig)
+        .start();
+    operator.wait_ready(Duration::from_secs(90));
+    operator
+}
+
+/// The operator's log has no request the chart's RBAC refused.
+fn assert_nothing_was_forbidden(operator: &Operator) {
+    let log = std::fs::read_to_string(&operator.log).expect("operator log");
+    let refused: Vec<&str> = log
+        .lines()
+        .filter(|l| l.to_lowercase().contains("forbidden"))
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "the chart's RBAC refused something:\n{}",
+        refused.join("\n")
+    );
+}
+
+/// Takes `create` (and `patch`) on Deployments away from the chart's ClusterRole.
+fn take_creating_deployments_away(cp: &ControlPlane) {
+    let (ok, out, err) = cp.kubectl(&["get", "clusterrole", FULLNAME, "-o", "json"], None);
+    assert!(ok, "{err}");
+    let mut role: Value = serde_json::from_str(&out).expect("role json");
+    for rule in role["rules"].as_array_mut().expect("rules") {
+        if rule["resources"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|x| x == "deployments"))
+        {
+            let verbs: Vec<Value> = rule["verbs"]
+                .as_array()
+                .expect("verbs")
+                .iter()
+                .filter(|v| *v != "create" && *v != "patch")
+                .cloned()
+                .collect();
+            rule["verbs"] = Value::Array(verbs);
+        }
+    }
+    let (ok, _, err) = cp.kubectl(&["replace", "-f", "-"], Some(&role.to_string()));
+    assert!(ok, "{err}");
 }

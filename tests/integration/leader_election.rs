@@ -6,7 +6,7 @@
 //! renewal, counted from when the renewal was sent; `LEASE_DURATION` adds a margin on top.
 
 use crate::support;
-use support::control_planes::{self, Concern};
+use support::control_planes::{self, Claim, Concern};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,6 +16,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::jiff::SignedDuration;
 use kube::Api;
 use support::ControlPlane;
+use support::wait;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -81,15 +82,13 @@ fn watch_overlap(
     overlapped
 }
 
+/// Waits until `e` leads; returns how long that took.
 async fn wait_leading(e: &Elector, timeout: Duration) -> Duration {
     let started = Instant::now();
-    while started.elapsed() < timeout {
-        if *e.leading.borrow() {
-            return started.elapsed();
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("did not become leader within {timeout:?}");
+    wait::until("the elector to lead", timeout, async || {
+        (*e.leading.borrow()).then(|| started.elapsed())
+    })
+    .await
 }
 
 async fn lease(leases: &Api<Lease>) -> LeaseSpec {
@@ -105,21 +104,56 @@ fn holder(spec: &LeaseSpec) -> Option<&str> {
     spec.holder_identity.as_deref()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_leader_at_a_time_and_a_released_lease_is_taken_at_once() {
-    let claim = control_planes::shared(Concern::LeaderElection);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "leader").await;
-    let leases = Api::<Lease>::namespaced(client.clone(), &ns);
+/// Two electors in a namespace: `a`, leading, then `b`, with a watch that records whether they
+/// ever led at once (see [`assert_never_two_leaders`]).
+struct Pair {
+    a: Elector,
+    b: Elector,
+    done: CancellationToken,
+    overlapped: Arc<AtomicBool>,
+}
+
+/// A [`Pair`] in a new namespace `prefix-…` of this concern's control plane (shared); the claim
+/// (to keep for the test) and the namespace's Leases.
+async fn a_leading_then_b(prefix: &str) -> (Claim, Api<Lease>, Pair) {
+    let (claim, cp, client, ns) =
+        control_planes::shared_namespace(Concern::LeaderElection, prefix).await;
     let a = start(cp, &ns, "a").await;
     wait_leading(&a, Duration::from_secs(30)).await;
     let b = start(cp, &ns, "b").await;
     let done = CancellationToken::new();
     let overlapped = watch_overlap(a.leading.clone(), b.leading.clone(), done.clone());
+    let leases = Api::<Lease>::namespaced(client, &ns);
+    let pair = Pair {
+        a,
+        b,
+        done,
+        overlapped,
+    };
+    (claim, leases, pair)
+}
+
+/// Ends the overlap watch of a [`Pair`]: the two never led at once.
+fn assert_never_two_leaders(done: &CancellationToken, overlapped: &AtomicBool) {
+    done.cancel();
+    assert!(!overlapped.load(Ordering::SeqCst), "two leaders at once");
+}
+
+async fn stop(elector: Elector, name: &str) {
+    elector.stop.cancel();
+    elector
+        .task
+        .await
+        .unwrap_or_else(|e| panic!("{name} stopped: {e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_leader_at_a_time_while_it_renews() {
+    let (_claim, leases, pair) = a_leading_then_b("leader").await;
 
     // b waits while a renews: for longer than a lease duration (after which b would take a
-    // lease that was not renewed), a keeps the lease, renewing it, and b never leads.
+    // lease that was not renewed), a keeps the lease, renewing it, and b never leads. (Sampled
+    // throughout a period: a property held, not a wait.)
     let mut renewals = Vec::new();
     let watched = Instant::now();
     while watched.elapsed() < LEASE_DURATION + 2 * RETRY_PERIOD {
@@ -130,7 +164,7 @@ async fn one_leader_at_a_time_and_a_released_lease_is_taken_at_once() {
             "a lost the lease it renews after {:?}: {spec:?}",
             watched.elapsed()
         );
-        assert!(!*b.leading.borrow(), "b leads while a renews");
+        assert!(!*pair.b.leading.borrow(), "b leads while a renews");
         if renewals.last() != Some(&spec.renew_time) {
             renewals.push(spec.renew_time);
         }
@@ -141,34 +175,37 @@ async fn one_leader_at_a_time_and_a_released_lease_is_taken_at_once() {
         "a did not renew the lease within {:?}: {renewals:?}",
         watched.elapsed()
     );
+    assert_never_two_leaders(&pair.done, &pair.overlapped);
+    stop(pair.a, "a").await;
+    stop(pair.b, "b").await;
+}
 
-    // a stops and releases: b takes over within its next attempts, well before the lease would
-    // have expired.
-    wait_leading(&a, RENEW_DEADLINE).await;
-    a.stop.cancel();
-    a.task.await.expect("a stopped");
+/// a stops and releases: b takes over within its next attempts, well before the lease would
+/// have expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_lease_is_taken_at_once() {
+    let (_claim, leases, pair) = a_leading_then_b("release").await;
+
+    wait_leading(&pair.a, RENEW_DEADLINE).await;
+    stop(pair.a, "a").await;
     let released = lease(&leases).await;
     assert!(
         matches!(holder(&released), None | Some("" | "b")),
         "a did not release the lease: {released:?}"
     );
-    let took = wait_leading(&b, 3 * LEASE_DURATION).await;
+    let took = wait_leading(&pair.b, 3 * LEASE_DURATION).await;
     assert!(
         took < 3 * RETRY_PERIOD,
         "takeover after a release took {took:?} (retry period {RETRY_PERIOD:?})"
     );
-    done.cancel();
-    assert!(!overlapped.load(Ordering::SeqCst), "two leaders at once");
-    b.stop.cancel();
-    b.task.await.expect("b stopped");
+    assert_never_two_leaders(&pair.done, &pair.overlapped);
+    stop(pair.b, "b").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_leader_is_replaced_after_its_lease_expires_never_before() {
-    let claim = control_planes::shared(Concern::LeaderElection);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "crash").await;
+    let (_claim, cp, client, ns) =
+        control_planes::shared_namespace(Concern::LeaderElection, "crash").await;
     let leases = Api::<Lease>::namespaced(client.clone(), &ns);
     let a = start(cp, &ns, "a").await;
     wait_leading(&a, Duration::from_secs(30)).await;
@@ -180,20 +217,24 @@ async fn a_crashed_leader_is_replaced_after_its_lease_expires_never_before() {
     a.task.abort();
     let mut last_renewal = None;
     let polled = Instant::now();
-    let taken = loop {
+    let mut seen = None;
+    let taken = wait::within(3 * LEASE_DURATION, async || {
         let spec = lease(&leases).await;
         match holder(&spec) {
-            Some("a") => last_renewal = spec.renew_time.clone().or(last_renewal),
-            Some("b") => break spec,
+            Some("a") => last_renewal = spec.renew_time.clone().or(last_renewal.take()),
+            Some("b") => return Some(spec),
             other => panic!("unexpected Lease holder {other:?}: {spec:?}"),
         }
-        assert!(
-            polled.elapsed() < 3 * LEASE_DURATION,
-            "b did not take the expired lease within {:?}: {spec:?}",
+        seen = Some(spec);
+        None
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "b did not take the expired lease within {:?}: {seen:?}",
             polled.elapsed()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+        )
+    });
     let last_renewal = last_renewal.expect("a's lease had a renewTime").0;
     let acquired = taken.acquire_time.clone().expect("b's acquireTime").0;
     let unrenewed = acquired.duration_since(last_renewal);
@@ -208,6 +249,5 @@ async fn a_crashed_leader_is_replaced_after_its_lease_expires_never_before() {
         "b took over {unrenewed:#} after a's last renewal, {:?} after the crash",
         polled.elapsed()
     );
-    b.stop.cancel();
-    b.task.await.expect("b stopped");
+    stop(b, "b").await;
 }

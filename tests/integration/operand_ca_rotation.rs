@@ -48,12 +48,82 @@ impl Moment {
     }
 }
 
+/// How far a rotation has come, as the serving Secret's changes show it.
+#[derive(Default)]
+struct Rotation {
+    /// The new CA joined the bundle while the certificate stayed.
+    overlapped: bool,
+    /// Then the certificate moved onto the new CA.
+    moved: bool,
+}
+
+impl Rotation {
+    /// The change from `before` to `now`: a client that still holds the previous bundle trusts
+    /// the new certificate, and one that holds the new bundle trusts the previous certificate.
+    /// `Ok(true)` once the rotation is complete (the old CA left after the move).
+    fn step(&mut self, before: &Moment, now: &Moment) -> Result<bool, String> {
+        let at = OffsetDateTime::now_utc();
+        let change = format!(
+            "certificate {}, CAs in the bundle {} -> {}",
+            if now.certificate == before.certificate {
+                "kept"
+            } else {
+                "re-issued"
+            },
+            before.cas_in_bundle(),
+            now.cas_in_bundle()
+        );
+        if let Err(e) = chains_to(&now.certificate, &before.bundle, at) {
+            return Err(format!(
+                "{change}: a client holding the previous bundle rejects the new certificate: {e}"
+            ));
+        }
+        if let Err(e) = chains_to(&before.certificate, &now.bundle, at) {
+            return Err(format!(
+                "{change}: a client holding the new bundle rejects the previous certificate: {e}"
+            ));
+        }
+        if now.cas_in_bundle() == 2 && now.certificate == before.certificate {
+            self.overlapped = true;
+        }
+        if self.overlapped && now.certificate != before.certificate {
+            self.moved = true;
+        }
+        Ok(self.moved && now.cas_in_bundle() == 1)
+    }
+}
+
+/// Follows the serving Secret's watch `stream` through a whole rotation, checking each change
+/// ([`Rotation::step`]); the first check that fails, or `Ok` once the rotation is complete.
+async fn watch_a_whole_rotation(
+    stream: &mut (impl futures::Stream<Item = kube::Result<WatchEvent<Secret>>> + Unpin),
+) -> Result<(), String> {
+    let mut last: Option<Moment> = None;
+    let mut rotation = Rotation::default();
+    while let Some(event) = stream.try_next().await.expect("the watch goes on") {
+        let secret = match event {
+            WatchEvent::Added(s) | WatchEvent::Modified(s) => s,
+            WatchEvent::Deleted(_) => panic!("the serving Secret was deleted"),
+            WatchEvent::Bookmark(_) => continue,
+            WatchEvent::Error(e) => panic!("watch error: {e:?}"),
+        };
+        let Some(now) = Moment::of(&secret) else {
+            continue;
+        };
+        if let Some(before) = last.as_ref().filter(|before| **before != now)
+            && rotation.step(before, &now)?
+        {
+            return Ok(());
+        }
+        last = Some(now);
+    }
+    panic!("the watch ended");
+}
+
 #[tokio::test]
 async fn an_operand_ca_rotation_keeps_every_client_verifying() {
-    let claim = control_planes::exclusive(Concern::OperandCaRotation);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "operand-ca").await;
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::OperandCaRotation, "operand-ca").await;
     // The operand CA Secret lives in the operator namespace, new for this test.
     let ca_secret = trustyai_operator::cli::default_names::OPERAND_CA_SECRET;
     let mut operator = Operator::start(
@@ -82,55 +152,7 @@ async fn an_operand_ca_rotation_keeps_every_client_verifying() {
         .await
         .expect("created");
 
-    let rotation = async {
-        let mut last: Option<Moment> = None;
-        let (mut overlapped, mut moved) = (false, false);
-        while let Some(event) = stream.try_next().await.expect("the watch goes on") {
-            let secret = match event {
-                WatchEvent::Added(s) | WatchEvent::Modified(s) => s,
-                WatchEvent::Deleted(_) => panic!("the serving Secret was deleted"),
-                WatchEvent::Bookmark(_) => continue,
-                WatchEvent::Error(e) => panic!("watch error: {e:?}"),
-            };
-            let Some(now) = Moment::of(&secret) else {
-                continue;
-            };
-            let at = OffsetDateTime::now_utc();
-            if let Some(before) = last.as_ref().filter(|before| **before != now) {
-                let change = format!(
-                    "certificate {}, CAs in the bundle {} -> {}",
-                    if now.certificate == before.certificate {
-                        "kept"
-                    } else {
-                        "re-issued"
-                    },
-                    before.cas_in_bundle(),
-                    now.cas_in_bundle()
-                );
-                if let Err(e) = chains_to(&now.certificate, &before.bundle, at) {
-                    return Err(format!(
-                        "{change}: a client holding the previous bundle rejects the new certificate: {e}"
-                    ));
-                }
-                if let Err(e) = chains_to(&before.certificate, &now.bundle, at) {
-                    return Err(format!(
-                        "{change}: a client holding the new bundle rejects the previous certificate: {e}"
-                    ));
-                }
-                if now.cas_in_bundle() == 2 && now.certificate == before.certificate {
-                    overlapped = true;
-                }
-                if overlapped && now.certificate != before.certificate {
-                    moved = true;
-                }
-                if moved && now.cas_in_bundle() == 1 {
-                    return Ok(());
-                }
-            }
-            last = Some(now);
-        }
-        panic!("the watch ended");
-    };
+    let rotation = watch_a_whole_rotation(&mut stream);
     if tokio::time::timeout(ROTATION_TIMEOUT, rotation)
         .await
         .is_err()

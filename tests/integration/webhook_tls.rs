@@ -14,22 +14,19 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use rustls::pki_types::pem::PemObject;
 use serde_json::json;
 use support::cluster::{
-    minimal_spec, secret_field, tas, tas_api, wait_for_published_bundle, wait_for_webhooks_served,
+    merge_patch, minimal_spec, secret_field, start_serving_webhooks, tas, tas_api,
+    wait_for_published_bundle, wait_for_webhooks_served,
 };
 use support::operator::Operator;
+use support::wait;
 
 const VWC: &str = trustyai_operator::cli::default_names::VALIDATING_WEBHOOK_CONFIGURATION;
 
 #[tokio::test]
 async fn api_server_reaches_the_webhooks_with_the_injected_bundle() {
-    let claim = control_planes::exclusive(Concern::WebhookTls);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "tls").await;
-    let mut operator = Operator::start(cp, &ns, &["--create-webhook-configurations"]);
-    operator.wait_ready(Duration::from_secs(60));
-    wait_for_published_bundle(&client, &ns, &operator).await;
-    wait_for_webhooks_served(&client, &ns, &operator).await;
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::WebhookTls, "tls").await;
+    let mut operator = start_serving_webhooks(cp, &client, &ns, &[]).await;
 
     // v1alpha1 in, v1 stored: the API server must call /convert; and /mutate defaults the spec.
     let v1alpha1 = tas_api(&client, &ns, "v1alpha1");
@@ -73,10 +70,8 @@ async fn api_server_reaches_the_webhooks_with_the_injected_bundle() {
 
 #[tokio::test]
 async fn a_cleared_ca_bundle_is_restored() {
-    let claim = control_planes::exclusive(Concern::WebhookTls);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "cleared").await;
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::WebhookTls, "cleared").await;
     let mut operator = Operator::start(cp, &ns, &["--create-webhook-configurations"]);
     operator.wait_ready(Duration::from_secs(60));
     wait_for_published_bundle(&client, &ns, &operator).await;
@@ -114,15 +109,13 @@ async fn a_cleared_ca_bundle_is_restored() {
 
 #[tokio::test]
 async fn certificates_rotate_under_load_without_a_failed_request() {
-    let claim = control_planes::exclusive(Concern::WebhookTls);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "rotate").await;
-    let mut operator = Operator::start(
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::WebhookTls, "rotate").await;
+    let mut operator = start_serving_webhooks(
         cp,
+        &client,
         &ns,
         &[
-            "--create-webhook-configurations",
             "--serving-cert-lifetime",
             "30s",
             "--ca-lifetime",
@@ -130,109 +123,146 @@ async fn certificates_rotate_under_load_without_a_failed_request() {
             "--ca-overlap",
             "15s",
         ],
-    );
-    operator.wait_ready(Duration::from_secs(60));
-    wait_for_published_bundle(&client, &ns, &operator).await;
-    wait_for_webhooks_served(&client, &ns, &operator).await;
+    )
+    .await;
 
     // The serving certificate is renewed about every 20 s. The CA rotates at two thirds of its
     // lifetime (about 60 s in); the serving certificate moves onto the new CA one overlap later
     // by the clock, so the overlap is all the time the API server gets to load the bundle
     // holding both CAs. After one more overlap the previous CA leaves (about 90 s in); the load
     // runs until a little after that.
-    let (v1, v1alpha1) = (
-        tas_api(&client, &ns, "v1"),
-        tas_api(&client, &ns, "v1alpha1"),
+    let mut seen = UnderLoad::new(&client, &ns);
+    // Until the rotation has been over for 3 s; one that never ends fails below, with the counts.
+    let _ = wait::within(Duration::from_secs(110), async || {
+        seen.send_requests().await;
+        seen.read_secret().await;
+        seen.rotated_at
+            .is_some_and(|at| at.elapsed() >= Duration::from_secs(3))
+            .then_some(())
+    })
+    .await;
+    eprintln!(
+        "{} requests in {:?}, {} serving certificates, {} CA bundles seen",
+        seen.requests,
+        seen.started.elapsed(),
+        seen.serving.len(),
+        seen.cas.len()
     );
-    let (mut serving, mut cas) = (BTreeSet::new(), BTreeSet::new());
-    let (mut previous_ca_seen, mut rotated_at) = (false, None::<Instant>);
-    let (mut requests, mut failures) = (0u32, Vec::new());
-    let started = Instant::now();
-    let mut i = 0;
-    while rotated_at.is_none_or(|at| at.elapsed() < Duration::from_secs(3))
-        && started.elapsed() < Duration::from_secs(110)
-    {
-        i += 1;
-        let name = format!("load-{i}");
+    assert!(
+        seen.failures.is_empty(),
+        "{} of {} requests failed:\n{}\n{}",
+        seen.failures.len(),
+        seen.requests,
+        seen.failures.join("\n"),
+        operator.logs()
+    );
+    assert!(
+        seen.serving.len() >= 3,
+        "expected several serving-certificate renewals, saw {}:\n{}",
+        seen.serving.len(),
+        operator.logs()
+    );
+    assert!(
+        seen.cas.len() >= 2,
+        "expected a CA rotation, saw {} bundles:\n{}",
+        seen.cas.len(),
+        operator.logs()
+    );
+    assert!(
+        seen.rotated_at.is_some(),
+        "the CA rotation did not complete within {:?} (ca-previous.crt seen: {}):\n{}",
+        seen.started.elapsed(),
+        seen.previous_ca_seen,
+        operator.logs()
+    );
+    assert!(operator.stop().success());
+}
+
+/// What [`certificates_rotate_under_load_without_a_failed_request`] sends and sees: requests
+/// through both versions (so through every webhook) and the certificates in the operator's
+/// Secret, round after round.
+struct UnderLoad<'a> {
+    client: &'a kube::Client,
+    ns: &'a str,
+    v1: Api<kube::api::DynamicObject>,
+    v1alpha1: Api<kube::api::DynamicObject>,
+    started: Instant,
+    rounds: u32,
+    requests: u32,
+    failures: Vec<String>,
+    serving: BTreeSet<Vec<u8>>,
+    cas: BTreeSet<Vec<u8>>,
+    previous_ca_seen: bool,
+    /// When `ca-previous.crt` went again, after it was seen: the rotation's end.
+    rotated_at: Option<Instant>,
+}
+
+impl<'a> UnderLoad<'a> {
+    fn new(client: &'a kube::Client, ns: &'a str) -> Self {
+        UnderLoad {
+            client,
+            ns,
+            v1: tas_api(client, ns, "v1"),
+            v1alpha1: tas_api(client, ns, "v1alpha1"),
+            started: Instant::now(),
+            rounds: 0,
+            requests: 0,
+            failures: Vec::new(),
+            serving: BTreeSet::new(),
+            cas: BTreeSet::new(),
+            previous_ca_seen: false,
+            rotated_at: None,
+        }
+    }
+
+    /// A create, a read and a patch of a new object, and a list; each failure recorded.
+    async fn send_requests(&mut self) {
+        self.rounds += 1;
+        let name = format!("load-{}", self.rounds);
         let results = [
-            v1alpha1
+            self.v1alpha1
                 .create(
                     &PostParams::default(),
                     &tas("v1alpha1", &name, minimal_spec()),
                 )
                 .await
                 .map(|_| ()),
-            v1alpha1.get(&name).await.map(|_| ()),
-            v1.patch(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"replicas": 2}})),
-            )
-            .await
-            .map(|_| ()),
-            v1alpha1.list(&ListParams::default()).await.map(|_| ()),
+            self.v1alpha1.get(&name).await.map(|_| ()),
+            merge_patch(&self.v1, &name, json!({"spec": {"replicas": 2}}))
+                .await
+                .map(|_| ()),
+            self.v1alpha1.list(&ListParams::default()).await.map(|_| ()),
         ];
         for r in results {
-            requests += 1;
+            self.requests += 1;
             if let Err(e) = r {
-                failures.push(format!("{:?}: {e}", started.elapsed()));
+                self.failures
+                    .push(format!("{:?}: {e}", self.started.elapsed()));
             }
         }
-        if let Some(cert) = secret_field(&client, &ns, "tls.crt").await {
-            serving.insert(cert);
-        }
-        if let Some(ca) = secret_field(&client, &ns, "ca.crt").await {
-            cas.insert(ca);
-        }
-        let previous_ca = secret_field(&client, &ns, "ca-previous.crt")
-            .await
-            .is_some();
-        previous_ca_seen |= previous_ca;
-        if previous_ca_seen && !previous_ca && rotated_at.is_none() {
-            rotated_at = Some(Instant::now());
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    eprintln!(
-        "{requests} requests in {:?}, {} serving certificates, {} CA bundles seen",
-        started.elapsed(),
-        serving.len(),
-        cas.len()
-    );
-    assert!(
-        failures.is_empty(),
-        "{} of {requests} requests failed:\n{}\n{}",
-        failures.len(),
-        failures.join("\n"),
-        operator.logs()
-    );
-    assert!(
-        serving.len() >= 3,
-        "expected several serving-certificate renewals, saw {}:\n{}",
-        serving.len(),
-        operator.logs()
-    );
-    assert!(
-        cas.len() >= 2,
-        "expected a CA rotation, saw {} bundles:\n{}",
-        cas.len(),
-        operator.logs()
-    );
-    assert!(
-        rotated_at.is_some(),
-        "the CA rotation did not complete within {:?} (ca-previous.crt seen: {previous_ca_seen}):\n{}",
-        started.elapsed(),
-        operator.logs()
-    );
-    assert!(operator.stop().success());
+
+    /// The serving certificate and CA of the moment, and whether a previous CA is still kept.
+    async fn read_secret(&mut self) {
+        let (client, ns) = (self.client, self.ns);
+        if let Some(cert) = secret_field(client, ns, "tls.crt").await {
+            self.serving.insert(cert);
+        }
+        if let Some(ca) = secret_field(client, ns, "ca.crt").await {
+            self.cas.insert(ca);
+        }
+        let previous_ca = secret_field(client, ns, "ca-previous.crt").await.is_some();
+        self.previous_ca_seen |= previous_ca;
+        if self.previous_ca_seen && !previous_ca && self.rotated_at.is_none() {
+            self.rotated_at = Some(Instant::now());
+        }
+    }
 }
 
 #[tokio::test]
 async fn two_replicas_starting_together_share_one_ca() {
-    let claim = control_planes::exclusive(Concern::WebhookTls);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "two").await;
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::WebhookTls, "two").await;
     let (port_a, port_b) = (
         support::operator::free_port(),
         support::operator::free_port(),

@@ -7,7 +7,9 @@ use kube::api::{Api, ListParams};
 use trustyai_local_cluster::ControlPlane;
 use trustyai_local_cluster::images::{self, kube_rbac_proxy::Flavour};
 
-use super::release::{NAMESPACE, TIMEOUT, installed, is_ready, uninstall, upgrade};
+use super::release::{
+    NAMESPACE, TIMEOUT, installed, installed_namespace, is_ready, uninstall, upgrade,
+};
 use super::service::{pvc_service, service_ready};
 use super::service_api::{ServiceApi, assert_spd, caller, spd_body, upload_body};
 use crate::support::wait;
@@ -69,9 +71,7 @@ async fn reading_needs_get_and_uploading_create(client: &kube::Client, ns: &str)
 
 #[tokio::test]
 async fn get_on_this_service_only_uploads_and_reads_spd_and_a_stranger_gets_403() {
-    let (_claim, cp) = installed(false).await;
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "access").await;
+    let (_claim, cp, client, ns) = installed_namespace(false, "access").await;
     pvc_service(cp, &client, &ns, "demo").await;
     // `get` on this Service only: the Role's resourceNames hold because the name is checked.
     let reader = caller(&client, &ns, "reader", &["get"], "demo").await;

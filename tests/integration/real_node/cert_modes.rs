@@ -213,44 +213,63 @@ async fn inject_ca(client: kube::Client, ca: String) {
         |resource: ApiResource| Api::<DynamicObject>::all_with(client.clone(), &resource);
     let validating = registration(ApiResource::erase::<ValidatingWebhookConfiguration>(&()));
     let mutating = registration(ApiResource::erase::<MutatingWebhookConfiguration>(&()));
-    let params = PatchParams::default();
-    let differs = |found: Option<&ByteString>| found != Some(&bundle);
-    loop {
-        if let Ok(crd) = crds.get(CRD).await {
-            let found = crd
-                .spec
-                .conversion
-                .as_ref()
-                .and_then(|c| c.webhook.as_ref())
-                .and_then(|w| w.client_config.as_ref())
-                .and_then(|c| c.ca_bundle.as_ref());
-            if differs(found) {
-                let patch = serde_json::json!({"spec": {"conversion": {"webhook":
-                    {"clientConfig": {"caBundle": bundle}}}}});
-                let _ = crds.patch(CRD, &params, &Patch::Merge(patch)).await;
+    // cainjector reacts to watch events; polling stands in for them.
+    wait::forever(|| {
+        let (crds, validating, mutating, bundle) = (
+            crds.clone(),
+            validating.clone(),
+            mutating.clone(),
+            bundle.clone(),
+        );
+        async move {
+            inject_into_crd(&crds, &bundle).await;
+            for (api, suffix) in [(&validating, "validating"), (&mutating, "mutating")] {
+                inject_into_registration(api, suffix, &bundle).await;
             }
         }
-        for (api, suffix) in [(&validating, "validating"), (&mutating, "mutating")] {
-            let name = format!("trustyai-trustyai-operator-{suffix}");
-            let Ok(mut config) = api.get(&name).await else {
-                continue;
-            };
-            let Some(webhooks) = config.data["webhooks"].as_array_mut() else {
-                continue;
-            };
-            let encoded = serde_json::to_value(&bundle).unwrap_or_default();
-            if webhooks
-                .iter()
-                .all(|w| w["clientConfig"]["caBundle"] == encoded)
-            {
-                continue;
-            }
-            for webhook in webhooks.iter_mut() {
-                webhook["clientConfig"]["caBundle"] = encoded.clone();
-            }
-            let _ = api.replace(&name, &PostParams::default(), &config).await;
-        }
-        // cainjector reacts to watch events; a short poll stands in for them.
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    })
+    .await;
+}
+
+/// Puts `bundle` into the CRD's conversion webhook, unless it is there already.
+async fn inject_into_crd(crds: &Api<CustomResourceDefinition>, bundle: &ByteString) {
+    let Ok(crd) = crds.get(CRD).await else {
+        return;
+    };
+    let found = crd
+        .spec
+        .conversion
+        .as_ref()
+        .and_then(|c| c.webhook.as_ref())
+        .and_then(|w| w.client_config.as_ref())
+        .and_then(|c| c.ca_bundle.as_ref());
+    if found != Some(bundle) {
+        let patch = serde_json::json!({"spec": {"conversion": {"webhook":
+            {"clientConfig": {"caBundle": bundle}}}}});
+        let _ = crds
+            .patch(CRD, &PatchParams::default(), &Patch::Merge(patch))
+            .await;
     }
+}
+
+/// Puts `bundle` into every webhook of the release's `suffix` registration, unless each holds it.
+async fn inject_into_registration(api: &Api<DynamicObject>, suffix: &str, bundle: &ByteString) {
+    let name = format!("trustyai-trustyai-operator-{suffix}");
+    let Ok(mut config) = api.get(&name).await else {
+        return;
+    };
+    let Some(webhooks) = config.data["webhooks"].as_array_mut() else {
+        return;
+    };
+    let encoded = serde_json::to_value(bundle).unwrap_or_default();
+    if webhooks
+        .iter()
+        .all(|w| w["clientConfig"]["caBundle"] == encoded)
+    {
+        return;
+    }
+    for webhook in webhooks.iter_mut() {
+        webhook["clientConfig"]["caBundle"] = encoded.clone();
+    }
+    let _ = api.replace(&name, &PostParams::default(), &config).await;
 }

@@ -9,8 +9,8 @@ use serde_json::json;
 use trustyai_local_cluster::ControlPlane;
 
 use super::release::{
-    NAMESPACE, RELEASE, SELECTOR, TEST_POD, TIMEOUT, container_process, installed, operator_pods,
-    two_ready,
+    NAMESPACE, RELEASE, SELECTOR, TEST_POD, TIMEOUT, container_process, installed,
+    installed_namespace, operator_pods, two_ready,
 };
 use crate::support::cluster::{minimal_spec, tas, tas_api};
 use crate::support::helm::helm;
@@ -45,9 +45,7 @@ async fn the_operator_pods_become_ready_through_their_own_probes() {
 
 #[tokio::test]
 async fn the_api_server_calls_convert_mutate_and_validate_through_the_service() {
-    let (_claim, cp) = installed(false).await;
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "through-service").await;
+    let (_claim, _, client, ns) = installed_namespace(false, "through-service").await;
     // v1alpha1 in, v1 stored (/convert), defaulted (/mutate).
     tas_api(&client, &ns, "v1alpha1")
         .create(

@@ -9,7 +9,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use trustyai_local_cluster::{ControlPlane, images};
 
-use super::release::{TIMEOUT, installed};
+use super::release::{TIMEOUT, installed_namespace};
 use super::service::{pvc_service, ready_pod, service_ready};
 use super::service_api::User;
 use crate::support::cluster::{tas, tas_api};
@@ -124,18 +124,14 @@ async fn credentials_for(client: &kube::Client, ns: &str, cr: &str, host: &str) 
 
 #[tokio::test]
 async fn mariadb_serves_the_database_and_user_its_environment_names() {
-    let claim = control_planes::shared(Concern::RealNode);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "real-mariadb").await;
+    let (_claim, cp, _, ns) =
+        control_planes::shared_namespace(Concern::RealNode, "real-mariadb").await;
     mariadb(cp, &ns).await;
 }
 
 #[tokio::test]
 async fn in_database_mode_the_service_keeps_its_data_in_mariadb() {
-    let (_claim, cp) = installed(false).await;
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "database-mode").await;
+    let (_claim, cp, client, ns) = installed_namespace(false, "database-mode").await;
     mariadb(cp, &ns).await;
     credentials(&client, &ns, "demo").await;
     let created = Instant::now();
@@ -157,9 +153,7 @@ async fn in_database_mode_the_service_keeps_its_data_in_mariadb() {
 
 #[tokio::test]
 async fn migration_moves_the_claims_data_into_mariadb() {
-    let (_claim, cp) = installed(false).await;
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "migration").await;
+    let (_claim, cp, client, ns) = installed_namespace(false, "migration").await;
     let pvc_pod = pvc_service(cp, &client, &ns, "demo").await;
     let user = User::of_demo(&client, &ns).await;
     user.upload().await;
@@ -230,9 +224,7 @@ pub(super) async fn not_ready_because(
 
 #[tokio::test]
 async fn an_unreachable_database_is_named_in_ready_with_the_services_last_words() {
-    let (_claim, cp) = installed(false).await;
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "database-unreachable").await;
+    let (_claim, cp, client, ns) = installed_namespace(false, "database-unreachable").await;
     credentials_for(&client, &ns, "demo", "nowhere").await;
     let spec = json!({"storage": {"format": "DATABASE"}, "metrics": {"schedule": "5s"}});
     tas_api(&client, &ns, "v1")
@@ -273,9 +265,7 @@ async fn an_unreachable_database_is_named_in_ready_with_the_services_last_words(
 
 #[tokio::test]
 async fn a_migration_with_nothing_to_move_is_named_in_ready() {
-    let (_claim, cp) = installed(false).await;
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "migration-empty").await;
+    let (_claim, cp, client, ns) = installed_namespace(false, "migration-empty").await;
     let pvc_pod = pvc_service(cp, &client, &ns, "demo").await;
     mariadb(cp, &ns).await;
     credentials(&client, &ns, "demo").await;

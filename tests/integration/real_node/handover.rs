@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
 
 use super::load::{AdmissionLoad, store};
-use super::release::{NAMESPACE, TIMEOUT, installed, operator_pods, two_ready};
+use super::release::{NAMESPACE, TIMEOUT, installed_namespace, operator_pods, two_ready};
 use crate::support::wait;
 
 /// The operator's leader Lease (its `--lease-name` default; the chart keeps it).
@@ -25,9 +25,7 @@ async fn leader_among(leases: &Api<Lease>, pods: &[String]) -> Option<String> {
 
 #[tokio::test]
 async fn a_deleted_leader_pod_hands_over_while_admission_keeps_answering() {
-    let (_claim, cp) = installed(true).await;
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "handover-load").await;
+    let (_claim, cp, client, ns) = installed_namespace(true, "handover-load").await;
     store(&client, &ns).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);

@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 
-use super::release::{images, installed, uninstall, upgrade};
+use super::release::{images, installed_namespace, uninstall, upgrade};
 use super::service::{pvc_service, ready_pod};
 use super::service_api::User;
 
@@ -22,9 +22,7 @@ fn service_image(pod: &Pod) -> Option<String> {
 #[tokio::test]
 async fn the_claims_data_is_read_back_after_the_service_image_changes() {
     // The release's service image changes for every instance: nobody else may run meanwhile.
-    let (_claim, cp) = installed(true).await;
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "image-change").await;
+    let (_claim, cp, client, ns) = installed_namespace(true, "image-change").await;
     let old = pvc_service(cp, &client, &ns, "demo").await;
     let user = User::of_demo(&client, &ns).await;
     user.upload().await;
@@ -51,9 +49,7 @@ async fn the_claims_data_is_read_back_after_the_service_image_changes() {
 
 #[tokio::test]
 async fn a_spec_image_the_operators_environment_overrides_is_reported() {
-    let (_claim, cp) = installed(false).await;
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "spec-image").await;
+    let (_claim, cp, client, ns) = installed_namespace(false, "spec-image").await;
     // Under the chart's allowed prefix, so admitted; the chart's environment names the image.
     let spec = serde_json::json!({
         "storage": {"format": "PVC", "folder": "/inputs", "size": "1Gi"},

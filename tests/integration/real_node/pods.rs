@@ -8,10 +8,7 @@ use crate::support::real_pods::run_to_completion;
 
 #[tokio::test]
 async fn a_pod_runs_its_container_from_an_image_made_here() {
-    let claim = control_planes::shared(Concern::RealNode);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "real-pod").await;
+    let (_claim, cp, _, ns) = control_planes::shared_namespace(Concern::RealNode, "real-pod").await;
     let script = "echo hello from $(/busybox hostname)";
     let (phase, logs) =
         run_to_completion(cp, &ns, "hello", &["/busybox", "sh", "-c", script]).await;
@@ -21,10 +18,8 @@ async fn a_pod_runs_its_container_from_an_image_made_here() {
 
 #[tokio::test]
 async fn a_pod_resolves_a_service_by_its_cluster_name() {
-    let claim = control_planes::shared(Concern::RealNode);
-    let cp = claim.control_plane();
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "real-dns").await;
+    let (_claim, cp, client, ns) =
+        control_planes::shared_namespace(Concern::RealNode, "real-dns").await;
     let kubernetes = Api::<Service>::namespaced(client, "default")
         .get("kubernetes")
         .await

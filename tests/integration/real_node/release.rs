@@ -135,6 +135,14 @@ pub async fn installed(exclusive: bool) -> (Claim, &'static ControlPlane) {
     (claim, cp)
 }
 
+/// [`installed`], with a client and a new namespace `prefix-…` of the test's own.
+pub async fn installed_namespace(exclusive: bool, prefix: &str) -> control_planes::Start {
+    let (claim, cp) = installed(exclusive).await;
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, prefix).await;
+    (claim, cp, client, ns)
+}
+
 /// What a failed wait prints here: the control plane's logs, then the end of the operator
 /// pods' logs (the operator runs in them, so no process of the test holds its log).
 pub fn logs(cp: &ControlPlane) -> String {

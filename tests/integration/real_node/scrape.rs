@@ -93,38 +93,14 @@ async fn the_service_monitor_endpoint_scrapes_trustyai_spd_with_prometheus_clien
         endpoint["tlsConfig"].get("insecureSkipVerify").is_none(),
         "{endpoint}"
     );
-    let port_name = endpoint["port"].as_str().expect("a port name");
-    let port = target_port(&client, &ns, "demo", port_name)
-        .await
-        .unwrap_or_else(|| panic!("Service demo has no numbered port {port_name}"));
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let ip = pods
-        .get(pod.metadata.name.as_deref().expect("a name"))
-        .await
-        .expect("the pod")
-        .status
-        .and_then(|s| s.pod_ip)
-        .expect("an IP");
-    let ca = ca_text(&client, &ns, &endpoint["tlsConfig"]["ca"])
-        .await
-        .unwrap_or_else(|| panic!("the CA the endpoint names: {endpoint}"));
-    let dir = cp.dir.join(format!("scrape-{ns}"));
-    std::fs::create_dir_all(&dir).expect("a folder");
-    let ca_file = dir.join("ca.crt");
-    std::fs::write(&ca_file, ca).expect("written");
-    let job = json!({
-        "scheme": endpoint["scheme"],
-        "metrics_path": endpoint["path"],
-        "params": endpoint["params"],
-        "target": format!("{ip}:{port}"),
-        "tls_config": {
-            "ca_file": ca_file,
-            "server_name": endpoint["tlsConfig"]["serverName"],
-        },
-    });
-    let job_file = dir.join("job.yaml");
-    // JSON is YAML.
-    std::fs::write(&job_file, job.to_string()).expect("written");
+    let job_file = scrape_job(
+        &client,
+        &ns,
+        &pod,
+        &endpoint,
+        &cp.dir.join(format!("scrape-{ns}")),
+    )
+    .await;
 
     let promcheck = trustyai_local_cluster::binary("promcheck").expect("promcheck");
     let mut last = String::new();
@@ -149,7 +125,8 @@ async fn the_service_monitor_endpoint_scrapes_trustyai_spd_with_prometheus_clien
     .await;
     let line = found.unwrap_or_else(|| {
         panic!(
-            "no trustyai_spd in the scrape of {job}:\n{last}\n{}",
+            "no trustyai_spd in the scrape of {}:\n{last}\n{}",
+            std::fs::read_to_string(&job_file).unwrap_or_default(),
             cp.logs()
         )
     });
@@ -159,4 +136,47 @@ async fn the_service_monitor_endpoint_scrapes_trustyai_spd_with_prometheus_clien
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("a value in {line}"));
     assert!((value - EXPECTED_SPD).abs() < 1e-9, "{line}");
+}
+
+/// The scrape job the Prometheus Operator would make of the ServiceMonitor's `endpoint` for
+/// `pod`, written (with the CA it names) into `dir`; the job file.
+async fn scrape_job(
+    client: &kube::Client,
+    ns: &str,
+    pod: &Pod,
+    endpoint: &serde_json::Value,
+    dir: &std::path::Path,
+) -> std::path::PathBuf {
+    let port_name = endpoint["port"].as_str().expect("a port name");
+    let port = target_port(client, ns, "demo", port_name)
+        .await
+        .unwrap_or_else(|| panic!("Service demo has no numbered port {port_name}"));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let ip = pods
+        .get(pod.metadata.name.as_deref().expect("a name"))
+        .await
+        .expect("the pod")
+        .status
+        .and_then(|s| s.pod_ip)
+        .expect("an IP");
+    let ca = ca_text(client, ns, &endpoint["tlsConfig"]["ca"])
+        .await
+        .unwrap_or_else(|| panic!("the CA the endpoint names: {endpoint}"));
+    std::fs::create_dir_all(dir).expect("a folder");
+    let ca_file = dir.join("ca.crt");
+    std::fs::write(&ca_file, ca).expect("written");
+    let job = json!({
+        "scheme": endpoint["scheme"],
+        "metrics_path": endpoint["path"],
+        "params": endpoint["params"],
+        "target": format!("{ip}:{port}"),
+        "tls_config": {
+            "ca_file": ca_file,
+            "server_name": endpoint["tlsConfig"]["serverName"],
+        },
+    });
+    let job_file = dir.join("job.yaml");
+    // JSON is YAML.
+    std::fs::write(&job_file, job.to_string()).expect("written");
+    job_file
 }

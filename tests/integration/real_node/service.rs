@@ -10,7 +10,7 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use trustyai_local_cluster::ControlPlane;
 
-use super::release::{TIMEOUT, container_process, installed};
+use super::release::{TIMEOUT, container_process, installed_namespace};
 use crate::support::cluster::{tas, tas_api};
 use crate::support::wait;
 
@@ -123,9 +123,7 @@ pub async fn pvc_service(cp: &ControlPlane, client: &kube::Client, ns: &str, cr:
 
 #[tokio::test]
 async fn a_trustyai_service_runs_from_its_images_with_its_claim_bound_and_is_healed() {
-    let (_claim, cp) = installed(false).await;
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "service-pods").await;
+    let (_claim, cp, client, ns) = installed_namespace(false, "service-pods").await;
     let pv = format!("{ns}-data");
     host_volume(cp, &pv, &ns, "demo-pvc").await;
     let spec = json!({

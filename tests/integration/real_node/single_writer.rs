@@ -10,7 +10,7 @@ use std::time::Instant;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
 
-use super::release::installed;
+use super::release::installed_namespace;
 use super::service::{pvc_service, ready_pod};
 use super::service_api::User;
 
@@ -60,9 +60,7 @@ fn watch_processes(volume: String, stop: Arc<AtomicBool>) -> Seen {
 
 #[tokio::test]
 async fn a_deleted_pods_replacement_starts_its_service_only_after_the_old_one_exited() {
-    let (_claim, cp) = installed(false).await;
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "single-writer").await;
+    let (_claim, cp, client, ns) = installed_namespace(false, "single-writer").await;
     let pod = pvc_service(cp, &client, &ns, "demo").await;
     let user = User::of_demo(&client, &ns).await;
     user.upload().await;

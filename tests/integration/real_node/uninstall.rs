@@ -9,16 +9,14 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
-use super::release::{NAMESPACE, RELEASE, SELECTOR, TIMEOUT, installed, uninstall};
+use super::release::{NAMESPACE, RELEASE, SELECTOR, TIMEOUT, installed_namespace, uninstall};
 use super::service::{host_volume, ready_pod};
-use crate::support::cluster::{tas, tas_api};
+use crate::support::cluster::{exists, tas, tas_api};
 use crate::support::wait;
 
 #[tokio::test]
 async fn helm_uninstall_keeps_the_crd_and_the_trustyai_services_whose_pods_keep_running() {
-    let (_claim, cp) = installed(true).await;
-    let client = cp.client().await;
-    let ns = cp.namespace(&client, "uninstall").await;
+    let (_claim, cp, client, ns) = installed_namespace(true, "uninstall").await;
     let pv = format!("{ns}-data");
     host_volume(cp, &pv, &ns, "kept-pvc").await;
     let spec = json!({
@@ -57,11 +55,7 @@ async fn helm_uninstall_keeps_the_crd_and_the_trustyai_services_whose_pods_keep_
     let webhooks: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     let registration = format!("{RELEASE}-trustyai-operator-validating");
     assert!(
-        webhooks
-            .get_opt(&registration)
-            .await
-            .expect("read")
-            .is_none(),
+        !exists(&webhooks, &registration).await,
         "{registration} is left"
     );
 

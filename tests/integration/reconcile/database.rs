@@ -9,7 +9,8 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use trustyai_crds::TrustyAIService;
 
-use crate::reconcile::env::{Env, condition, env_value, service_container};
+use crate::reconcile::env::{Env, assert_env, condition, env_value, note, service_container};
+use crate::support::cluster::{exists, merge_patch};
 
 #[tokio::test]
 async fn database_mode_reports_bad_credentials_and_recovers() {
@@ -33,56 +34,14 @@ async fn database_mode_reports_bad_credentials_and_recovers() {
     );
     let warnings = env.wait_event(&ns, "tas", "DBCredentialsNotFound").await;
     assert_eq!(warnings[0].type_.as_deref(), Some("Warning"));
-    assert!(
-        warnings[0]
-            .note
-            .as_deref()
-            .unwrap_or_default()
-            .contains("db-creds")
-    );
-    // The Deployment is applied regardless, reading the named Secret; no PVC in this mode.
-    let deployment = env.wait_exists(&env.api::<Deployment>(&ns), "tas").await;
-    let refs: Vec<String> = service_container(&deployment)
-        .env
-        .iter()
-        .flatten()
-        .filter_map(|e| {
-            e.value_from
-                .as_ref()?
-                .secret_key_ref
-                .as_ref()
-                .map(|r| r.name.clone())
-        })
-        .collect();
-    assert!(
-        !refs.is_empty() && refs.iter().all(|r| r == "db-creds"),
-        "{refs:?}"
-    );
-    assert!(
-        env.api::<PersistentVolumeClaim>(&ns)
-            .get_opt("tas-pvc")
-            .await
-            .expect("read")
-            .is_none()
-    );
+    assert!(note(&warnings[0]).contains("db-creds"));
+    assert_the_deployment_reads_the_named_secret(&env, &ns).await;
 
     // A Secret missing a key: DBCredentialsError and a warning naming the key.
-    let mut data: BTreeMap<String, String> = [
-        ("databaseKind", "mariadb"),
-        ("databaseUsername", "user"),
-        ("databaseService", "db"),
-        ("databasePort", "3306"),
-        ("databaseName", "trustyai"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
-    let secret = |data: &BTreeMap<String, String>| -> Secret {
-        serde_json::from_value(json!({"metadata": {"name": "db-creds"}, "stringData": data}))
-            .expect("a Secret")
-    };
+    let mut data = complete_credentials();
+    data.remove("databasePassword");
     env.api::<Secret>(&ns)
-        .create(&PostParams::default(), &secret(&data))
+        .create(&PostParams::default(), &credentials("db-creds", &data))
         .await
         .expect("creating the Secret");
     env.wait_condition(
@@ -95,19 +54,18 @@ async fn database_mode_reports_bad_credentials_and_recovers() {
     .await;
     let warnings = env.wait_event(&ns, "tas", "DBCredentialsError").await;
     assert!(
-        warnings[0]
-            .note
-            .as_deref()
-            .unwrap_or_default()
-            .contains("databasePassword"),
+        note(&warnings[0]).contains("databasePassword"),
         "{:?}",
         warnings[0].note
     );
 
     // The complete Secret: the service becomes ready.
-    data.insert("databasePassword".into(), "secret".into());
     env.api::<Secret>(&ns)
-        .replace("db-creds", &PostParams::default(), &secret(&data))
+        .replace(
+            "db-creds",
+            &PostParams::default(),
+            &credentials("db-creds", &complete_credentials()),
+        )
         .await
         .expect("completing the Secret");
     let ready = env.wait_ready(&ns, "tas").await;
@@ -125,10 +83,20 @@ async fn database_mode_reports_bad_credentials_and_recovers() {
     for event in env.events(&ns, "tas", "DBCredentialsNotFound").await {
         assert!(event.series.is_none(), "published once: {:?}", event.series);
     }
+}
 
-    // The service crash-loops, as it does when it cannot reach its database: the credentials
-    // are valid, so the status blames the connection, and Ready names the failing pods. When
-    // the pod recovers, so does the status.
+/// The service crash-loops, as it does when it cannot reach its database: the credentials are
+/// valid, so the status blames the connection, and Ready names the failing pods. When the pod
+/// recovers, so does the status.
+#[tokio::test]
+async fn a_crash_looping_service_blames_the_database_connection() {
+    let env = Env::shared().await;
+    let ns = env.namespace("db").await;
+    create_credentials(&env, &ns, "db-creds").await;
+    env.create(&ns, "tas", crate::support::samples::database("db-creds"))
+        .await;
+    env.wait_ready(&ns, "tas").await;
+
     let pods = env.api::<Pod>(&ns);
     let pod = env
         .wait("the service's pod", || async {
@@ -166,6 +134,61 @@ async fn database_mode_reports_bad_credentials_and_recovers() {
     );
 }
 
+/// Every key of a database credentials Secret, valid.
+fn complete_credentials() -> BTreeMap<String, String> {
+    [
+        ("databaseKind", "mariadb"),
+        ("databaseUsername", "user"),
+        ("databasePassword", "secret"),
+        ("databaseService", "db"),
+        ("databasePort", "3306"),
+        ("databaseName", "trustyai"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+/// A complete, valid database credentials Secret `name` in `ns`.
+async fn create_credentials(env: &Env, ns: &str, name: &str) {
+    env.api::<Secret>(ns)
+        .create(
+            &PostParams::default(),
+            &credentials(name, &complete_credentials()),
+        )
+        .await
+        .expect("creating the Secret");
+}
+
+/// The database credentials Secret `name` with `data`.
+fn credentials(name: &str, data: &BTreeMap<String, String>) -> Secret {
+    serde_json::from_value(json!({"metadata": {"name": name}, "stringData": data}))
+        .expect("a Secret")
+}
+
+/// The Deployment is applied regardless of the credentials, reading the named Secret; no PVC
+/// in this mode.
+async fn assert_the_deployment_reads_the_named_secret(env: &Env, ns: &str) {
+    let deployment = env.wait_exists(&env.api::<Deployment>(ns), "tas").await;
+    let refs: Vec<String> = service_container(&deployment)
+        .env
+        .iter()
+        .flatten()
+        .filter_map(|e| {
+            e.value_from
+                .as_ref()?
+                .secret_key_ref
+                .as_ref()
+                .map(|r| r.name.clone())
+        })
+        .collect();
+    assert!(
+        !refs.is_empty() && refs.iter().all(|r| r == "db-creds"),
+        "{refs:?}"
+    );
+    assert!(!exists(&env.api::<PersistentVolumeClaim>(ns), "tas-pvc").await);
+}
+
 /// Makes the service container of `pod` run and be ready, or crash-loop (what the kubelet
 /// would report; kwok leaves a running pod's status alone).
 async fn set_service_container(pods: &Api<Pod>, pod: &str, running: bool) {
@@ -193,16 +216,7 @@ async fn set_service_container(pods: &Api<Pod>, pod: &str, running: bool) {
 async fn migration_mode_keeps_the_pvc_and_adds_the_database() {
     let env = Env::shared().await;
     let ns = env.namespace("migration").await;
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "tas-db-credentials"},
-        "stringData": {"databaseKind": "mariadb", "databaseUsername": "user", "databasePassword": "secret",
-                       "databaseService": "db", "databasePort": "3306", "databaseName": "trustyai"}
-    }))
-    .expect("a Secret");
-    env.api::<Secret>(&ns)
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("creating the Secret");
+    create_credentials(&env, &ns, "tas-db-credentials").await;
     env.volume_for(&ns, "tas-pvc").await;
     let volume = format!("{ns}-tas-pvc");
     // Migration mode: DATABASE with storage.folder and data.filename (the Go operator's rule),
@@ -216,34 +230,34 @@ async fn migration_mode_keeps_the_pvc_and_adds_the_database() {
     )
     .await;
     let ready = env.wait_ready(&ns, "tas").await;
+    assert_migrating_with_the_claim_and_the_database(&env, &ns, &ready).await;
+    the_go_operators_migration_trigger_is_consumed(&env, &ns).await;
+    the_end_of_the_migration_keeps_the_claim(&env, &ns, &volume).await;
+}
+
+/// Both the claim and the database are available; the claim is kept and mounted at the folder,
+/// and the service migrates from its files to the database.
+async fn assert_migrating_with_the_claim_and_the_database(
+    env: &Env,
+    ns: &str,
+    ready: &TrustyAIService,
+) {
     for type_ in ["PVCAvailable", "DBAvailable"] {
-        let c = condition(&ready, type_).unwrap_or_else(|| panic!("{type_} missing"));
+        let c = condition(ready, type_).unwrap_or_else(|| panic!("{type_} missing"));
         assert_eq!(c.status, "True", "{type_}");
     }
     assert!(
-        env.api::<PersistentVolumeClaim>(&ns)
-            .get_opt("tas-pvc")
-            .await
-            .expect("read")
-            .is_some(),
+        exists(&env.api::<PersistentVolumeClaim>(ns), "tas-pvc").await,
         "the PVC is kept in migration mode"
     );
-    let deployment = env
-        .api::<Deployment>(&ns)
-        .get("tas")
-        .await
-        .expect("Deployment");
-    assert_eq!(
-        env_value(&deployment, "STORAGE_MIGRATION_CONFIG_FROM_FOLDER").as_deref(),
-        Some("/inputs")
-    );
-    assert_eq!(
-        env_value(&deployment, "STORAGE_MIGRATION_CONFIG_FROM_FILENAME").as_deref(),
-        Some("data.csv")
-    );
-    assert_eq!(
-        env_value(&deployment, "QUARKUS_HIBERNATE_ORM_ACTIVE").as_deref(),
-        Some("true")
+    let deployment: Deployment = env.get(ns, "tas").await;
+    assert_env(
+        &deployment,
+        &[
+            ("STORAGE_MIGRATION_CONFIG_FROM_FOLDER", "/inputs"),
+            ("STORAGE_MIGRATION_CONFIG_FROM_FILENAME", "data.csv"),
+            ("QUARKUS_HIBERNATE_ORM_ACTIVE", "true"),
+        ],
     );
     let mounts: Vec<String> = service_container(&deployment)
         .volume_mounts
@@ -255,20 +269,19 @@ async fn migration_mode_keeps_the_pvc_and_adds_the_database() {
         mounts.iter().any(|m| m == "/inputs"),
         "the PVC is mounted at the folder: {mounts:?}"
     );
+}
 
-    // The Go operator's migration trigger: consumed (removed) once the Deployment runs the
-    // current spec, as scripts written for the Go operator wait for.
-    let services = env.api::<TrustyAIService>(&ns);
-    services
-        .patch(
-            "tas",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"metadata": {"annotations": {"trustyai.opendatahub.io/db-migration": "true"}}}),
-            ),
-        )
-        .await
-        .expect("annotating for migration");
+/// The Go operator's migration trigger: consumed (removed) once the Deployment runs the
+/// current spec, as scripts written for the Go operator wait for.
+async fn the_go_operators_migration_trigger_is_consumed(env: &Env, ns: &str) {
+    let services = env.api::<TrustyAIService>(ns);
+    merge_patch(
+        &services,
+        "tas",
+        json!({"metadata": {"annotations": {"trustyai.opendatahub.io/db-migration": "true"}}}),
+    )
+    .await
+    .expect("annotating for migration");
     env.wait("the migration annotation removed", || async {
         let tas = services.get("tas").await.ok()?;
         (!tas
@@ -277,23 +290,25 @@ async fn migration_mode_keeps_the_pvc_and_adds_the_database() {
         .then_some(())
     })
     .await;
-    env.wait_event(&ns, "tas", "MigrationAnnotationRemoved")
+    env.wait_event(ns, "tas", "MigrationAnnotationRemoved")
         .await;
+}
 
-    // The end of the migration: without data.filename the storage is the database alone, and
-    // the volume's name goes with it. The claim, still bound to the volume, is kept (it holds
-    // the files the migration read); the service no longer mounts it.
-    services
-        .patch(
-            "tas",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"storage": {"pv": null}, "data": {"filename": null}}})),
-        )
-        .await
-        .expect("ending the migration");
+/// The end of the migration: without data.filename the storage is the database alone, and the
+/// volume's name goes with it. The claim, still bound to the volume, is kept (it holds the
+/// files the migration read); the service no longer mounts it.
+async fn the_end_of_the_migration_keeps_the_claim(env: &Env, ns: &str, volume: &str) {
+    let services = env.api::<TrustyAIService>(ns);
+    merge_patch(
+        &services,
+        "tas",
+        json!({"spec": {"storage": {"pv": null}, "data": {"filename": null}}}),
+    )
+    .await
+    .expect("ending the migration");
     let ended = env
         .wait("the Deployment without the migration", || async {
-            let deployment = env.api::<Deployment>(&ns).get("tas").await.ok()?;
+            let deployment = env.api::<Deployment>(ns).get("tas").await.ok()?;
             let mounted = service_container(&deployment)
                 .volume_mounts
                 .iter()
@@ -320,13 +335,9 @@ async fn migration_mode_keeps_the_pvc_and_adds_the_database() {
         condition(&ready, "DBAvailable").map(|c| c.status),
         Some("True".to_owned())
     );
-    let claim = env
-        .api::<PersistentVolumeClaim>(&ns)
-        .get("tas-pvc")
-        .await
-        .expect("the PVC is kept after the migration");
+    let claim: PersistentVolumeClaim = env.get(ns, "tas-pvc").await;
     assert_eq!(
         claim.spec.and_then(|s| s.volume_name).as_deref(),
-        Some(volume.as_str())
+        Some(volume)
     );
 }

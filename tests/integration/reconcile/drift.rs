@@ -12,14 +12,13 @@ use serde_json::{Value, json};
 use crate::reconcile::env::{
     DEFAULT_IMAGE, Env, OPERATOR_CONFIG, operator_written_of, pvc_spec, service_container, versions,
 };
+use crate::support::cluster::{exists, merge_patch};
 
 #[tokio::test]
 async fn drift_is_corrected() {
     let env = Env::shared().await;
     let ns = env.namespace("drift").await;
-    env.volume_for(&ns, "tas-pvc").await;
-    env.create(&ns, "tas", pvc_spec()).await;
-    env.wait_ready(&ns, "tas").await;
+    env.ready_pvc_instance(&ns, "tas").await;
 
     let services = env.api::<Service>(&ns);
     let old = services.get("tas").await.expect("Service").uid();
@@ -36,12 +35,7 @@ async fn drift_is_corrected() {
     eprintln!("deleted Service re-created after {:?}", started.elapsed());
 
     let deployments = env.api::<Deployment>(&ns);
-    deployments
-        .patch(
-            "tas",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 3}})),
-        )
+    merge_patch(&deployments, "tas", json!({"spec": {"replicas": 3}}))
         .await
         .expect("scaling the Deployment");
     let started = Instant::now();
@@ -54,14 +48,13 @@ async fn drift_is_corrected() {
 
     // The kube-rbac-proxy configuration is restored too.
     let config_maps = env.api::<ConfigMap>(&ns);
-    config_maps
-        .patch(
-            "tas-kube-rbac-proxy-config",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"config.yaml": "tampered"}})),
-        )
-        .await
-        .expect("editing the ConfigMap");
+    merge_patch(
+        &config_maps,
+        "tas-kube-rbac-proxy-config",
+        json!({"data": {"config.yaml": "tampered"}}),
+    )
+    .await
+    .expect("editing the ConfigMap");
     env.wait("the ConfigMap restored", || async {
         let cm = config_maps.get("tas-kube-rbac-proxy-config").await.ok()?;
         cm.data?
@@ -92,14 +85,13 @@ async fn drift_is_corrected() {
         (secret.uid() != old && secret.data?.contains_key("tls.crt")).then_some(())
     })
     .await;
-    secrets
-        .patch(
-            "tas-internal",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"tls.crt": "dGFtcGVyZWQ="}})),
-        )
-        .await
-        .expect("tampering with the internal serving Secret");
+    merge_patch(
+        &secrets,
+        "tas-internal",
+        json!({"data": {"tls.crt": "dGFtcGVyZWQ="}}),
+    )
+    .await
+    .expect("tampering with the internal serving Secret");
     env.wait("the internal serving Secret issued again", || async {
         let secret = secrets.get("tas-internal").await.ok()?;
         let crt = secret.data?.get("tls.crt")?.0.clone();
@@ -143,9 +135,7 @@ where
 async fn custom_ca_bundle_is_mounted_when_it_appears_and_unmounted_when_it_goes() {
     let env = Env::shared().await;
     let ns = env.namespace("cabundle").await;
-    env.volume_for(&ns, "tas-pvc").await;
-    env.create(&ns, "tas", pvc_spec()).await;
-    env.wait_ready(&ns, "tas").await;
+    env.ready_pvc_instance(&ns, "tas").await;
 
     let deployments = env.api::<Deployment>(&ns);
     let has_bundle = |d: &Deployment| {
@@ -205,11 +195,7 @@ async fn instances_do_not_interfere() {
     }
     for (ns, name) in [(&one, "alpha"), (&one, "beta"), (&two, "alpha")] {
         env.wait_ready(ns, name).await;
-        let d = env
-            .api::<Deployment>(ns)
-            .get(name)
-            .await
-            .expect("Deployment");
+        let d: Deployment = env.get(ns, name).await;
         let selector = d.spec.selector.match_labels.expect("labels");
         assert_eq!(
             selector.get("app.kubernetes.io/instance"),
@@ -229,36 +215,15 @@ async fn instances_do_not_interfere() {
         .await;
 
     env.delete_service(&one, "alpha").await;
-    env.wait("alpha's Deployment in the first namespace gone", || async {
-        env.api::<Deployment>(&one)
-            .get_opt("alpha")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
+    env.wait_gone(
+        "alpha's Deployment in the first namespace gone",
+        &env.api::<Deployment>(&one),
+        "alpha",
+    )
     .await;
-    assert!(
-        bindings
-            .get_opt(&format!("alpha-{one}-proxy-rolebinding"))
-            .await
-            .expect("read")
-            .is_none()
-    );
-    assert!(
-        bindings
-            .get_opt(&format!("beta-{one}-proxy-rolebinding"))
-            .await
-            .expect("read")
-            .is_some()
-    );
-    assert!(
-        bindings
-            .get_opt(&format!("alpha-{two}-proxy-rolebinding"))
-            .await
-            .expect("read")
-            .is_some()
-    );
+    assert!(!exists(&bindings, &format!("alpha-{one}-proxy-rolebinding")).await);
+    assert!(exists(&bindings, &format!("beta-{one}-proxy-rolebinding")).await);
+    assert!(exists(&bindings, &format!("alpha-{two}-proxy-rolebinding")).await);
     env.wait_ready(&one, "beta").await;
     env.wait_ready(&two, "alpha").await;
     assert_eq!(
@@ -277,9 +242,7 @@ async fn instances_do_not_interfere() {
 async fn an_image_change_in_the_operator_config_map_rolls_the_deployment() {
     let env = Env::exclusive().await;
     let ns = env.namespace("image").await;
-    env.volume_for(&ns, "tas-pvc").await;
-    env.create(&ns, "tas", pvc_spec()).await;
-    env.wait_ready(&ns, "tas").await;
+    env.ready_pvc_instance(&ns, "tas").await;
 
     let config_maps = env.api::<ConfigMap>(&env.operator_ns);
     let image = "quay.io/trustyai/trustyai-service:rolled";
@@ -327,14 +290,13 @@ async fn an_image_change_in_the_operator_config_map_rolls_the_deployment() {
         (image_of("own").await.as_deref() == Some(custom)).then_some(())
     })
     .await;
-    config_maps
-        .patch(
-            OPERATOR_CONFIG,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"allowedImagePrefixes": "registry.example.com/"}})),
-        )
-        .await
-        .expect("narrowing the allowed prefixes");
+    merge_patch(
+        &config_maps,
+        OPERATOR_CONFIG,
+        json!({"data": {"allowedImagePrefixes": "registry.example.com/"}}),
+    )
+    .await
+    .expect("narrowing the allowed prefixes");
     env.wait(
         "the configured image instead of a spec.image no longer allowed",
         || async { (image_of("own").await.as_deref() == Some(image)).then_some(()) },
@@ -378,9 +340,7 @@ fn reconciled_in_log(log: &std::path::Path, ns: &str, name: &str) -> bool {
 async fn an_operator_restart_changes_no_object() {
     let env = Env::exclusive().await;
     let ns = env.namespace("restart").await;
-    env.volume_for(&ns, "tas-pvc").await;
-    env.create(&ns, "tas", pvc_spec()).await;
-    env.wait_ready(&ns, "tas").await;
+    env.ready_pvc_instance(&ns, "tas").await;
     let before = env
         .settled("the objects after the creation", || versions(&env, &ns))
         .await;

@@ -1,9 +1,8 @@
 //! The operator the tests share or take exclusively (`Env`), and the helpers they all use.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{
@@ -11,13 +10,14 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use trustyai_crds::TrustyAIService;
 
 use crate::support::ControlPlane;
+use crate::support::cluster::NamespacedKind;
 use crate::support::control_planes::{self, Claim, Concern};
 use crate::support::operator::Operator;
 use crate::support::wait;
@@ -179,36 +179,21 @@ impl Env {
         .await
     }
 
-    /// Polls `read` every 500 ms until its answer has not changed for 5 s, and returns it; fails
-    /// with the operator's log if it keeps changing for 60 s. A snapshot taken while the writes
-    /// that follow a creation are still landing (follow-up reconciles, the rollout, the claim's
-    /// binding) would differ from a later one for reasons that are not under test.
-    pub async fn settled<T, F, Fut>(&self, what: &str, mut read: F) -> T
-    where
-        T: PartialEq,
-        F: FnMut() -> Fut,
-        Fut: Future<Output = T>,
-    {
+    /// Reads `read` until its answer has not changed for 5 s, and returns it; fails with the
+    /// operator's log if it keeps changing for 60 s ([`wait::settled`]). A snapshot taken while
+    /// the writes that follow a creation are still landing (follow-up reconciles, the rollout,
+    /// the claim's binding) would differ from a later one for reasons that are not under test.
+    pub async fn settled<T: PartialEq>(&self, what: &str, read: impl AsyncFnMut() -> T) -> T {
         const QUIET: Duration = Duration::from_secs(5);
         const LIMIT: Duration = Duration::from_secs(60);
-        let deadline = Instant::now() + LIMIT;
-        let mut last = read().await;
-        let mut unchanged_since = Instant::now();
-        while unchanged_since.elapsed() < QUIET {
-            if Instant::now() > deadline {
-                panic!(
-                    "{what} still changing after {LIMIT:?}\n--- operator log ---\n{}",
-                    self.operator_logs()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let now = read().await;
-            if now != last {
-                last = now;
-                unchanged_since = Instant::now();
-            }
-        }
-        last
+        wait::settled(
+            what,
+            QUIET,
+            LIMIT,
+            || format!("--- operator log ---\n{}", self.operator_logs()),
+            read,
+        )
+        .await
     }
 
     pub fn services(&self, ns: &str) -> Api<TrustyAIService> {
@@ -221,6 +206,14 @@ impl Env {
         K::DynamicType: Default,
     {
         Api::namespaced(self.client.clone(), ns)
+    }
+
+    /// The object `name` of kind `K` in `ns`; panics when it cannot be read.
+    pub async fn get<K: NamespacedKind>(&self, ns: &str, name: &str) -> K {
+        self.api::<K>(ns)
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("{} {ns}/{name}: {e}", K::kind(&Default::default())))
     }
 
     pub async fn create(&self, ns: &str, name: &str, spec: Value) -> TrustyAIService {
@@ -268,8 +261,26 @@ impl Env {
         .await
     }
 
+    /// Waits until `name` is gone.
+    pub async fn wait_gone<K>(&self, what: &str, api: &Api<K>, name: &str)
+    where
+        K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+    {
+        self.wait(what, || async {
+            api.get_opt(name).await.ok()?.is_none().then_some(())
+        })
+        .await;
+    }
+
     pub async fn wait_ready(&self, ns: &str, name: &str) -> TrustyAIService {
         self.wait_condition(ns, name, "Ready", "True", None).await
+    }
+
+    /// A PVC-mode TrustyAIService `name` in `ns`, with a volume for its claim, once Ready.
+    pub async fn ready_pvc_instance(&self, ns: &str, name: &str) -> TrustyAIService {
+        self.volume_for(ns, &format!("{name}-pvc")).await;
+        self.create(ns, name, pvc_spec()).await;
+        self.wait_ready(ns, name).await
     }
 
     /// A PersistentVolume pre-bound to the claim `ns/claim`, so the PV binder binds exactly
@@ -304,17 +315,7 @@ impl Env {
 
     /// Events regarding `name` in `ns` with `reason`.
     pub async fn events(&self, ns: &str, name: &str, reason: &str) -> Vec<Event> {
-        self.api::<Event>(ns)
-            .list(&ListParams::default())
-            .await
-            .expect("events")
-            .items
-            .into_iter()
-            .filter(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-                    && e.reason.as_deref() == Some(reason)
-            })
-            .collect()
+        crate::support::cluster::events_regarding(&self.client, ns, name, reason).await
     }
 
     pub async fn wait_event(&self, ns: &str, name: &str, reason: &str) -> Vec<Event> {
@@ -330,14 +331,8 @@ impl Env {
             .delete(name, &DeleteParams::default())
             .await
             .expect("deleting the TrustyAIService");
-        self.wait(&format!("{ns}/{name} gone"), || async {
-            self.services(ns)
-                .get_opt(name)
-                .await
-                .ok()
-                .and_then(|o| o.is_none().then_some(()))
-        })
-        .await;
+        self.wait_gone(&format!("{ns}/{name} gone"), &self.services(ns), name)
+            .await;
     }
 }
 
@@ -373,6 +368,11 @@ pub fn condition(object: &TrustyAIService, type_: &str) -> Option<Cond> {
         })
 }
 
+/// What an Event says (empty when it says nothing).
+pub fn note(event: &Event) -> &str {
+    event.note.as_deref().unwrap_or_default()
+}
+
 pub use crate::support::samples::pvc as pvc_spec;
 
 pub fn env_value(deployment: &Deployment, name: &str) -> Option<String> {
@@ -382,6 +382,18 @@ pub fn env_value(deployment: &Deployment, name: &str) -> Option<String> {
         .iter()
         .find(|e| e.name == name)
         .and_then(|e| e.value.clone())
+}
+
+/// The service container of `deployment` has each `(name, value)` of `expected` in its
+/// environment.
+pub fn assert_env(deployment: &Deployment, expected: &[(&str, &str)]) {
+    for (name, value) in expected {
+        assert_eq!(
+            env_value(deployment, name).as_deref(),
+            Some(*value),
+            "{name}"
+        );
+    }
 }
 
 pub fn service_container(deployment: &Deployment) -> &k8s_openapi::api::core::v1::Container {

@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use super::env::{DEFAULT_IMAGE, Env, OPERATOR_CONFIG, condition, pvc_spec, service_container};
+use crate::support::cluster::merge_patch;
 
 const PYTHON_IMAGE: &str = "quay.io/opendatahub/odh-trustyai-service-py:upgrade-test";
 const ALLOW: &str = "trustyai.opendatahub.io/allow-service-image-upgrade";
@@ -18,17 +19,60 @@ const ALLOW: &str = "trustyai.opendatahub.io/allow-service-image-upgrade";
 async fn a_java_instance_keeps_its_image_until_it_asks_for_the_configured_service() {
     let env = Env::exclusive().await;
     let ns = env.namespace("java").await;
-    env.volume_for(&ns, "java-pvc").await;
-    env.create(&ns, "java", pvc_spec()).await;
-    env.wait_ready(&ns, "java").await;
+    env.ready_pvc_instance(&ns, "java").await;
     let deployments = env.api::<Deployment>(&ns);
     let before = deployments.get("java").await.expect("the Deployment");
     assert_eq!(
         service_container(&before).image.as_deref(),
         Some(DEFAULT_IMAGE)
     );
+    configure_the_service_image(&env, PYTHON_IMAGE).await;
 
-    let config_maps = env.api::<ConfigMap>(&env.operator_ns);
+    // A new instance gets the configured service.
+    env.volume_for(&ns, "fresh-pvc").await;
+    env.create(&ns, "fresh", pvc_spec()).await;
+    wait_for_the_image(
+        &env,
+        &deployments,
+        "fresh",
+        "the new instance's Deployment to run the configured image",
+    )
+    .await;
+
+    // The Java instance keeps its image and its pods, and says why.
+    assert_held_and_saying_why(&env, &ns, &before).await;
+
+    // Asked for, the move happens and the condition goes.
+    merge_patch(
+        &env.services(&ns),
+        "java",
+        json!({"metadata": {"annotations": {ALLOW: "true"}}}),
+    )
+    .await
+    .expect("annotating the TrustyAIService");
+    wait_for_the_image(
+        &env,
+        &deployments,
+        "java",
+        "the Java instance to move to the configured image",
+    )
+    .await;
+    env.wait(
+        "ImageUpgradeHeld to go and status.image to follow",
+        || async {
+            let s = env.services(&ns).get("java").await.ok()?;
+            (condition(&s, "ImageUpgradeHeld").is_none()
+                && s.status?.image.as_deref() == Some(PYTHON_IMAGE))
+            .then_some(())
+        },
+    )
+    .await;
+
+    env.remove_operator_config().await;
+}
+
+/// The operator ConfigMap naming `image` as the service image.
+async fn configure_the_service_image(env: &Env, image: &str) {
     let config = ConfigMap {
         metadata: kube::api::ObjectMeta {
             name: Some(OPERATOR_CONFIG.to_owned()),
@@ -36,31 +80,32 @@ async fn a_java_instance_keeps_its_image_until_it_asks_for_the_configured_servic
         },
         data: Some(BTreeMap::from([(
             "trustyaiServiceImage".to_owned(),
-            PYTHON_IMAGE.to_owned(),
+            image.to_owned(),
         )])),
         ..Default::default()
     };
-    config_maps
+    env.api::<ConfigMap>(&env.operator_ns)
         .create(&PostParams::default(), &config)
         .await
         .expect("creating the operator ConfigMap");
+}
 
-    // A new instance gets the configured service.
-    env.volume_for(&ns, "fresh-pvc").await;
-    env.create(&ns, "fresh", pvc_spec()).await;
-    env.wait(
-        "the new instance's Deployment to run the configured image",
-        || async {
-            let d = deployments.get("fresh").await.ok()?;
-            (service_container(&d).image.as_deref() == Some(PYTHON_IMAGE)).then_some(())
-        },
-    )
+/// Waits until the Deployment `name` runs the configured image ([`PYTHON_IMAGE`]).
+async fn wait_for_the_image(env: &Env, deployments: &Api<Deployment>, name: &str, what: &str) {
+    env.wait(what, || async {
+        let d = deployments.get(name).await.ok()?;
+        (service_container(&d).image.as_deref() == Some(PYTHON_IMAGE)).then_some(())
+    })
     .await;
+}
 
-    // The Java instance keeps its image and its pods, and says why.
+/// The Java instance `java` keeps its image and its pods (its Deployment as it was `before`),
+/// still serves, and says why in a condition and a Warning naming the annotation to move.
+async fn assert_held_and_saying_why(env: &Env, ns: &str, before: &Deployment) {
+    let deployments = env.api::<Deployment>(ns);
     let held = env
         .wait_condition(
-            &ns,
+            ns,
             "java",
             "ImageUpgradeHeld",
             "True",
@@ -94,40 +139,10 @@ async fn a_java_instance_keeps_its_image_until_it_asks_for_the_configured_servic
         after.metadata.generation, before.metadata.generation,
         "the held Deployment was not changed"
     );
-    let warned = env.wait_event(&ns, "java", "JavaServiceData").await;
+    let warned = env.wait_event(ns, "java", "JavaServiceData").await;
     assert!(
         warned.iter().all(|e| e.type_.as_deref() == Some("Warning")
             && e.note.as_deref().is_some_and(|n| n.contains(ALLOW))),
         "{warned:?}"
     );
-
-    // Asked for, the move happens and the condition goes.
-    env.services(&ns)
-        .patch(
-            "java",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {ALLOW: "true"}}})),
-        )
-        .await
-        .expect("annotating the TrustyAIService");
-    env.wait(
-        "the Java instance to move to the configured image",
-        || async {
-            let d = deployments.get("java").await.ok()?;
-            (service_container(&d).image.as_deref() == Some(PYTHON_IMAGE)).then_some(())
-        },
-    )
-    .await;
-    env.wait(
-        "ImageUpgradeHeld to go and status.image to follow",
-        || async {
-            let s = env.services(&ns).get("java").await.ok()?;
-            (condition(&s, "ImageUpgradeHeld").is_none()
-                && s.status?.image.as_deref() == Some(PYTHON_IMAGE))
-            .then_some(())
-        },
-    )
-    .await;
-
-    env.remove_operator_config().await;
 }

@@ -4,13 +4,15 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use trustyai_crds::TrustyAIService;
 
 use crate::reconcile::env::{
     Env, OPERATOR_CONFIG, assert_owned_by, condition, dynamic_api, pvc_spec,
 };
 use crate::support::ControlPlane;
+use crate::support::cluster::exists;
 
 /// Installs the fixture CRDs, and removes them again when dropped.
 struct OptionalCrds<'a> {
@@ -53,6 +55,15 @@ impl Drop for OptionalCrds<'_> {
     }
 }
 
+/// The fields of the operator's log record of the optional APIs it found, one per API.
+const OPTIONAL_API_FIELDS: [&str; 5] = [
+    "routes",
+    "service_monitors",
+    "inference_services",
+    "destination_rules",
+    "virtual_services",
+];
+
 /// The optional APIs the operator logging to `log` last reported (at its start, or as a
 /// change since), by field: its JSON log carries one boolean field per API.
 fn reported_optional_apis(log: &std::path::Path) -> Option<BTreeMap<String, bool>> {
@@ -67,16 +78,10 @@ fn reported_optional_apis(log: &std::path::Path) -> Option<BTreeMap<String, bool
                 Some("optional APIs discovered" | "optional APIs changed")
             )
         })?;
-    [
-        "routes",
-        "service_monitors",
-        "inference_services",
-        "destination_rules",
-        "virtual_services",
-    ]
-    .into_iter()
-    .map(|field| Some((field.to_owned(), last[field].as_bool()?)))
-    .collect()
+    OPTIONAL_API_FIELDS
+        .into_iter()
+        .map(|field| Some((field.to_owned(), last[field].as_bool()?)))
+        .collect()
 }
 
 #[tokio::test]
@@ -91,23 +96,63 @@ async fn optional_apis_get_their_objects_and_modelmesh_is_wired_and_unwired() {
         "the operator to discover Routes, ServiceMonitors, InferenceServices and Istio",
         || async {
             let apis = reported_optional_apis(&log)?;
-            [
-                "routes",
-                "service_monitors",
-                "inference_services",
-                "destination_rules",
-                "virtual_services",
-            ]
-            .iter()
-            .all(|api| apis.get(*api) == Some(&true))
-            .then_some(())
+            OPTIONAL_API_FIELDS
+                .iter()
+                .all(|api| apis.get(*api) == Some(&true))
+                .then_some(())
         },
     )
     .await;
     let ns = env.namespace("optional").await;
-    let client = &env.client;
+    let (deployments, isvcs) = modelmesh_and_inference_services(&env, &ns).await;
 
-    // A fake ModelMesh Deployment (kwok makes it ready) and two InferenceServices.
+    env.volume_for(&ns, "tas-pvc").await;
+    let created = env.create(&ns, "tas", pvc_spec()).await;
+    // A Route exists but no router admits it: not ready, for that reason only.
+    let services = env.services(&ns);
+    env.wait(
+        "RouteAvailable=False (RouteNotFound) and InferenceServicesPresent=True",
+        || async {
+            let object = services.get_opt("tas").await.ok()??;
+            let route = condition(&object, "RouteAvailable")?;
+            let present = condition(&object, "InferenceServicesPresent")?;
+            (route.status == "False"
+                && route.reason.as_deref() == Some("RouteNotFound")
+                && present.status == "True")
+                .then_some(())
+        },
+    )
+    .await;
+    let routes = assert_the_route_and_the_service_monitors(&env, &ns, &created).await;
+    assert_modelmesh_wired(&env, &ns, &deployments).await;
+    assert_the_kserve_loggers_set(&env, &ns, &isvcs).await;
+    assert_the_istio_objects(&env, &ns, &created).await;
+    the_serverless_logger_once_enabled(&env, &ns, &isvcs).await;
+
+    // A router admits the Route: ready.
+    routes
+        .patch_status(
+            "tas",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ingress": [{"host": "tas.example.com",
+                "conditions": [{"type": "Admitted", "status": "True"}]}]}})),
+        )
+        .await
+        .expect("admitting the Route");
+    let ready = env.wait_ready(&ns, "tas").await;
+    assert!(condition(&ready, "RouteAvailable").is_some_and(|c| c.status == "True"));
+
+    // Deletion undoes the wiring, leaving the other payload processor alone.
+    env.delete_service(&ns, "tas").await;
+    assert_unwired(&deployments, &isvcs).await;
+}
+
+/// A fake ModelMesh Deployment (kwok makes it ready) and three InferenceServices (ModelMesh,
+/// raw, serverless) in `ns`; the APIs of both.
+async fn modelmesh_and_inference_services(
+    env: &Env,
+    ns: &str,
+) -> (Api<Deployment>, Api<DynamicObject>) {
     let modelmesh: Deployment = serde_json::from_value(json!({
         "metadata": {"name": "modelmesh-serving-mlserver", "labels": {"modelmesh-service": "modelmesh-serving"}},
         "spec": {
@@ -124,14 +169,14 @@ async fn optional_apis_get_their_objects_and_modelmesh_is_wired_and_unwired() {
         }
     }))
     .expect("a Deployment");
-    let deployments = env.api::<Deployment>(&ns);
+    let deployments = env.api::<Deployment>(ns);
     deployments
         .create(&PostParams::default(), &modelmesh)
         .await
         .expect("the ModelMesh Deployment");
     let isvcs = dynamic_api(
-        client,
-        &ns,
+        &env.client,
+        ns,
         "serving.kserve.io",
         "v1beta1",
         "InferenceService",
@@ -158,28 +203,22 @@ async fn optional_apis_get_their_objects_and_modelmesh_is_wired_and_unwired() {
             .expect("creating an InferenceService");
     }
 
-    env.volume_for(&ns, "tas-pvc").await;
-    let created = env.create(&ns, "tas", pvc_spec()).await;
-    // A Route exists but no router admits it: not ready, for that reason only.
-    let services = env.services(&ns);
-    env.wait(
-        "RouteAvailable=False (RouteNotFound) and InferenceServicesPresent=True",
-        || async {
-            let object = services.get_opt("tas").await.ok()??;
-            let route = condition(&object, "RouteAvailable")?;
-            let present = condition(&object, "InferenceServicesPresent")?;
-            (route.status == "False"
-                && route.reason.as_deref() == Some("RouteNotFound")
-                && present.status == "True")
-                .then_some(())
-        },
-    )
-    .await;
+    (deployments, isvcs)
+}
 
-    let routes = dynamic_api(client, &ns, "route.openshift.io", "v1", "Route", "routes");
+/// The Route (to the TLS Service) and the ServiceMonitors (local and the operator's) exist,
+/// owned by `created`, and no certificates are issued: service-ca is assumed where Routes
+/// exist. Returns the Routes' API.
+async fn assert_the_route_and_the_service_monitors(
+    env: &Env,
+    ns: &str,
+    created: &TrustyAIService,
+) -> Api<DynamicObject> {
+    let client = &env.client;
+    let routes = dynamic_api(client, ns, "route.openshift.io", "v1", "Route", "routes");
     let route = env.wait_exists(&routes, "tas").await;
     assert_eq!(route.data["spec"]["to"]["name"], "tas-tls");
-    assert_owned_by(&route.metadata, &created, "the Route");
+    assert_owned_by(&route.metadata, created, "the Route");
     let monitors = |ns: &str| {
         dynamic_api(
             client,
@@ -190,22 +229,20 @@ async fn optional_apis_get_their_objects_and_modelmesh_is_wired_and_unwired() {
             "servicemonitors",
         )
     };
-    let local = env.wait_exists(&monitors(&ns), "tas").await;
-    assert_owned_by(&local.metadata, &created, "the local ServiceMonitor");
+    let local = env.wait_exists(&monitors(ns), "tas").await;
+    assert_owned_by(&local.metadata, created, "the local ServiceMonitor");
     env.wait_exists(&monitors(&env.operator_ns), "trustyai-metrics")
         .await;
     // service-ca is assumed where Routes exist: no operator-issued certificates. The operator
     // knew Routes before the TrustyAIService existed, and a reconcile issues certificates
     // before it applies the Route: once the Route exists, a single read suffices.
-    assert!(
-        env.api::<Secret>(&ns)
-            .get_opt("tas-tls")
-            .await
-            .expect("read")
-            .is_none()
-    );
+    assert!(!exists(&env.api::<Secret>(ns), "tas-tls").await);
 
-    // Wiring: the payload processor is added next to the existing one; the logger is set.
+    routes
+}
+
+/// The payload processor is added next to the existing one, with the TLS volume and path.
+async fn assert_modelmesh_wired(env: &Env, ns: &str, deployments: &Api<Deployment>) {
     let url = format!("https://tas.{ns}.svc/consumer/kserve/v2");
     let wired = env
         .wait("the ModelMesh Deployment wired", || async {
@@ -240,6 +277,11 @@ async fn optional_apis_get_their_objects_and_modelmesh_is_wired_and_unwired() {
             .flatten()
             .any(|e| e.value.as_deref() == Some(&format!("http://other/consumer {url}")))
     );
+}
+
+/// The raw InferenceService logs to the TrustyAIService over TLS; the ModelMesh one has no
+/// logger.
+async fn assert_the_kserve_loggers_set(env: &Env, ns: &str, isvcs: &Api<DynamicObject>) {
     let logger = format!("https://tas.{ns}.svc.cluster.local");
     env.wait("the KServe logger set", || async {
         let isvc = isvcs.get("raw-model").await.ok()?;
@@ -250,32 +292,43 @@ async fn optional_apis_get_their_objects_and_modelmesh_is_wired_and_unwired() {
         isvcs.get("mm-model").await.expect("isvc").data["spec"]["predictor"].get("logger"),
         None
     );
-    // The sidecar's traffic reaches the internal Service over TLS.
-    let rules = dynamic_api(
-        client,
-        &ns,
-        "networking.istio.io",
-        "v1beta1",
-        "DestinationRule",
-        "destinationrules",
-    );
-    let rule = env.wait_exists(&rules, "tas-internal").await;
-    assert_owned_by(&rule.metadata, &created, "the DestinationRule");
+}
+
+/// The sidecar's traffic reaches the internal Service over TLS: a DestinationRule and a
+/// VirtualService, owned by `created`.
+async fn assert_the_istio_objects(env: &Env, ns: &str, created: &TrustyAIService) {
+    let rule = owned_istio_object(env, ns, "DestinationRule", "tas-internal", created).await;
     assert_eq!(
         rule.data["spec"]["host"],
         format!("tas.{ns}.svc.cluster.local")
     );
-    let redirects = dynamic_api(
-        client,
-        &ns,
+    owned_istio_object(env, ns, "VirtualService", "tas-redirect", created).await;
+}
+
+/// The Istio object `name` of `kind` in `ns`, once it exists, asserted to be owned by `owner`.
+async fn owned_istio_object(
+    env: &Env,
+    ns: &str,
+    kind: &str,
+    name: &str,
+    owner: &TrustyAIService,
+) -> DynamicObject {
+    let plural = format!("{}s", kind.to_lowercase());
+    let api = dynamic_api(
+        &env.client,
+        ns,
         "networking.istio.io",
         "v1beta1",
-        "VirtualService",
-        "virtualservices",
+        kind,
+        &plural,
     );
-    let redirect = env.wait_exists(&redirects, "tas-redirect").await;
-    assert_owned_by(&redirect.metadata, &created, "the VirtualService");
-    // Serverless: left alone until the operator ConfigMap enables it, then logged over HTTP.
+    let object = env.wait_exists(&api, name).await;
+    assert_owned_by(&object.metadata, owner, &format!("the {kind}"));
+    object
+}
+
+/// Serverless: left alone until the operator ConfigMap enables it, then logged over HTTP.
+async fn the_serverless_logger_once_enabled(env: &Env, ns: &str, isvcs: &Api<DynamicObject>) {
     assert_eq!(
         isvcs.get("serverless-model").await.expect("isvc").data["spec"]["predictor"].get("logger"),
         None
@@ -300,22 +353,10 @@ async fn optional_apis_get_their_objects_and_modelmesh_is_wired_and_unwired() {
     })
     .await;
     env.remove_operator_config().await;
+}
 
-    // A router admits the Route: ready.
-    routes
-        .patch_status(
-            "tas",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"ingress": [{"host": "tas.example.com",
-                "conditions": [{"type": "Admitted", "status": "True"}]}]}})),
-        )
-        .await
-        .expect("admitting the Route");
-    let ready = env.wait_ready(&ns, "tas").await;
-    assert!(condition(&ready, "RouteAvailable").is_some_and(|c| c.status == "True"));
-
-    // Deletion undoes the wiring, leaving the other payload processor alone.
-    env.delete_service(&ns, "tas").await;
+/// The wiring undone: no TLS volume or path, only the other payload processor, no loggers.
+async fn assert_unwired(deployments: &Api<Deployment>, isvcs: &Api<DynamicObject>) {
     let unwired = deployments
         .get("modelmesh-serving-mlserver")
         .await

@@ -9,13 +9,16 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
+use trustyai_crds::TrustyAIService;
 
 use crate::reconcile::env::{
-    DEFAULT_IMAGE, Env, assert_owned_by, condition, env_value, pvc_spec, service_container,
+    DEFAULT_IMAGE, Env, assert_env, assert_owned_by, condition, env_value, note, pvc_spec,
+    service_container,
 };
+use crate::support::cluster::merge_patch;
 
 #[tokio::test]
 async fn pvc_mode_creates_every_child_and_becomes_ready() {
@@ -27,35 +30,43 @@ async fn pvc_mode_creates_every_child_and_becomes_ready() {
     let ready = env.wait_ready(&ns, "tas").await;
     eprintln!("PVC mode Ready after {:?}", started.elapsed());
 
-    // Status.
+    assert_the_status_of_a_ready_pvc_instance(&ready);
+    assert_the_deployment(&env, &ns, &ready).await;
+    assert_the_other_children(&env, &ns, &ready).await;
+    // No service-ca on this cluster: the operator issues the serving certificates.
+    assert_the_issued_serving_secrets(&env, &ns, &ready).await;
+    assert_one_creation_event_and_no_claim_update(&env, &ns).await;
+}
+
+/// Ready, with the claim found, no Route on this cluster, no database, and the finalizer.
+fn assert_the_status_of_a_ready_pvc_instance(ready: &TrustyAIService) {
     let status = ready.status.as_ref().expect("status");
     assert_eq!(status.phase.as_deref(), Some("Ready"));
     assert_eq!(status.ready.as_deref(), Some("True"));
     assert_eq!(status.observed_generation, ready.metadata.generation);
     assert_eq!(status.image.as_deref(), Some(DEFAULT_IMAGE));
-    let route = condition(&ready, "RouteAvailable").expect("RouteAvailable");
+    let route = condition(ready, "RouteAvailable").expect("RouteAvailable");
     assert_eq!(
         (route.status.as_str(), route.reason.as_deref()),
         ("False", Some("RouteNotSupported"))
     );
-    let pvc = condition(&ready, "PVCAvailable").expect("PVCAvailable");
+    let pvc = condition(ready, "PVCAvailable").expect("PVCAvailable");
     assert_eq!(
         (pvc.status.as_str(), pvc.reason.as_deref()),
         ("True", Some("PVCFound"))
     );
-    assert!(condition(&ready, "DBAvailable").is_none());
+    assert!(condition(ready, "DBAvailable").is_none());
     assert_eq!(
         ready.metadata.finalizers,
         Some(vec!["trustyai.opendatahub.io/finalizer".to_owned()])
     );
+}
 
-    // Deployment: names, labels, owner, env, images, no version in the selector.
-    let deployment = env
-        .api::<Deployment>(&ns)
-        .get("tas")
-        .await
-        .expect("Deployment tas");
-    assert_owned_by(&deployment.metadata, &ready, "the Deployment");
+/// The Deployment: names, labels, owner, env, images, no version in the selector; the claim
+/// mounted.
+async fn assert_the_deployment(env: &Env, ns: &str, ready: &TrustyAIService) {
+    let deployment: Deployment = env.get(ns, "tas").await;
+    assert_owned_by(&deployment.metadata, ready, "the Deployment");
     let labels = deployment.labels();
     assert_eq!(
         labels.get("app.kubernetes.io/part-of").map(String::as_str),
@@ -73,17 +84,13 @@ async fn pvc_mode_creates_every_child_and_becomes_ready() {
         Some("tas")
     );
     assert!(!selector.contains_key("app.kubernetes.io/version"));
-    assert_eq!(
-        env_value(&deployment, "SERVICE_STORAGE_FORMAT").as_deref(),
-        Some("PVC")
-    );
-    assert_eq!(
-        env_value(&deployment, "SERVICE_METRICS_SCHEDULE").as_deref(),
-        Some("5s")
-    );
-    assert_eq!(
-        env_value(&deployment, "STORAGE_DATA_FOLDER").as_deref(),
-        Some("/inputs")
+    assert_env(
+        &deployment,
+        &[
+            ("SERVICE_STORAGE_FORMAT", "PVC"),
+            ("SERVICE_METRICS_SCHEDULE", "5s"),
+            ("STORAGE_DATA_FOLDER", "/inputs"),
+        ],
     );
     assert_eq!(
         service_container(&deployment).image.as_deref(),
@@ -96,30 +103,21 @@ async fn pvc_mode_creates_every_child_and_becomes_ready() {
             .as_ref()
             .is_some_and(|c| c.claim_name == "tas-pvc")
     }));
+}
 
-    // The other children.
+/// The Services, ServiceAccount, ConfigMap, claim (retained: without an owner) and proxy
+/// ClusterRoleBinding.
+async fn assert_the_other_children(env: &Env, ns: &str, ready: &TrustyAIService) {
     for name in ["tas", "tas-tls"] {
-        let svc = env.api::<Service>(&ns).get(name).await.expect("Service");
-        assert_owned_by(&svc.metadata, &ready, name);
+        let svc = env.api::<Service>(ns).get(name).await.expect("Service");
+        assert_owned_by(&svc.metadata, ready, name);
     }
-    let sa = env
-        .api::<ServiceAccount>(&ns)
-        .get("tas-proxy")
-        .await
-        .expect("ServiceAccount");
-    assert_owned_by(&sa.metadata, &ready, "the ServiceAccount");
-    let cm = env
-        .api::<ConfigMap>(&ns)
-        .get("tas-kube-rbac-proxy-config")
-        .await
-        .expect("ConfigMap");
-    assert_owned_by(&cm.metadata, &ready, "the ConfigMap");
+    let sa: ServiceAccount = env.get(ns, "tas-proxy").await;
+    assert_owned_by(&sa.metadata, ready, "the ServiceAccount");
+    let cm: ConfigMap = env.get(ns, "tas-kube-rbac-proxy-config").await;
+    assert_owned_by(&cm.metadata, ready, "the ConfigMap");
     assert!(cm.data.expect("data")["config.yaml"].contains("    name: \"tas\"\n"));
-    let claim = env
-        .api::<PersistentVolumeClaim>(&ns)
-        .get("tas-pvc")
-        .await
-        .expect("PVC");
+    let claim: PersistentVolumeClaim = env.get(ns, "tas-pvc").await;
     assert!(
         claim.metadata.owner_references.is_none(),
         "retained: no owner"
@@ -141,17 +139,16 @@ async fn pvc_mode_creates_every_child_and_becomes_ready() {
     );
     assert_eq!(
         binding.subjects.expect("subjects")[0].namespace.as_deref(),
-        Some(ns.as_str())
+        Some(ns)
     );
-    // No service-ca on this cluster: the operator issues the serving certificates.
+}
+
+/// The serving Secrets, issued by the operator and owned by `ready`.
+async fn assert_the_issued_serving_secrets(env: &Env, ns: &str, ready: &TrustyAIService) {
     for name in ["tas-tls", "tas-internal"] {
-        let secret = env
-            .api::<Secret>(&ns)
-            .get(name)
-            .await
-            .expect("serving Secret");
+        let secret: Secret = env.get(ns, name).await;
         assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
-        assert_owned_by(&secret.metadata, &ready, name);
+        assert_owned_by(&secret.metadata, ready, name);
         let data = secret.data.expect("data");
         assert!(
             ["tls.crt", "tls.key", "ca.crt"]
@@ -159,11 +156,15 @@ async fn pvc_mode_creates_every_child_and_becomes_ready() {
                 .all(|k| data.contains_key(*k))
         );
     }
-    // One event for the reconcile that created them, named after the claim (the Go
-    // operator's reason) and naming every child it created.
-    let created = env.wait_event(&ns, "tas", "PVCCreated").await;
+}
+
+/// One event for the reconcile that created the children, named after the claim (the Go
+/// operator's reason) and naming every child it created; binding the claim (the binder writes
+/// its volume name and status) is not a change of ours: no second write of the claim.
+async fn assert_one_creation_event_and_no_claim_update(env: &Env, ns: &str) {
+    let created = env.wait_event(ns, "tas", "PVCCreated").await;
     assert_eq!(created[0].type_.as_deref(), Some("Normal"));
-    let note = created[0].note.as_deref().unwrap_or_default();
+    let said = note(&created[0]);
     for child in [
         "PVC tas-pvc",
         "Deployment tas",
@@ -171,12 +172,10 @@ async fn pvc_mode_creates_every_child_and_becomes_ready() {
         "Service tas,",
         "ServiceAccount tas-proxy",
     ] {
-        assert!(note.contains(child), "{child} not in {note:?}");
+        assert!(said.contains(child), "{child} not in {said:?}");
     }
-    // Binding the claim (the binder writes its volume name and status) is not a change of ours:
-    // no second write of the claim.
     let events = env
-        .api::<Event>(&ns)
+        .api::<Event>(ns)
         .list(&ListParams::default())
         .await
         .expect("events");
@@ -202,100 +201,44 @@ async fn claim_size(env: &Env, ns: &str, name: &str) -> Option<String> {
         .map(|q| q.0.clone())
 }
 
+/// A claim of a class that can expand is asked for the spec's new size.
 #[tokio::test]
-async fn a_claim_grows_where_its_class_can_expand_and_a_refused_growth_blocks_nothing() {
+async fn a_claim_grows_where_its_class_can_expand() {
     let env = Env::shared().await;
     let ns = env.namespace("grow").await;
-
-    // An adopted claim of a class that can expand, bound to its volume.
-    let class = format!("{ns}-expandable");
-    let classes = Api::<DynamicObject>::all_with(
-        env.client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("storage.k8s.io", "v1", "StorageClass"),
-            "storageclasses",
-        ),
-    );
-    classes
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-                "metadata": {"name": class},
-                "provisioner": "kubernetes.io/no-provisioner",
-                "allowVolumeExpansion": true
-            }))
-            .expect("a StorageClass"),
-        )
-        .await
-        .expect("creating the StorageClass");
-    let volume = format!("{ns}-wide-pvc");
-    Api::<PersistentVolume>::all(env.client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": volume},
-                "spec": {
-                    "capacity": {"storage": "5Gi"},
-                    "accessModes": ["ReadWriteOnce"],
-                    "persistentVolumeReclaimPolicy": "Retain",
-                    "storageClassName": class,
-                    "hostPath": {"path": format!("/tmp/{volume}")},
-                    "claimRef": {"namespace": ns, "name": "wide-pvc"}
-                }
-            }))
-            .expect("a PV"),
-        )
-        .await
-        .expect("creating the PV");
-    let claims = env.api::<PersistentVolumeClaim>(&ns);
-    claims
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": "wide-pvc"},
-                "spec": {
-                    "accessModes": ["ReadWriteOnce"],
-                    "storageClassName": class,
-                    "volumeName": volume,
-                    "resources": {"requests": {"storage": "1Gi"}}
-                }
-            }))
-            .expect("a PVC"),
-        )
-        .await
-        .expect("creating the PVC");
+    let (classes, class) = an_expandable_claim(&env, &ns, "wide-pvc").await;
     env.create(&ns, "wide", pvc_spec()).await;
     env.wait_ready(&ns, "wide").await;
     let services = env.services(&ns);
-    services
-        .patch(
-            "wide",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"storage": {"size": "2Gi"}}})),
-        )
-        .await
-        .expect("growing");
+    merge_patch(
+        &services,
+        "wide",
+        json!({"spec": {"storage": {"size": "2Gi"}}}),
+    )
+    .await
+    .expect("growing");
     env.wait("the expandable claim asks for 2Gi", || async {
         (claim_size(&env, &ns, "wide-pvc").await.as_deref() == Some("2Gi")).then_some(())
     })
     .await;
+    let _ = classes.delete(&class, &DeleteParams::default()).await;
+}
 
-    // A claim bound to a volume of no class: the API server refuses to grow it. The claim keeps
-    // its size, the refusal is reported, and the rest of the spec still reaches the Deployment.
-    env.volume_for(&ns, "fixed-pvc").await;
-    env.create(&ns, "fixed", pvc_spec()).await;
-    env.wait_ready(&ns, "fixed").await;
-    services
-        .patch(
-            "fixed",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"storage": {"size": "2Gi"}, "metrics": {"schedule": "10s"}}}),
-            ),
-        )
-        .await
-        .expect("growing and changing the schedule");
+/// A claim bound to a volume of no class: the API server refuses to grow it. The claim keeps
+/// its size, the refusal is reported, and the rest of the spec still reaches the Deployment.
+#[tokio::test]
+async fn a_refused_growth_blocks_nothing() {
+    let env = Env::shared().await;
+    let ns = env.namespace("grow").await;
+    let services = env.services(&ns);
+    env.ready_pvc_instance(&ns, "fixed").await;
+    merge_patch(
+        &services,
+        "fixed",
+        json!({"spec": {"storage": {"size": "2Gi"}, "metrics": {"schedule": "10s"}}}),
+    )
+    .await
+    .expect("growing and changing the schedule");
     env.wait("the new schedule in the Deployment", || async {
         let deployment = env.api::<Deployment>(&ns).get("fixed").await.ok()?;
         (env_value(&deployment, "SERVICE_METRICS_SCHEDULE").as_deref() == Some("10s")).then_some(())
@@ -326,7 +269,69 @@ async fn a_claim_grows_where_its_class_can_expand_and_a_refused_growth_blocks_no
         claim_size(&env, &ns, "fixed-pvc").await.as_deref(),
         Some("1Gi")
     );
-    let _ = classes.delete(&class, &DeleteParams::default()).await;
+}
+
+/// An adopted claim `claim` in `ns` of a class that can expand, bound to its volume; the
+/// StorageClasses' API and the class's name (for the test to delete).
+async fn an_expandable_claim(env: &Env, ns: &str, claim: &str) -> (Api<DynamicObject>, String) {
+    let class = format!("{ns}-expandable");
+    let classes = Api::<DynamicObject>::all_with(
+        env.client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("storage.k8s.io", "v1", "StorageClass"),
+            "storageclasses",
+        ),
+    );
+    classes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                "metadata": {"name": class},
+                "provisioner": "kubernetes.io/no-provisioner",
+                "allowVolumeExpansion": true
+            }))
+            .expect("a StorageClass"),
+        )
+        .await
+        .expect("creating the StorageClass");
+    let volume = format!("{ns}-{claim}");
+    Api::<PersistentVolume>::all(env.client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": volume},
+                "spec": {
+                    "capacity": {"storage": "5Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "storageClassName": class,
+                    "hostPath": {"path": format!("/tmp/{volume}")},
+                    "claimRef": {"namespace": ns, "name": claim}
+                }
+            }))
+            .expect("a PV"),
+        )
+        .await
+        .expect("creating the PV");
+    let claims = env.api::<PersistentVolumeClaim>(ns);
+    claims
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": claim},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": class,
+                    "volumeName": volume,
+                    "resources": {"requests": {"storage": "1Gi"}}
+                }
+            }))
+            .expect("a PVC"),
+        )
+        .await
+        .expect("creating the PVC");
+    (classes, class)
 }
 
 /// A claim no volume binds: `PVCAvailable` says `PVCPending` (not "not found"), a `PVCPending`

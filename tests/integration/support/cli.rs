@@ -1,7 +1,10 @@
-//! Runs the operator binary's offline subcommands (`convert`, `validate`) as a user would.
+//! Runs the operator binary's subcommands as a user would: the offline ones (`convert`,
+//! `validate`) and those an admin runs against a cluster (`uninstall`, `migrate-storage`).
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
+
+use trustyai_local_cluster::ControlPlane;
 
 /// Runs `trustyai-operator <subcommand> <args>`, feeding `stdin` when given, with `env` set
 /// and the variables in `env_remove` removed; waits for it to end.
@@ -34,4 +37,29 @@ pub fn run(
         pipe.write_all(text.as_bytes()).expect("stdin");
     }
     child.wait_with_output().expect("the binary ends")
+}
+
+/// Runs `trustyai-operator <subcommand> --kubeconfig <the control plane's> <args>` with `env` set,
+/// as an admin would against the cluster; waits for it to end.
+pub fn run_against(
+    cp: &ControlPlane,
+    subcommand: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Output {
+    let kubeconfig = cp.kubeconfig.to_str().expect("a UTF-8 kubeconfig path");
+    let mut all = vec!["--kubeconfig", kubeconfig];
+    all.extend_from_slice(args);
+    run(subcommand, &all, None, env, &[])
+}
+
+/// Asserts that `output` is a success (showing what it printed otherwise); returns its stdout.
+pub fn succeeded(output: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
 }

@@ -28,6 +28,23 @@ pub const VALIDATING_WEBHOOK: &str = AdmissionWebhook::Validating.entry_name();
 /// the CRD's schema and CEL rules run), so denials name it.
 pub const MUTATING_WEBHOOK: &str = AdmissionWebhook::Mutating.entry_name();
 
+/// A namespaced kind of object the tests read and write through an `Api`.
+pub trait NamespacedKind:
+    kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType: Default>
+    + Clone
+    + std::fmt::Debug
+    + serde::de::DeserializeOwned
+{
+}
+
+impl<K> NamespacedKind for K where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType: Default>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+{
+}
+
 /// TrustyAIServices in `ns`, through `version` (`v1` or `v1alpha1`).
 pub fn tas_api(client: &Client, ns: &str, version: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("trustyai.opendatahub.io", version, "TrustyAIService");
@@ -36,6 +53,98 @@ pub fn tas_api(client: &Client, ns: &str, version: &str) -> Api<DynamicObject> {
         ns,
         &ApiResource::from_gvk_with_plural(&gvk, "trustyaiservices"),
     )
+}
+
+/// How long [`create_when_served`] retries.
+const CREATE_RETRY: Duration = Duration::from_secs(30);
+
+/// Creates `object` through `api`, retrying for up to 30 s while `transient` says the API server
+/// refused it only for now (a kind it does not serve yet, a webhook registration it has not
+/// reloaded yet). The first error that is not transient, or the last one when it never took.
+pub async fn create_when_served<K>(
+    api: &Api<K>,
+    object: &K,
+    transient: impl Fn(&kube::Error) -> bool,
+) -> Result<K, kube::Error>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let mut last = None;
+    let answer = wait::within(CREATE_RETRY, async || {
+        match api.create(&PostParams::default(), object).await {
+            Err(e) if transient(&e) => {
+                last = Some(e);
+                None
+            }
+            answer => Some(answer),
+        }
+    })
+    .await;
+    answer.unwrap_or_else(|| Err(last.expect("a refused create")))
+}
+
+/// Whether the API server refused a write because it could not call a webhook (one whose
+/// registration it has not dropped or reloaded yet).
+pub fn failed_calling_webhook(error: &kube::Error) -> bool {
+    error.to_string().contains("failed calling webhook")
+}
+
+/// The Events in `ns` regarding the object `name`, with `reason`.
+pub async fn events_regarding(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    reason: &str,
+) -> Vec<k8s_openapi::api::events::v1::Event> {
+    Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), ns)
+        .list(&kube::api::ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.reason.as_deref() == Some(reason)
+        })
+        .collect()
+}
+
+/// Whether `name` exists (panics when it cannot be read).
+pub async fn exists<K>(api: &Api<K>, name: &str) -> bool
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    api.get_opt(name)
+        .await
+        .unwrap_or_else(|e| panic!("reading {name}: {e}"))
+        .is_some()
+}
+
+/// A JSON merge patch of `name` with `patch`.
+pub async fn merge_patch<K>(api: &Api<K>, name: &str, patch: Value) -> kube::Result<K>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    api.patch(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(patch),
+    )
+    .await
+}
+
+/// The names of every object `api` lists.
+pub async fn names<K>(api: &Api<K>) -> Vec<String>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    api.list_metadata(&kube::api::ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("listing {}: {e}", api.resource_url()))
+        .items
+        .into_iter()
+        .filter_map(|o| o.metadata.name)
+        .collect()
 }
 
 /// A TrustyAIService manifest.
@@ -105,23 +214,37 @@ pub async fn published_bundles(client: &Client) -> Vec<Option<Vec<u8>>> {
         .and_then(|w| w.client_config)
         .and_then(|c| c.ca_bundle)
         .map(|b| b.0);
-    let vwc = Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .get_opt(VWC)
+    let vwc = registration::<ValidatingWebhookConfiguration>(client, VWC)
         .await
-        .ok()
-        .flatten()
         .and_then(|v| v.webhooks)
-        .and_then(|w| w.first().and_then(|w| w.client_config.ca_bundle.clone()))
-        .map(|b| b.0);
-    let mwc = Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .get_opt(MWC)
+        .and_then(|w| first_bundle(w.into_iter().map(|w| w.client_config)));
+    let mwc = registration::<MutatingWebhookConfiguration>(client, MWC)
         .await
-        .ok()
-        .flatten()
         .and_then(|v| v.webhooks)
-        .and_then(|w| w.first().and_then(|w| w.client_config.ca_bundle.clone()))
-        .map(|b| b.0);
+        .and_then(|w| first_bundle(w.into_iter().map(|w| w.client_config)));
     vec![crd_bundle, vwc, mwc]
+}
+
+/// The webhook registration `name` of kind `K`, if it can be read.
+async fn registration<K>(client: &Client, name: &str) -> Option<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType: Default>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+{
+    Api::<K>::all(client.clone())
+        .get_opt(name)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The caBundle of the first of a registration's webhooks.
+fn first_bundle(
+    mut configs: impl Iterator<Item = k8s_openapi::api::admissionregistration::v1::WebhookClientConfig>,
+) -> Option<Vec<u8>> {
+    configs.next()?.ca_bundle.map(|b| b.0)
 }
 
 /// Waits until the CRD and both registrations carry exactly the CA bundle the operator keeps in
@@ -182,6 +305,24 @@ pub async fn wait_for_webhooks_served(
         "the API server calls the webhooks after {:?}",
         started.elapsed()
     );
+}
+
+/// Starts the operator in `ns` with its webhook registrations (`--create-webhook-configurations`,
+/// then `extra`) and waits until the API server calls it: ready, its CA in the CRD and both
+/// registrations, and conversion and admission answered by it.
+pub async fn start_serving_webhooks(
+    cp: &super::ControlPlane,
+    client: &Client,
+    ns: &str,
+    extra: &[&str],
+) -> super::operator::Operator {
+    let mut args = vec!["--create-webhook-configurations"];
+    args.extend_from_slice(extra);
+    let mut operator = super::operator::Operator::start(cp, ns, &args);
+    operator.wait_ready(Duration::from_secs(60));
+    wait_for_published_bundle(client, ns, &operator).await;
+    wait_for_webhooks_served(client, ns, &operator).await;
+    operator
 }
 
 /// One round of [`wait_for_webhooks_served`]: the first answer that is not the webhooks'.

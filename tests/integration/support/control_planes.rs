@@ -101,6 +101,28 @@ pub fn exclusive(concern: Concern) -> Claim {
     claim(concern, true)
 }
 
+/// What most tests start from: their claim on the concern's control plane (held for as long as
+/// it is kept: `let (_claim, cp, client, ns) = …`), the control plane, a client, and a new
+/// namespace of their own.
+pub type Start = (Claim, &'static ControlPlane, kube::Client, String);
+
+/// [`exclusive`], with a client and a new namespace `prefix-…`.
+pub async fn exclusive_namespace(concern: Concern, prefix: &str) -> Start {
+    with_namespace(exclusive(concern), prefix).await
+}
+
+/// [`shared`], with a client and a new namespace `prefix-…`.
+pub async fn shared_namespace(concern: Concern, prefix: &str) -> Start {
+    with_namespace(shared(concern), prefix).await
+}
+
+async fn with_namespace(claim: Claim, prefix: &str) -> Start {
+    let cp = claim.control_plane();
+    let client = cp.client().await;
+    let ns = cp.namespace(&client, prefix).await;
+    (claim, cp, client, ns)
+}
+
 fn claim(concern: Concern, exclusive: bool) -> Claim {
     // Before the first control plane starts: what the host looked like.
     crate::support::host_footprint::before_any_control_plane();

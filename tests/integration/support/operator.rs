@@ -11,13 +11,18 @@ use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use trustyai_local_cluster::ControlPlane;
+
+use super::wait;
 
 /// How long [`Operator::stop`] waits: the operator's own shutdown budget is 30 s, so this leaves
 /// it time to exit on its own at the end of that budget on a loaded machine.
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(45);
+/// How long an operator dropped without [`Operator::stop`] gets to exit on SIGTERM before it is
+/// killed.
+const DROP_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub struct Operator {
     child: Child,
@@ -290,23 +295,21 @@ impl Operator {
 
     /// Waits until `/readyz` answers 200.
     pub fn wait_ready(&mut self, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
+        let ready = wait::blocking_within(timeout, || {
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!(
                     "the operator exited ({status}) before it was ready:\n{}",
                     self.logs()
                 );
             }
-            if let Some((200, _)) = http_get(self.ops_port, "/readyz") {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(200));
+            matches!(http_get(self.ops_port, "/readyz"), Some((200, _))).then_some(())
+        });
+        if ready.is_none() {
+            panic!(
+                "the operator was not ready within {timeout:?}:\n{}",
+                self.logs()
+            );
         }
-        panic!(
-            "the operator was not ready within {timeout:?}:\n{}",
-            self.logs()
-        );
     }
 
     pub fn logs(&self) -> String {
@@ -329,14 +332,11 @@ impl Operator {
     /// SIGTERM, then waits up to [`STOP_TIMEOUT`] for the exit status.
     pub fn stop(&mut self) -> ExitStatus {
         self.signal_term();
-        let deadline = Instant::now() + STOP_TIMEOUT;
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                // Stopped: a later failure's report is about the operators still running.
-                running().retain(|d| !Arc::ptr_eq(d, &self.diagnosis));
-                return status;
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        let exited = wait::blocking_within(STOP_TIMEOUT, || self.child.try_wait().ok().flatten());
+        if let Some(status) = exited {
+            // Stopped: a later failure's report is about the operators still running.
+            running().retain(|d| !Arc::ptr_eq(d, &self.diagnosis));
+            return status;
         }
         let _ = self.child.kill();
         panic!(
@@ -358,11 +358,9 @@ impl Drop for Operator {
                 .arg("-TERM")
                 .arg(self.child.id().to_string())
                 .status();
-            for _ in 0..100 {
-                if !self.is_running() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(100));
+            let exited = wait::blocking_within(DROP_TIMEOUT, || (!self.is_running()).then_some(()));
+            if exited.is_some() {
+                return;
             }
             let _ = self.child.kill();
             let _ = self.child.wait();

@@ -1,0 +1,151 @@
+//! Updates follow the immutability rules: some the CRD's CEL rules answer, some only the
+//! webhook knows.
+
+use crate::support;
+
+use kube::Client;
+use kube::api::PostParams;
+use serde_json::{Value, json};
+use support::cluster::{MUTATING_WEBHOOK, merge_patch, tas, tas_api};
+
+use super::{assert_invalid, db_spec, pvc_spec, refused_patch};
+
+pub(super) async fn updates_follow_the_immutability_rules(client: &Client, ns: &str) {
+    let api = tas_api(client, ns, "v1");
+    let create = |name: &'static str, spec: Value| {
+        let api = api.clone();
+        async move {
+            api.create(&PostParams::default(), &tas("v1", name, spec))
+                .await
+                .unwrap_or_else(|e| panic!("creating {name}: {e}"));
+        }
+    };
+
+    // DATABASE → PVC: the CRD's CEL rule answers before the webhook is asked.
+    create("db-to-pvc", db_spec()).await;
+    let status = refused_patch(
+        &api,
+        "db-to-pvc",
+        json!({"spec": {"storage": {"format": "PVC"}}}),
+        "DATABASE → PVC",
+    )
+    .await;
+    assert_invalid(
+        &status,
+        &["spec.storage", "from DATABASE back to PVC"],
+        "DATABASE → PVC",
+    );
+
+    // PVC → DATABASE without the PVC fields that make it a migration: only the webhook knows.
+    create("pvc-to-db", pvc_spec()).await;
+    let status = refused_patch(
+        &api,
+        "pvc-to-db",
+        json!({"spec": {"storage": {"format": "DATABASE", "folder": null}}}),
+        "PVC → DATABASE without migration",
+    )
+    .await;
+    assert_invalid(
+        &status,
+        &[
+            MUTATING_WEBHOOK,
+            r#"spec.storage.format: Invalid value: "DATABASE": may change from PVC to DATABASE only as a migration"#,
+        ],
+        "PVC → DATABASE without migration",
+    );
+    // With folder and data.filename kept (they were defaulted), it is a migration.
+    let migrated = merge_patch(
+        &api,
+        "pvc-to-db",
+        json!({"spec": {"storage": {"format": "DATABASE"}}}),
+    )
+    .await
+    .expect("PVC → DATABASE as a migration is allowed");
+    assert_eq!(
+        migrated.data["spec"]["storage"]["databaseConfigurations"],
+        "pvc-to-db-db-credentials"
+    );
+    assert_eq!(migrated.data["spec"]["storage"]["folder"], "/inputs");
+
+    // The size grows but never shrinks (CEL and the webhook both say so).
+    let mut sized = pvc_spec();
+    sized["storage"]["size"] = json!("2Gi");
+    create("shrink", sized).await;
+    let status = refused_patch(
+        &api,
+        "shrink",
+        json!({"spec": {"storage": {"size": "1Gi"}}}),
+        "shrinking",
+    )
+    .await;
+    assert_invalid(&status, &["spec.storage", "shrink"], "shrinking");
+    merge_patch(
+        &api,
+        "shrink",
+        json!({"spec": {"storage": {"size": "3Gi"}}}),
+    )
+    .await
+    .expect("growing is allowed");
+
+    // The PersistentVolume may not change or go once set.
+    let mut bound = pvc_spec();
+    bound["storage"]["pv"] = json!("pv-a");
+    create("bound", bound).await;
+    for (change, what) in [
+        (json!("pv-b"), "changing the pv"),
+        (Value::Null, "removing the pv"),
+    ] {
+        let status = refused_patch(
+            &api,
+            "bound",
+            json!({"spec": {"storage": {"pv": change}}}),
+            what,
+        )
+        .await;
+        assert_invalid(&status, &["spec.storage", "pv"], what);
+    }
+    // In migration mode it stays while the volume is mounted, and goes with the migration's end.
+    create(
+        "migrating",
+        json!({"storage": {"format": "DATABASE", "folder": "/inputs", "pv": "pv-m"},
+               "data": {"filename": "data.csv"}, "metrics": {"schedule": "5s"}}),
+    )
+    .await;
+    let status = refused_patch(
+        &api,
+        "migrating",
+        json!({"spec": {"storage": {"pv": null}}}),
+        "removing the pv while migrating",
+    )
+    .await;
+    assert_invalid(
+        &status,
+        &["spec.storage.pv", "the end of a migration"],
+        "removing the pv while migrating",
+    );
+    merge_patch(
+        &api,
+        "migrating",
+        json!({"spec": {"storage": {"pv": null}, "data": {"filename": null}}}),
+    )
+    .await
+    .expect("the end of a migration takes the pv with it");
+
+    // The mount path may not move while the volume holds the data: only the webhook knows.
+    create("folder", pvc_spec()).await;
+    let status = refused_patch(
+        &api,
+        "folder",
+        json!({"spec": {"storage": {"folder": "/data"}}}),
+        "moving the folder",
+    )
+    .await;
+    assert_invalid(
+        &status,
+        &[
+            MUTATING_WEBHOOK,
+            r#"spec.storage.folder: Invalid value: "/data": may not change while the PersistentVolumeClaim is in use"#,
+        ],
+        "moving the folder",
+    );
+}

@@ -1,0 +1,210 @@
+//! The Helm chart, with the helm built from its Go module and the real API server:
+//!
+//! - `render`: what `helm lint` and `helm template` make of the chart alone (the webhook
+//!   registrations, the CRD copy, names, cert-manager issuers);
+//! - `values`: the values schema and table, and where each value lands in what is rendered
+//!   (and that the API server accepts it);
+//! - `monitoring`: the alerts and the dashboard, held to Prometheus' rule checker and to the
+//!   metrics the operator exports;
+//! - `install`: install in every certificate mode; install, upgrade with a CRD that gained a
+//!   field, and uninstall that keeps the CRD and every TrustyAIService;
+//! - `go_operator`: installs where the Go operator's CRD and objects already exist (left alone
+//!   or adopted, two releases side by side);
+//! - `uninstall`: the documented uninstall, `helm uninstall` then `trustyai-operator uninstall`.
+//!
+//! The tests that install hold this concern's control plane exclusively: each install brings
+//! the chart's CRD, which the others change.
+
+mod go_operator;
+mod install;
+mod monitoring;
+mod render;
+mod uninstall;
+mod values;
+
+use crate::support;
+
+use std::path::Path;
+
+use serde_json::Value;
+use support::ControlPlane;
+use support::helm::{chart_dir, helm};
+use trustyai_crds::contract::CRD_NAME;
+
+const KUBE_VERSION: &str = "1.37.2";
+
+/// cert-manager mode with a named ClusterIssuer (the chart makes no Issuer of its own).
+const NAMED_CLUSTER_ISSUER: [&str; 6] = [
+    "--set",
+    "certs.mode=certManager",
+    "--set",
+    "certs.issuerKind=ClusterIssuer",
+    "--set",
+    "certs.issuerName=corporate-ca",
+];
+
+/// The CRD's `v1` version.
+fn v1_of(
+    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) -> &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionVersion{
+    crd.spec
+        .versions
+        .iter()
+        .find(|v| v.name == "v1")
+        .expect("v1")
+}
+
+/// Deletes the CRD (and with it every TrustyAIService) so a test starts from a cluster without it.
+fn delete_crd(cp: &ControlPlane) {
+    let (ok, out, err) = cp.kubectl(
+        &[
+            "delete",
+            "crd",
+            CRD_NAME,
+            "--ignore-not-found",
+            "--wait=true",
+            "--timeout=120s",
+        ],
+        None,
+    );
+    assert!(ok, "deleting the CRD: {out}{err}");
+}
+
+fn wait_established(cp: &ControlPlane) {
+    let (ok, out, err) = cp.kubectl(
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            &format!("crd/{CRD_NAME}"),
+        ],
+        None,
+    );
+    assert!(ok, "the CRD established: {out}{err}");
+}
+
+/// `helm template` without `--kube-version`: the helm of `dev/control-plane/` is built, as
+/// helm's own release builds are, to assume its client-go's Kubernetes version, which the
+/// chart's `kubeVersion` accepts. Without the `helm test` hooks: their pod names a
+/// ServiceAccount that a server-side dry run does not create
+/// (`real_node::chart` installs them and runs `helm test`).
+fn template(extra: &[&str]) -> String {
+    let chart = chart_dir();
+    let mut args = vec![
+        "template",
+        "trustyai",
+        chart.to_str().expect("path"),
+        "--namespace",
+        "trustyai-system",
+        "--no-hooks",
+    ];
+    args.extend_from_slice(extra);
+    let (ok, out, err) = helm(None, &args);
+    assert!(ok, "helm template {extra:?} failed: {err}");
+    out
+}
+
+/// `helm template` of the chart for Kubernetes [`KUBE_VERSION`] with `extra`, which the chart
+/// must refuse; returns helm's message.
+fn refused(extra: &[&str]) -> String {
+    let chart = chart_dir();
+    let mut args = vec![
+        "template",
+        "t",
+        chart.to_str().expect("path"),
+        "--kube-version",
+        KUBE_VERSION,
+    ];
+    args.extend_from_slice(extra);
+    let (ok, out, err) = helm(None, &args);
+    assert!(!ok, "rendered with {extra:?}:\n{out}");
+    err
+}
+
+/// `helm install <release>` of the chart into `ns` (not waiting for the operator's pod, which
+/// never runs here), with `extra` arguments; asserts it succeeds and returns what helm printed.
+fn install(cp: &ControlPlane, release: &str, ns: &str, extra: &[&str]) -> String {
+    let chart = chart_dir();
+    let mut args = vec![
+        "install",
+        release,
+        chart.to_str().expect("path"),
+        "--namespace",
+        ns,
+        "--wait=false",
+    ];
+    args.extend_from_slice(extra);
+    let (ok, out, err) = helm(Some(cp), &args);
+    assert!(ok, "helm install {release} {extra:?} failed:\n{out}\n{err}");
+    out
+}
+
+/// `helm upgrade <release>` to the chart in `chart` in `ns`, with `extra` arguments; asserts it
+/// succeeds.
+fn upgrade(cp: &ControlPlane, release: &str, chart: &Path, ns: &str, extra: &[&str]) {
+    let mut args = vec![
+        "upgrade",
+        release,
+        chart.to_str().expect("path"),
+        "--namespace",
+        ns,
+    ];
+    args.extend_from_slice(extra);
+    let (ok, out, err) = helm(Some(cp), &args);
+    assert!(
+        ok,
+        "helm upgrade {release} to {} {extra:?} failed:\n{out}\n{err}",
+        chart.display()
+    );
+}
+
+/// `helm uninstall <release>` from `ns`; asserts it succeeds.
+fn uninstall(cp: &ControlPlane, release: &str, ns: &str) {
+    let (ok, out, err) = helm(Some(cp), &["uninstall", release, "--namespace", ns]);
+    assert!(ok, "helm uninstall {release} failed:\n{out}\n{err}");
+}
+
+/// Applies the CRDs of the fixture `file` (`tests/fixtures/crds/`) and waits until they are
+/// established; returns the fixture's path.
+fn establish_fixture_crds(cp: &ControlPlane, file: &str) -> String {
+    let path = format!("{}/tests/fixtures/crds/{file}", env!("CARGO_MANIFEST_DIR"));
+    let (ok, applied, err) =
+        cp.kubectl(&["apply", "--server-side", "-o", "name", "-f", &path], None);
+    assert!(ok, "{err}");
+    let mut wait = vec!["wait", "--for=condition=Established", "--timeout=60s"];
+    wait.extend(applied.lines());
+    let (ok, out, err) = cp.kubectl(&wait, None);
+    assert!(ok, "the CRDs of {file} established: {out}{err}");
+    path
+}
+
+/// The objects of a rendered manifest, parsed.
+fn documents(manifest: &str) -> Vec<Value> {
+    manifest
+        .split("\n---")
+        .flat_map(|document| {
+            trustyai_crds::manifests::parse_documents(document)
+                .unwrap_or_else(|e| panic!("{e}: {document}"))
+        })
+        .filter(|object| object["kind"].is_string())
+        .collect()
+}
+
+/// Every object of `kind` in `objects`.
+fn of_kind<'a>(objects: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    objects.iter().filter(|o| o["kind"] == kind).collect()
+}
+
+/// The one object of `kind` in `objects`.
+fn one<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
+    let found = of_kind(objects, kind);
+    assert_eq!(found.len(), 1, "one {kind}: {found:#?}");
+    found[0]
+}
+
+/// The `name`s of a list such as a pod's volumes, in order; empty when the list is absent.
+fn names(list: &Value) -> Vec<&str> {
+    list.as_array()
+        .map(|items| items.iter().filter_map(|i| i["name"].as_str()).collect())
+        .unwrap_or_default()
+}

@@ -1,0 +1,118 @@
+//! The chart's PrometheusRule and Grafana dashboard: Prometheus' own rule checker accepts the
+//! rules, and the alerts and panels use only metrics the operator exports.
+
+use super::template;
+
+/// The metric names the operator exports (from its own registry), to hold the chart's alerts and
+/// dashboard to.
+fn exported_metric_names() -> std::collections::BTreeSet<String> {
+    let text = trustyai_operator::metrics::Metrics::new()
+        .render(trustyai_webhooks::MetricsFormat::PrometheusText);
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every `trustyai_operator_*` or `process_*` name in `expr`, without the histogram suffixes.
+fn metric_names_in(expr: &str) -> Vec<String> {
+    expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|word| word.starts_with("trustyai_operator_") || word.starts_with("process_"))
+        .map(|word| {
+            ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|suffix| word.strip_suffix(suffix))
+                .filter(|base| base.ends_with("_seconds"))
+                .unwrap_or(word)
+                .to_owned()
+        })
+        .collect()
+}
+
+/// The PrometheusRule's spec and the Grafana dashboard's JSON, as the chart renders them with
+/// both enabled.
+fn rules_and_dashboard() -> (serde_json::Value, serde_json::Value) {
+    let manifest = template(&[
+        "--set",
+        "prometheusRule.enabled=true",
+        "--set",
+        "grafanaDashboard.enabled=true",
+    ]);
+    let mut rules_doc = None;
+    let mut dashboard = None;
+    for document in manifest.split("\n---") {
+        let Some(value) = trustyai_crds::manifests::parse_documents(document)
+            .ok()
+            .and_then(|docs| docs.into_iter().next())
+        else {
+            continue;
+        };
+        match value["kind"].as_str() {
+            Some("PrometheusRule") => rules_doc = Some(value["spec"].clone()),
+            Some("ConfigMap") if value["metadata"]["labels"]["grafana_dashboard"] == "1" => {
+                dashboard = value["data"]["trustyai-operator.json"]
+                    .as_str()
+                    .map(str::to_owned)
+            }
+            _ => {}
+        }
+    }
+    let rules = rules_doc.expect("a PrometheusRule");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&dashboard.expect("the dashboard ConfigMap")).expect("dashboard JSON");
+    (rules, dashboard)
+}
+
+/// The PrometheusRule the chart renders passes Prometheus' own rule checker (`promcheck rules`:
+/// rulefmt, which parses every PromQL expression).
+#[test]
+fn the_alerts_pass_prometheus_rule_checker() {
+    let (rules, _) = rules_and_dashboard();
+    let dir = std::env::temp_dir().join(format!("trustyai-rules-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("rules.yaml");
+    std::fs::write(&file, trustyai_crds::manifests::to_yaml(&rules)).expect("write");
+    let promcheck = trustyai_local_cluster::binary("promcheck").unwrap_or_else(|e| panic!("{e}"));
+    let out = std::process::Command::new(promcheck)
+        .arg("rules")
+        .arg(&file)
+        .output()
+        .expect("promcheck runs");
+    assert!(
+        out.status.success(),
+        "Prometheus' rule checker refused the chart's rules: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        trustyai_crds::manifests::to_yaml(&rules)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("8 rules found"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The chart's alerts and the dashboard's panels use only metrics the operator exports.
+#[test]
+fn alerts_and_dashboard_use_only_exported_metrics() {
+    let (rules, dashboard) = rules_and_dashboard();
+    let exported = exported_metric_names();
+    let mut used = Vec::new();
+    for rule in rules["groups"][0]["rules"].as_array().expect("rules") {
+        used.extend(metric_names_in(rule["expr"].as_str().expect("expr")));
+    }
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().expect("targets") {
+            used.extend(metric_names_in(target["expr"].as_str().expect("expr")));
+        }
+    }
+    let unknown: Vec<&String> = used
+        .iter()
+        .filter(|name| !exported.contains(*name))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "not exported: {unknown:?} (exported: {exported:?})"
+    );
+}
