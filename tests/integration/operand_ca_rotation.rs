@@ -153,14 +153,16 @@ async fn an_operand_ca_rotation_keeps_every_client_verifying() {
         .expect("created");
 
     let rotation = watch_a_whole_rotation(&mut stream);
-    if tokio::time::timeout(ROTATION_TIMEOUT, rotation)
-        .await
-        .is_err()
-    {
-        panic!(
+    match tokio::time::timeout(ROTATION_TIMEOUT, rotation).await {
+        Ok(Ok(())) => {}
+        Ok(Err(refused)) => panic!(
+            "a client refused a certificate during the rotation: {refused}\n{}",
+            operator.logs()
+        ),
+        Err(_) => panic!(
             "no complete operand CA rotation within {ROTATION_TIMEOUT:?}\n{}",
             operator.logs()
-        );
+        ),
     }
 
     // The CA Secret ends the rotation with the new CA alone.
