@@ -21,6 +21,7 @@ use time::OffsetDateTime;
 use tokio::sync::watch;
 use tracing::{Instrument, info, info_span, warn};
 
+use crate::api_call::ApiCallError;
 use crate::ca_bundle_patches::{
     CABUNDLE_FIELD_MANAGER, LiveConversion, LiveEntry, PublishTargets, crd_apply_body,
     crd_switch_patch, desired_conversion, desired_entries, mutating_entries, validating_entries,
@@ -58,18 +59,8 @@ pub enum PublishError {
         name: String,
     },
     /// An API call failed.
-    #[error("{action} {kind} {name}")]
-    Kube {
-        /// What was being done.
-        action: &'static str,
-        /// The target's kind (`MutatingWebhookConfiguration`, ...).
-        kind: &'static str,
-        /// The target's name (cluster-scoped).
-        name: String,
-        /// The client error (boxed: it is large).
-        #[source]
-        source: Box<kube::Error>,
-    },
+    #[error(transparent)]
+    Kube(#[from] ApiCallError),
 }
 
 /// What one publication did.
@@ -86,13 +77,8 @@ fn kube_err(
     kind: &'static str,
     name: &str,
 ) -> impl FnOnce(kube::Error) -> PublishError {
-    let name = name.to_owned();
-    move |source| PublishError::Kube {
-        action,
-        kind,
-        name,
-        source: Box::new(source),
-    }
+    let call = ApiCallError::on(action, kind, name);
+    move |source| PublishError::Kube(call(source))
 }
 
 /// Publishes `material`'s CA bundle to every target once. Refuses a bundle the serving

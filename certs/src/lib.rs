@@ -23,6 +23,7 @@
 //! verification, the caBundle patches in [`ca_bundle_patches`]) lives apart from the
 //! Kubernetes-facing loops ([`secret_store`], [`ca_bundle_publisher`], [`files`]).
 
+pub mod api_call;
 pub mod bundle;
 pub mod ca_bundle_patches;
 pub mod ca_bundle_publisher;
@@ -37,11 +38,11 @@ pub mod operand_ca;
 pub mod operand_serving;
 pub mod renewal;
 pub mod rotation;
-pub mod secret_call;
 pub mod secret_layout;
 pub mod secret_store;
 pub mod verify;
 
+pub use api_call::ApiCallError;
 pub use bundle::{Bundle, ca_bundle};
 pub use ca_bundle_patches::{
     CABUNDLE_FIELD_MANAGER, ClientConfig, PublishTargets, WebhookEndpoint,
@@ -56,7 +57,6 @@ pub use mode::CertMode;
 pub use names::ServiceNames;
 pub use renewal::{Reason, RenewalPlan, plan_renewal};
 pub use rotation::{CaPlan, CaReason, CaStep, Rotation, Timetable};
-pub use secret_call::SecretCallError;
 pub use secret_layout::{SecretData, StoredState};
 pub use secret_store::{
     CertificateSecret, Ensured, Judged, SECRET_FIELD_MANAGER, StoreError, ensure_secret,

@@ -26,11 +26,11 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ObjectMeta, PostParams};
 use time::OffsetDateTime;
 
+use crate::api_call::ApiCallError;
 use crate::generate::{GenerateError, generate_ca};
 use crate::lifetimes::Lifetimes;
 use crate::material::{CaCert, MaterialError};
 use crate::rotation::{self, CaPlan, CaStep, Timetable};
-use crate::secret_call::SecretCallError;
 use crate::secret_layout::{CA_CRT, CA_KEY, CA_PREVIOUS_CRT};
 
 /// Why the operand CA could not be had.
@@ -38,7 +38,7 @@ use crate::secret_layout::{CA_CRT, CA_KEY, CA_PREVIOUS_CRT};
 pub enum OperandCaError {
     /// An API call on the CA Secret failed.
     #[error(transparent)]
-    Kube(SecretCallError),
+    Kube(ApiCallError),
     /// rcgen could not make the CA.
     #[error("generating the operand CA")]
     Generate(#[source] GenerateError),
@@ -269,10 +269,10 @@ impl OperandCa {
     }
 
     fn kube_error(&self, action: &'static str, source: kube::Error) -> OperandCaError {
-        OperandCaError::Kube(SecretCallError::new(
+        OperandCaError::Kube(ApiCallError::new(
             action,
-            &self.namespace,
-            &self.name,
+            "Secret",
+            format!("{}/{}", self.namespace, self.name),
             source,
         ))
     }

@@ -22,13 +22,13 @@ use time::OffsetDateTime;
 use tokio::sync::watch;
 use tracing::{Instrument, info, info_span, warn};
 
+use crate::api_call::ApiCallError;
 use crate::events::{CertWarning, publish_warnings};
 use crate::generate::GenerateError;
 use crate::lifetimes::Lifetimes;
 use crate::material::{MaterialError, TlsMaterial};
 use crate::names::ServiceNames;
 use crate::renewal::{RenewalPlan, plan_renewal};
-use crate::secret_call::SecretCallError;
 use crate::secret_layout::{SECRET_TYPE, SecretData, StoredState, apply_plan, generate_data};
 
 /// Field manager of every write to the certificate Secret.
@@ -50,7 +50,7 @@ const MAX_ROUNDS: usize = 5;
 pub enum StoreError {
     /// An API call failed.
     #[error(transparent)]
-    Kube(SecretCallError),
+    Kube(ApiCallError),
     /// Generating certificates failed.
     #[error("generating certificates for Secret {namespace}/{name}")]
     Generate {
@@ -154,10 +154,10 @@ struct Target<'a> {
 impl Target<'_> {
     fn kube_err(&self, action: &'static str) -> impl FnOnce(kube::Error) -> StoreError + '_ {
         move |source| {
-            StoreError::Kube(SecretCallError::new(
+            StoreError::Kube(ApiCallError::new(
                 action,
-                self.namespace,
-                self.name,
+                "Secret",
+                format!("{}/{}", self.namespace, self.name),
                 source,
             ))
         }

@@ -1,6 +1,8 @@
 //! Why a reconcile failed, with a bounded [`category`](ReconcileError::category) for metrics
 //! labels and event reasons (never the object name or the error text, which are unbounded).
 
+use trustyai_certs::ApiCallError;
+
 use crate::controller::resources::BuildError;
 
 /// A failed reconcile of one TrustyAIService.
@@ -11,18 +13,8 @@ pub enum ReconcileError {
     #[error("the spec cannot be rendered")]
     Build(#[from] BuildError),
     /// A call to the API server failed.
-    #[error("{action} {kind} {name}")]
-    Kube {
-        /// What was being done: `applying`, `reading`, `deleting`, `patching`, `listing`.
-        action: &'static str,
-        /// The kind of object.
-        kind: &'static str,
-        /// Its name (or namespace for lists).
-        name: String,
-        /// The client error.
-        #[source]
-        source: Box<kube::Error>,
-    },
+    #[error(transparent)]
+    Kube(#[from] ApiCallError),
     /// An object could not be turned into a request body.
     #[error("encoding {what}")]
     Encode {
@@ -44,13 +36,8 @@ impl ReconcileError {
         kind: &'static str,
         name: impl Into<String>,
     ) -> impl FnOnce(kube::Error) -> Self {
-        let name = name.into();
-        move |source| Self::Kube {
-            action,
-            kind,
-            name,
-            source: Box::new(source),
-        }
+        let call = ApiCallError::on(action, kind, name);
+        move |source| Self::Kube(call(source))
     }
 
     /// Every value [`category`](Self::category) returns.
@@ -69,8 +56,8 @@ impl ReconcileError {
     pub fn category(&self) -> &'static str {
         match self {
             Self::Build(_) => "InvalidSpec",
-            Self::Kube { .. } if self.is_conflict() => "Conflict",
-            Self::Kube { source, .. } => match source.as_ref() {
+            Self::Kube(_) if self.is_conflict() => "Conflict",
+            Self::Kube(call) => match call.source.as_ref() {
                 kube::Error::Api(status) if status.code == 403 => "Forbidden",
                 kube::Error::Api(status) if status.code == 422 => "Rejected",
                 kube::Error::Api(_) => "ApiError",
@@ -85,7 +72,7 @@ impl ReconcileError {
     /// admission plugin or RBAC, 422 Invalid), as opposed to failing to answer.
     pub fn refusal(&self) -> Option<&str> {
         match self {
-            Self::Kube { source, .. } => match source.as_ref() {
+            Self::Kube(call) => match call.source.as_ref() {
                 kube::Error::Api(status) if matches!(status.code, 403 | 422) => {
                     Some(status.message.as_str())
                 }
@@ -98,8 +85,8 @@ impl ReconcileError {
     /// A write lost an optimistic-concurrency race (HTTP 409 Conflict): someone else changed
     /// the object in between. Not a failure worth a warning: the next pass reads again.
     pub fn is_conflict(&self) -> bool {
-        matches!(self, Self::Kube { source, .. }
-            if matches!(source.as_ref(), kube::Error::Api(status)
+        matches!(self, Self::Kube(call)
+            if matches!(call.source.as_ref(), kube::Error::Api(status)
                 if status.code == 409 && !status.is_already_exists()))
     }
 }
