@@ -141,68 +141,35 @@ async fn set_finalizers(
     Ok(())
 }
 
-/// Brings the children and the status in line with the spec.
+/// Brings the children and the status in line with the spec, in the steps of a reconcile: what
+/// the rendering reads, the children applied in the order of their list, the model servers
+/// wired, what the cluster shows of the result, the status, the events, and when to look again.
 async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, ReconcileError> {
     let instance = Instance::new(service, &ctx.config.operator_version)?;
-    let mode = storage_mode(ctx, &instance).await?;
-    let apis = ctx.apis();
-    let config = ctx.operator_config_data();
-    let serverless = kserve::serverless_enabled(config.as_ref());
-    let (images, image_held) = resolve_images(ctx, service, &instance, config.as_ref()).await;
-    let read = read_inputs(ctx, &instance, mode).await?;
-    let survey = model_servers::survey(ctx, &instance, apis, serverless).await;
-    let provisioned = provision(ctx, &instance, &images, &read, &survey, apis).await?;
-    let inference_services_present = survey.inference_services_present;
-    let wired = model_servers::wire(ctx, &instance, survey, serverless).await;
-    let pvc = pvc::observe(ctx, &instance, mode, provisioned.applied.claim.claim).await?;
-    let (deployment, pods) =
-        observe_deployment(ctx, &instance, provisioned.applied.deployment).await?;
-    // Only the service CA issues them where it runs; looked at only while pods are listed
-    // (the Deployment is not settled).
-    let missing_secrets = if apis.service_ca() && !pods.is_empty() {
-        children::missing_serving_secrets(ctx, &instance).await?
-    } else {
-        Vec::new()
-    };
-    let pod_waits_for_claim = if mode.uses_pvc() {
-        single_writer::release(ctx, &instance, &pods).await?
-    } else {
-        false
-    };
+    let gathered = gather(ctx, &instance).await?;
+    let provisioned = provision(ctx, &instance, &gathered).await?;
+    let inference_services_present = gathered.survey.inference_services_present;
+    let wired = model_servers::wire(ctx, &instance, gathered.survey, gathered.serverless).await;
+    let seen = observe(ctx, &instance, gathered.mode, gathered.apis, &provisioned).await?;
     let observed = Observations {
         generation: service.metadata.generation,
-        mode,
-        deployment,
-        pvc: pvc.observation.clone(),
-        db_credentials: read.db_credentials,
-        route: observe_route(ctx, &instance, apis.routes, provisioned.applied.route).await?,
+        mode: gathered.mode,
+        deployment: seen.deployment,
+        pvc: seen.claim.observation.clone(),
+        db_credentials: gathered.read.db_credentials,
+        route: seen.route,
         inference_services_present,
-        image: Some(images.service.image.clone()),
-        image_held,
+        image: Some(gathered.images.service.image.clone()),
+        image_held: gathered.image_held,
         provisioning_error: provisioned
             .error
             .as_ref()
             .map(|e| crate::error_chain::chain_text(e)),
-        pvc_growth_refused: provisioned.applied.claim.growth_refused,
-        pod_problem: pod_problem(&pods, Timestamp::now(), &missing_secrets),
+        pvc_growth_refused: provisioned.applied.claim.growth_refused.clone(),
+        pod_problem: pod_problem(&seen.pods, Timestamp::now(), &seen.missing_secrets),
     };
     write_status(ctx, service, &observed).await?;
-    report_pod_problem(ctx, service, &observed).await;
-    let pending_recheck = pvc::report_pending(ctx, &instance, &pvc).await;
-    pvc::report_growth(
-        ctx,
-        &instance,
-        observed.pvc_growth_refused.as_deref(),
-        provisioned.error.is_none(),
-    )
-    .await;
-    report_failures(
-        ctx,
-        service,
-        provisioned.error.as_ref(),
-        wired.error.as_ref(),
-    )
-    .await;
+    let pending_recheck = report(ctx, &instance, &observed, &seen, &provisioned, &wired).await;
     if let Some(e) = provisioned.error.or(wired.error) {
         return Err(e);
     }
@@ -216,7 +183,7 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
     let not_ready = observed.deployment.is_some_and(|d| !d.is_ready());
     let recheck = [
         pending_recheck,
-        pod_waits_for_claim.then_some(SINGLE_WRITER_RECHECK),
+        seen.pod_waits_for_claim.then_some(SINGLE_WRITER_RECHECK),
         not_ready.then_some(NOT_READY_RECHECK),
     ]
     .into_iter()
@@ -228,6 +195,115 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
         recheck,
         provisioned.applied.renew_at,
     )))
+}
+
+/// What the rendering and the wiring read before anything is applied.
+struct Gathered {
+    mode: StorageMode,
+    apis: OptionalApis,
+    /// Whether KServe runs Serverless (the operator ConfigMap says).
+    serverless: bool,
+    images: Images,
+    /// The pods keep the Java service's image instead of the configured one.
+    image_held: Option<image_upgrade::Held>,
+    read: NamespaceReads,
+    survey: model_servers::Survey,
+}
+
+async fn gather(ctx: &Context, instance: &Instance<'_>) -> Result<Gathered, ReconcileError> {
+    let mode = storage_mode(ctx, instance).await?;
+    let apis = ctx.apis();
+    let config = ctx.operator_config_data();
+    let serverless = kserve::serverless_enabled(config.as_ref());
+    let (images, image_held) =
+        resolve_images(ctx, instance.service(), instance, config.as_ref()).await;
+    let read = read_inputs(ctx, instance, mode).await?;
+    let survey = model_servers::survey(ctx, instance, apis, serverless).await;
+    Ok(Gathered {
+        mode,
+        apis,
+        serverless,
+        images,
+        image_held,
+        read,
+        survey,
+    })
+}
+
+/// What the cluster shows after the apply.
+struct Seen {
+    claim: pvc::ObservedClaim,
+    deployment: Option<DeploymentObservation>,
+    /// The service's pods, listed only while the Deployment is not settled.
+    pods: Vec<Pod>,
+    /// The serving certificate Secrets the service CA has not issued yet.
+    missing_secrets: Vec<String>,
+    /// A pod waits behind the single-writer gate for the claim.
+    pod_waits_for_claim: bool,
+    route: RouteObservation,
+}
+
+async fn observe(
+    ctx: &Context,
+    instance: &Instance<'_>,
+    mode: StorageMode,
+    apis: OptionalApis,
+    provisioned: &Provisioned,
+) -> Result<Seen, ReconcileError> {
+    let applied = &provisioned.applied;
+    let claim = pvc::observe(ctx, instance, mode, applied.claim.claim.clone()).await?;
+    let (deployment, pods) = observe_deployment(ctx, instance, applied.deployment.clone()).await?;
+    // Only the service CA issues them where it runs; looked at only while pods are listed
+    // (the Deployment is not settled).
+    let missing_secrets = if apis.service_ca() && !pods.is_empty() {
+        children::missing_serving_secrets(ctx, instance).await?
+    } else {
+        Vec::new()
+    };
+    let pod_waits_for_claim = if mode.uses_pvc() {
+        single_writer::release(ctx, instance, &pods).await?
+    } else {
+        false
+    };
+    let route = observe_route(ctx, instance, apis.routes, applied.route.clone()).await?;
+    Ok(Seen {
+        claim,
+        deployment,
+        pods,
+        missing_secrets,
+        pod_waits_for_claim,
+        route,
+    })
+}
+
+/// The Warning events of this reconcile (each once per problem) and their resolutions;
+/// returns when to look again at a claim still pending.
+async fn report(
+    ctx: &Context,
+    instance: &Instance<'_>,
+    observed: &Observations,
+    seen: &Seen,
+    provisioned: &Provisioned,
+    wired: &model_servers::Wired,
+) -> Option<Duration> {
+    let service = instance.service();
+    report_pod_problem(ctx, service, observed).await;
+    let pending_recheck = pvc::report_pending(ctx, instance, &seen.claim).await;
+    pvc::report_growth(
+        ctx,
+        instance,
+        observed.pvc_growth_refused.as_deref(),
+        provisioned.error.is_none(),
+    )
+    .await;
+    report_failures(
+        ctx,
+        service,
+        provisioned.error.as_ref(),
+        wired.error.as_ref(),
+    )
+    .await;
+    pending_recheck
 }
 
 /// The storage mode; a spec without one gets an `InvalidSpec` warning (the schema and the
@@ -293,11 +369,14 @@ struct Provisioned {
 async fn provision(
     ctx: &Context,
     instance: &Instance<'_>,
-    images: &Images,
-    read: &NamespaceReads,
-    survey: &model_servers::Survey,
-    apis: OptionalApis,
+    gathered: &Gathered,
 ) -> Result<Provisioned, ReconcileError> {
+    let (images, read, survey, apis) = (
+        &gathered.images,
+        &gathered.read,
+        &gathered.survey,
+        gathered.apis,
+    );
     // Istio objects are left as they are while the InferenceServices cannot be listed.
     let istio_kept = survey.failed() && children::owns_any_istio(ctx, instance);
     let inputs = RenderInputs {
