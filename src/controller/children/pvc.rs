@@ -393,14 +393,7 @@ mod tests {
         }));
         let claim = build(&service).expect("claim");
         assert!(claim.metadata.owner_references.is_none());
-        assert_eq!(
-            claim
-                .spec
-                .and_then(|s| s.resources)
-                .and_then(|r| r.requests)
-                .expect("requests")["storage"],
-            Quantity("1Gi".into())
-        );
+        assert_eq!(requested(claim), Quantity("1Gi".into()));
     }
 
     #[test]
@@ -415,14 +408,17 @@ mod tests {
             claim.metadata.owner_references,
             Some(vec![instance.owner_reference()])
         );
-        assert_eq!(
-            claim
-                .spec
-                .and_then(|s| s.resources)
-                .and_then(|r| r.requests)
-                .expect("requests")["storage"],
-            Quantity("5Gi".into())
-        );
+        assert_eq!(requested(claim), Quantity("5Gi".into()));
+    }
+
+    /// The storage the claim requests.
+    fn requested(claim: PersistentVolumeClaim) -> Quantity {
+        claim
+            .spec
+            .and_then(|s| s.resources)
+            .and_then(|r| r.requests)
+            .expect("requests")["storage"]
+            .clone()
     }
 
     #[test]
