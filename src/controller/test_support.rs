@@ -2,6 +2,7 @@
 
 #![allow(clippy::expect_used)]
 
+use crate::controller::resources::Instance;
 use serde_json::{Value, json};
 use trustyai_crds::TrustyAIService;
 
@@ -46,6 +47,13 @@ pub fn pvc_spec() -> Value {
 /// A PVC-mode TrustyAIService.
 pub fn pvc_service() -> TrustyAIService {
     with_spec(pvc_spec())
+}
+
+/// An [`Instance`] of [`pvc_service`], for the renderers' tests (the service is leaked: a
+/// test's few hundred bytes).
+pub fn pvc_instance() -> Instance<'static> {
+    let service: &'static TrustyAIService = Box::leak(Box::new(pvc_service()));
+    Instance::new(service, VERSION).expect("an instance")
 }
 
 /// A DATABASE-mode TrustyAIService with the credentials Secret `db-creds`.

@@ -73,12 +73,11 @@ pub fn cluster_role_binding(instance: &Instance<'_>, cluster_role: &str) -> Clus
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::test_support::{VERSION, pvc_service};
+    use crate::controller::test_support::pvc_instance;
 
     #[test]
     fn binds_the_proxy_account_without_owner_reference() {
-        let service = pvc_service();
-        let instance = Instance::new(&service, VERSION).expect("instance");
+        let instance = pvc_instance();
         let crb = cluster_role_binding(&instance, DEFAULT_PROXY_CLUSTER_ROLE);
         assert_eq!(
             crb.metadata.name.as_deref(),
@@ -101,8 +100,7 @@ mod tests {
 
     #[test]
     fn cluster_role_is_a_parameter() {
-        let service = pvc_service();
-        let instance = Instance::new(&service, VERSION).expect("instance");
+        let instance = pvc_instance();
         let crb = cluster_role_binding(&instance, "my-release-proxy-role");
         assert_eq!(crb.role_ref.name, "my-release-proxy-role");
     }

@@ -105,12 +105,11 @@ tlsConfig:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::test_support::{VERSION, pvc_service};
+    use crate::controller::test_support::{VERSION, pvc_instance};
 
     #[test]
     fn config_map_shape() {
-        let service = pvc_service();
-        let instance = Instance::new(&service, VERSION).expect("instance");
+        let instance = pvc_instance();
         let cm = kube_rbac_proxy_config(&instance, ServiceAccess::Get);
         assert_eq!(
             cm.metadata.name.as_deref(),

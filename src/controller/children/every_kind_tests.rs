@@ -16,7 +16,9 @@ use crate::controller::discovery::OptionalApis;
 use crate::controller::mock_api::Expected;
 use crate::controller::resources::Instance;
 use crate::controller::resources::images::{ImageSources, resolve};
-use crate::controller::test_support::{VERSION, database_service, migration_service, pvc_service};
+use crate::controller::test_support::{
+    VERSION, database_service, migration_service, pvc_instance, pvc_service,
+};
 use trustyai_crds::TrustyAIService;
 
 /// Every optional API served and the mesh objects wanted: every kind has objects to apply.
@@ -45,8 +47,7 @@ fn rendered_kinds() -> impl Iterator<Item = Kind> {
 /// What `kind` wants for the PVC-mode TrustyAIService, with each object's API path.
 fn wanted(kind: Kind) -> Vec<(String, Wanted)> {
     let harness = Harness::new([]);
-    let service = pvc_service();
-    let instance = Instance::new(&service, VERSION).expect("an instance");
+    let instance = pvc_instance();
     let Applying::Rendered(hooks) = &kind.declaration().applying else {
         return Vec::new();
     };

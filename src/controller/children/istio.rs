@@ -125,12 +125,11 @@ fn object(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::test_support::{VERSION, pvc_service};
+    use crate::controller::test_support::pvc_instance;
 
     #[test]
     fn destination_rule_shape() {
-        let service = pvc_service();
-        let instance = Instance::new(&service, VERSION).expect("instance");
+        let instance = pvc_instance();
         let value = serde_json::to_value(destination_rule(&instance)).expect("json");
         assert_eq!(value["apiVersion"], "networking.istio.io/v1beta1");
         assert_eq!(value["kind"], "DestinationRule");
@@ -145,8 +144,7 @@ mod tests {
 
     #[test]
     fn virtual_service_shape() {
-        let service = pvc_service();
-        let instance = Instance::new(&service, VERSION).expect("instance");
+        let instance = pvc_instance();
         let value = serde_json::to_value(virtual_service(&instance)).expect("json");
         assert_eq!(value["kind"], "VirtualService");
         assert_eq!(value["metadata"]["name"], "tas-redirect");

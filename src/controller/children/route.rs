@@ -86,12 +86,11 @@ pub fn is_admitted(route: &DynamicObject) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::test_support::{VERSION, pvc_service};
+    use crate::controller::test_support::pvc_instance;
 
     #[test]
     fn route_shape() {
-        let service = pvc_service();
-        let instance = Instance::new(&service, VERSION).expect("instance");
+        let instance = pvc_instance();
         let route = route(&instance);
         let value = serde_json::to_value(&route).expect("json");
         assert_eq!(value["apiVersion"], "route.openshift.io/v1");

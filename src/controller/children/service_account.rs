@@ -31,12 +31,11 @@ pub fn service_account(instance: &Instance<'_>) -> ServiceAccount {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::test_support::{NAMESPACE, VERSION, pvc_service};
+    use crate::controller::test_support::{NAMESPACE, pvc_instance};
 
     #[test]
     fn named_owned_and_labelled() {
-        let service = pvc_service();
-        let instance = Instance::new(&service, VERSION).expect("instance");
+        let instance = pvc_instance();
         let sa = service_account(&instance);
         assert_eq!(sa.metadata.name.as_deref(), Some("tas-proxy"));
         assert_eq!(sa.metadata.namespace.as_deref(), Some(NAMESPACE));

@@ -183,12 +183,11 @@ fn endpoint() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::test_support::{VERSION, pvc_service};
+    use crate::controller::test_support::pvc_instance;
 
     #[test]
     fn local_shape() {
-        let service = pvc_service();
-        let instance = Instance::new(&service, VERSION).expect("instance");
+        let instance = pvc_instance();
         let value = serde_json::to_value(local(&instance, false, false)).expect("json");
         assert_eq!(value["apiVersion"], "monitoring.coreos.com/v1");
         assert_eq!(value["kind"], "ServiceMonitor");
@@ -218,8 +217,7 @@ mod tests {
 
     #[test]
     fn the_java_service_is_scraped_where_it_serves_its_metrics() {
-        let service = pvc_service();
-        let instance = Instance::new(&service, VERSION).expect("instance");
+        let instance = pvc_instance();
         let value = serde_json::to_value(local(&instance, false, true)).expect("json");
         assert_eq!(value["spec"]["endpoints"], json!([endpoint()]));
         assert_eq!(value["spec"]["endpoints"][0]["port"], "http");
@@ -227,8 +225,7 @@ mod tests {
 
     #[test]
     fn the_local_endpoint_scrapes_the_tls_port_verifying_the_server() {
-        let service = pvc_service();
-        let instance = Instance::new(&service, VERSION).expect("instance");
+        let instance = pvc_instance();
         let e = tls_endpoint(&instance, false);
         assert_eq!(e["port"], "https");
         assert_eq!(e["scheme"], "https");

@@ -110,7 +110,7 @@ fn port(name: &str, port: i32, target: i32) -> ServicePort {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::test_support::{VERSION, pvc_service};
+    use crate::controller::test_support::{VERSION, pvc_instance};
 
     fn ports(service: &Service) -> Vec<(String, i32, IntOrString)> {
         service
@@ -131,8 +131,7 @@ mod tests {
 
     #[test]
     fn tls_service_shape() {
-        let service = pvc_service();
-        let instance = Instance::new(&service, VERSION).expect("instance");
+        let instance = pvc_instance();
         let svc = tls_service(&instance);
         assert_eq!(svc.metadata.name.as_deref(), Some("tas-tls"));
         assert_eq!(
@@ -156,8 +155,7 @@ mod tests {
 
     #[test]
     fn internal_service_shape() {
-        let service = pvc_service();
-        let instance = Instance::new(&service, VERSION).expect("instance");
+        let instance = pvc_instance();
         let svc = internal_service(&instance);
         assert_eq!(svc.metadata.name.as_deref(), Some("tas"));
         let annotations = svc.metadata.annotations.as_ref().expect("annotations");
@@ -179,8 +177,7 @@ mod tests {
 
     #[test]
     fn no_selector_holds_the_version_label() {
-        let service = pvc_service();
-        let instance = Instance::new(&service, VERSION).expect("instance");
+        let instance = pvc_instance();
         for svc in [tls_service(&instance), internal_service(&instance)] {
             let selector = svc.spec.and_then(|s| s.selector).expect("selector");
             assert!(!selector.contains_key(contract_labels::VERSION));

@@ -183,12 +183,11 @@ fn metadata(instance: &Instance<'_>, secret_name: &str) -> ObjectMeta {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::test_support::{VERSION, pvc_service};
+    use crate::controller::test_support::pvc_instance;
 
     #[test]
     fn issued_secrets_are_owned_and_marked() {
-        let service = pvc_service();
-        let instance = Instance::new(&service, VERSION).expect("instance");
+        let instance = pvc_instance();
         let metadata = metadata(&instance, "tas-tls");
         assert_eq!(metadata.name.as_deref(), Some("tas-tls"));
         assert_eq!(

@@ -72,7 +72,7 @@ pub fn selector_string(labels: &BTreeMap<String, String>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::test_support::{VERSION, pvc_service};
+    use crate::controller::test_support::{VERSION, pvc_instance};
 
     #[test]
     fn selector_has_no_version() {
@@ -85,8 +85,7 @@ mod tests {
 
     #[test]
     fn metadata_adds_the_operator_version() {
-        let service = pvc_service();
-        let instance = Instance::new(&service, VERSION).expect("instance");
+        let instance = pvc_instance();
         let labels = metadata(&instance);
         assert_eq!(labels["app.kubernetes.io/version"], VERSION);
         assert_eq!(labels.len(), 5);

@@ -6,7 +6,7 @@ use trustyai_crds::contract::labels as contract_labels;
 use super::*;
 use crate::controller::resources::images::{ImageSource, ResolvedImage};
 use crate::controller::test_support::{
-    VERSION, database_service, migration_service, pvc_service, with_spec,
+    VERSION, database_service, migration_service, pvc_instance, pvc_service, with_spec,
 };
 
 fn images() -> Images {
@@ -483,8 +483,7 @@ fn custom_ca_bundle_goes_to_the_proxy_only() {
 
 #[test]
 fn image_change_changes_the_template() {
-    let service = pvc_service();
-    let instance = Instance::new(&service, VERSION).expect("instance");
+    let instance = pvc_instance();
     let mut other = images();
     other.service.image = "quay.io/trustyai/trustyai-service:v2".into();
     let a = deployment(
@@ -532,8 +531,7 @@ fn unknown_format_is_an_error() {
 #[test]
 fn only_a_non_default_service_access_is_named_in_the_pod_template() {
     let annotations = |access| {
-        let service = pvc_service();
-        let instance = Instance::new(&service, VERSION).expect("instance");
+        let instance = pvc_instance();
         let images = images();
         let inputs = DeploymentInputs {
             images: &images,

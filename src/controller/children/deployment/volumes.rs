@@ -163,7 +163,7 @@ fn config_map_volume(name: &str, config_map: &str) -> Volume {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::test_support::{VERSION, pvc_service};
+    use crate::controller::test_support::pvc_instance;
 
     #[test]
     fn db_ca_only_with_a_database() {
@@ -176,8 +176,7 @@ mod tests {
 
     #[test]
     fn every_mount_has_a_volume() {
-        let service = pvc_service();
-        let instance = Instance::new(&service, VERSION).expect("instance");
+        let instance = pvc_instance();
         for plan in [
             VolumePlan {
                 pvc: true,
