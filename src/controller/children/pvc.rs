@@ -20,7 +20,6 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::DynamicObject;
-use kube::core::ApiResource;
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 use trustyai_crds::TrustyAIService;
@@ -128,8 +127,10 @@ fn keep_live_size(
         "it could not grow from {} to {}: {why}",
         growth.from.0, growth.to.0
     );
-    let mut kept = DynamicObject::new("", &ApiResource::erase::<PersistentVolumeClaim>(&()));
-    write_back(&pvc_plan::with_size(body, growth.from), &mut kept);
+    let kept = pvc_plan::with_size(body, growth.from);
+    let kept = serde_json::to_value(kept)
+        .and_then(serde_json::from_value)
+        .ok()?;
     Some((kept, refused))
 }
 
