@@ -73,6 +73,9 @@ pub struct OperandTrust {
     pub move_at: OffsetDateTime,
     /// When the previous CA leaves (step 3); `None` outside a rotation.
     pub retire_at: Option<OffsetDateTime>,
+    /// The current CA's timetable (when certificates issued by it have been out for the
+    /// overlap).
+    pub timetable: Timetable,
 }
 
 impl OperandTrust {
@@ -94,6 +97,7 @@ impl OperandTrust {
             bundle_pem,
             move_at,
             retire_at,
+            timetable,
         }
     }
 

@@ -29,6 +29,7 @@ use crate::names::ServiceNames;
 use crate::operand_ca::{OperandCaError, OperandTrust};
 use crate::renewal::{Signer, signer_of};
 use crate::secret_layout::{CA_CRT, SECRET_TYPE, TLS_CRT, TLS_KEY};
+use crate::verify::verify_chain;
 
 /// Marks the Secrets the operator issued; its value names the operator.
 pub const ISSUED_BY_ANNOTATION: &str = "trustyai.opendatahub.io/issued-by";
@@ -137,7 +138,16 @@ pub fn judge_secret(
         renew_at = renew_at.min(trust.move_at);
     }
     renew_at = until_bundle_shrinks(renew_at, trust);
-    if data_field(secret, CA_CRT) != trust.bundle_pem.as_bytes() {
+    let held = data_field(secret, CA_CRT);
+    if held != trust.bundle_pem.as_bytes() {
+        // A certificate that moved onto the current CA after the previous one left keeps that
+        // CA in its Secret's bundle for the overlap ([`reissued_secret`]).
+        let keep_until = trust.timetable.retire_at(trust.timetable.issued_at(leaf));
+        if held.starts_with(trust.bundle_pem.as_bytes()) && now < keep_until {
+            return SecretDecision::Keep {
+                renew_at: renew_at.min(keep_until),
+            };
+        }
         return SecretDecision::UpdateBundle { renew_at };
     }
     SecretDecision::Keep { renew_at }
@@ -212,15 +222,60 @@ pub async fn issue(
     })
 }
 
-/// The Secret with `metadata` holding `issued` and the bundle of `trust`.
-pub fn serving_secret(metadata: ObjectMeta, issued: KeyedCert, trust: &OperandTrust) -> Secret {
+/// The Secret with `metadata` holding `issued` in place of `live`. Its `ca.crt` is the bundle of
+/// `trust`, then any CA of `live`'s `ca.crt` that `trust` no longer holds and that `live`'s
+/// certificate was issued by: when a certificate moves onto the current CA only after the
+/// previous CA left the trust (its reconcile came late), a client that still sees the old
+/// certificate keeps trusting it until the new one has been out for the overlap;
+/// [`judge_secret`] drops that CA then.
+pub fn reissued_secret(
+    metadata: ObjectMeta,
+    issued: KeyedCert,
+    trust: &OperandTrust,
+    live: Option<&Secret>,
+    now: OffsetDateTime,
+) -> Secret {
+    let mut bundle = trust.bundle_pem.clone();
+    for ca in live
+        .map(|live| retired_signers(live, trust, now))
+        .unwrap_or_default()
+    {
+        bundle.push_str(&ca);
+        bundle.push('\n');
+    }
     tls_secret(
         metadata,
         issued.cert_pem.into_bytes(),
         issued.key_pem.into_bytes(),
-        &trust.bundle_pem,
+        &bundle,
     )
 }
+
+/// The CAs (PEM) of `live`'s `ca.crt` that `trust` does not hold and that `live`'s certificate
+/// chains to at `now`.
+fn retired_signers(live: &Secret, trust: &OperandTrust, now: OffsetDateTime) -> Vec<String> {
+    let Ok(serving) = ServingCert::parse(
+        TLS_CRT,
+        data_field(live, TLS_CRT),
+        TLS_KEY,
+        data_field(live, TLS_KEY),
+    ) else {
+        return Vec::new();
+    };
+    let held = String::from_utf8_lossy(data_field(live, CA_CRT)).into_owned();
+    held.split_inclusive(PEM_END)
+        .map(str::trim)
+        .filter(|block| block.ends_with(PEM_END) && !trust.bundle_pem.contains(*block))
+        .filter(|block| {
+            parse_certificates(CA_CRT, block.as_bytes())
+                .is_ok_and(|cas| verify_chain(TLS_CRT, serving.chain(), CA_CRT, &cas, now).is_ok())
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The end of a PEM certificate block.
+const PEM_END: &str = "-----END CERTIFICATE-----";
 
 /// The Secret with `metadata` holding the certificate and key of `secret` as they stand, and
 /// the bundle of `trust`.
@@ -319,7 +374,13 @@ mod tests {
             .await
             .expect("issue");
         let judged = judge_secret(
-            Some(&serving_secret(marked(), issued.keyed.clone(), trust)),
+            Some(&reissued_secret(
+                marked(),
+                issued.keyed.clone(),
+                trust,
+                None,
+                now,
+            )),
             trust,
             &names,
             now,
@@ -329,7 +390,7 @@ mod tests {
             "a fresh Secret is due when issue said: {judged:?} against {:?}",
             issued.renew_at
         );
-        serving_secret(marked(), issued.keyed, trust)
+        reissued_secret(marked(), issued.keyed, trust, None, now)
     }
 
     /// The certificate counts its life from its backdated start, so it falls due earlier than
@@ -349,7 +410,7 @@ mod tests {
             .expect("issue");
         // (3000 + 300) * 2/3 after the start, 300 s before now.
         assert_eq!((issued.renew_at - now).whole_seconds(), 1900);
-        let secret = serving_secret(marked(), issued.keyed, &authority);
+        let secret = reissued_secret(marked(), issued.keyed, &authority, None, now);
         assert!(matches!(
             judge_secret(Some(&secret), &authority, &names, now),
             SecretDecision::Keep { renew_at } if renew_at == issued.renew_at
@@ -429,6 +490,52 @@ mod tests {
             judge_secret(Some(&on_new), &after, &names, retire_at),
             SecretDecision::UpdateBundle { .. }
         ));
+    }
+
+    #[tokio::test]
+    async fn a_certificate_that_moves_after_its_ca_left_keeps_that_ca_for_the_overlap() {
+        let now = now();
+        let (old, new) = (ca(now), ca(now));
+        let names = ServiceNames::new("tas-tls", "models");
+        // Its reconcile came late: the Secret still holds the old CA's certificate and the
+        // rotation's bundle when the old CA has already left the trust.
+        let rotating = trust(&new, Some(&old));
+        let on_old = with_bundle(marked(), &issued(&trust(&old, None), now).await, &rotating);
+        let after = trust(&new, None);
+        assert!(matches!(
+            judge_secret(Some(&on_old), &after, &names, now),
+            SecretDecision::Issue(IssueReason::Unusable(_))
+        ));
+        let moved = issue(&after, &names, &lifetimes(), now)
+            .await
+            .expect("issue");
+        let moved = reissued_secret(marked(), moved.keyed, &after, Some(&on_old), now);
+        // A client that got the new bundle still trusts the certificate pods may serve until
+        // they reload, and one that kept the old bundle trusts the new certificate.
+        let bundle = data_field(&moved, CA_CRT);
+        for ca in [&old, &new] {
+            let pem = ca.cert_pem().trim_end();
+            assert!(
+                String::from_utf8_lossy(bundle).contains(pem),
+                "the bundle lacks a CA"
+            );
+        }
+        let keep_until = now + Duration::from_secs(100);
+        assert!(matches!(
+            judge_secret(Some(&moved), &after, &names, now),
+            SecretDecision::Keep { renew_at } if renew_at == keep_until
+        ));
+        // Once the new certificate has been out for the overlap, the bundle follows the trust.
+        assert!(matches!(
+            judge_secret(Some(&moved), &after, &names, keep_until),
+            SecretDecision::UpdateBundle { .. }
+        ));
+        // A certificate moving on time (the old CA still trusted) keeps no extra CA.
+        let on_time = issue(&rotating, &names, &lifetimes(), rotating.move_at)
+            .await
+            .expect("issue");
+        let on_time = reissued_secret(marked(), on_time.keyed, &rotating, Some(&on_old), now);
+        assert_eq!(data_field(&on_time, CA_CRT), rotating.bundle_pem.as_bytes());
     }
 
     #[test]

@@ -127,10 +127,12 @@ pub async fn apply(
                 tracing::info!(secret = %secret_name, %reason, "issuing an operand certificate");
                 let issued = operand_serving::issue(&trust, &names, &lifetimes, now).await?;
                 let renew_at = issued.renew_at;
-                let secret = operand_serving::serving_secret(
+                let secret = operand_serving::reissued_secret(
                     metadata(instance, &secret_name),
                     issued.keyed,
                     &trust,
+                    live.as_ref(),
+                    now,
                 );
                 let live_rv = live.and_then(|l| l.metadata.resource_version);
                 (secret, live_rv, renew_at, reason.to_string())
