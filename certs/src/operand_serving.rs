@@ -216,10 +216,12 @@ pub async fn issue(
                 what: TLS_CRT.to_owned(),
             })
         })?;
-    Ok(Issued {
-        keyed,
-        renew_at: until_bundle_shrinks(leaf_renew_at, trust),
-    })
+    let mut renew_at = until_bundle_shrinks(leaf_renew_at, trust);
+    // Signed by the previous CA (the new one may not sign yet): it moves at `move_at`.
+    if trust.previous.is_some() && now < trust.move_at {
+        renew_at = renew_at.min(trust.move_at);
+    }
+    Ok(Issued { keyed, renew_at })
 }
 
 /// The Secret with `metadata` holding `issued` in place of `live`. Its `ca.crt` is the bundle of
@@ -249,6 +251,20 @@ pub fn reissued_secret(
         issued.key_pem.into_bytes(),
         &bundle,
     )
+}
+
+/// When [`judge_secret`] wants to look at `secret`, just written, again: its answer's
+/// `renew_at` when it keeps it; `None` when it would change it at once.
+pub fn looked_at_again(
+    secret: &Secret,
+    trust: &OperandTrust,
+    names: &ServiceNames,
+    now: OffsetDateTime,
+) -> Option<OffsetDateTime> {
+    match judge_secret(Some(secret), trust, names, now) {
+        SecretDecision::Keep { renew_at } => Some(renew_at),
+        _ => None,
+    }
 }
 
 /// The CAs (PEM) of `live`'s `ca.crt` that `trust` does not hold and that `live`'s certificate
@@ -490,6 +506,17 @@ mod tests {
             judge_secret(Some(&on_new), &after, &names, retire_at),
             SecretDecision::UpdateBundle { .. }
         ));
+    }
+
+    #[tokio::test]
+    async fn a_certificate_issued_by_the_previous_ca_is_looked_at_again_when_it_must_move() {
+        let now = now();
+        let (old, new) = (ca(now), ca(now));
+        let rotating = trust(&new, Some(&old));
+        let names = ServiceNames::new("tas-tls", "models");
+        // Renewed during the rotation's first overlap, when only the previous CA signs.
+        let issued = issue(&rotating, &names, &lifetimes(), now).await.expect("issue");
+        assert_eq!(issued.renew_at, rotating.move_at);
     }
 
     #[tokio::test]

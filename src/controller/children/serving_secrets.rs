@@ -126,7 +126,6 @@ pub async fn apply(
             SecretDecision::Issue(reason) => {
                 tracing::info!(secret = %secret_name, %reason, "issuing an operand certificate");
                 let issued = operand_serving::issue(&trust, &names, &lifetimes, now).await?;
-                let renew_at = issued.renew_at;
                 let secret = operand_serving::reissued_secret(
                     metadata(instance, &secret_name),
                     issued.keyed,
@@ -134,6 +133,10 @@ pub async fn apply(
                     live.as_ref(),
                     now,
                 );
+                // A bundle that keeps a retired CA for the overlap is looked at again when
+                // that ends, which the certificate alone does not say.
+                let renew_at = operand_serving::looked_at_again(&secret, &trust, &names, now)
+                    .map_or(issued.renew_at, |at| at.min(issued.renew_at));
                 let live_rv = live.and_then(|l| l.metadata.resource_version);
                 (secret, live_rv, renew_at, reason.to_string())
             }
