@@ -515,7 +515,9 @@ mod tests {
         let rotating = trust(&new, Some(&old));
         let names = ServiceNames::new("tas-tls", "models");
         // Renewed during the rotation's first overlap, when only the previous CA signs.
-        let issued = issue(&rotating, &names, &lifetimes(), now).await.expect("issue");
+        let issued = issue(&rotating, &names, &lifetimes(), now)
+            .await
+            .expect("issue");
         assert_eq!(issued.renew_at, rotating.move_at);
     }
 

@@ -156,7 +156,15 @@ async fn helm_test_fails_and_keeps_its_pod_without_the_webhooks() {
     );
     let kept = pods.get_opt(TEST_POD).await.expect("read");
     assert!(kept.is_some(), "the failed test pod is kept");
-    // The next test finds the release as installed.
+    // The next test finds the release as installed, without this test's pod (it carries the
+    // chart's labels: a later test waiting for the release's pods to go would wait for it).
+    pods.delete(TEST_POD, &DeleteParams::default())
+        .await
+        .expect("delete the kept test pod");
+    wait::until("the kept test pod deleted", TIMEOUT, async || {
+        pods.get_opt(TEST_POD).await.ok()?.is_none().then_some(())
+    })
+    .await;
     two_ready(cp, &pods, None).await;
 }
 
