@@ -135,19 +135,21 @@ impl Child<'_> {
             return Ok(None);
         }
         let api = self.api();
-        let live = self.live(&api, &cached).await?;
+        let mut live = self.live(&api, &cached).await?;
         let mut live_rv = live.as_ref().and_then(|l| l.resource_version.clone());
         let mut object = wanted.object.clone();
         let taken_over = match (self.hooks.keep_live, &live) {
             (Some(keep_live), Some(live)) => keep_live(&live.fields, &mut object),
             _ => false,
         };
-        if let (Some(must_replace), Some(live)) = (self.hooks.must_replace, &live)
-            && must_replace(&live.fields, &object)
+        if let (Some(must_replace), Some(current)) = (self.hooks.must_replace, &live)
+            && must_replace(&current.fields, &object)
         {
             delete_ignoring_absent(&api, kind.name(), &self.name).await?;
             changes.replaced(kind, &self.name);
             live_rv = None;
+            // Gone: no hook below may patch it or plan from it.
+            live = None;
         }
         // It exists, but not as this TrustyAIService's, or made by another operator (the Go
         // operator's children name the TrustyAIService as their owner too): the apply takes
