@@ -40,8 +40,10 @@ run: prerequisites control-plane
 
 ## Benchmarks (README, Performance): criterion on the pure functions, the HTTPS webhooks under
 ## load, the operator against a local control plane (100 TrustyAIServices; more with
-## `make bench BENCH_ARGS="--n 1000"`), start-up and binary size. Writes bench/results/latest.{json,md}.
+## `make bench BENCH_ARGS="--n 1000"`), start-up and binary size, and `/convert` beside the Go
+## operator's (bench/go-conversion). Writes bench/results/latest.{json,md} and
+## bench/results/side-by-side/.
 bench: control-plane
 	cargo build --release -p trustyai-operator -p trustyai-bench --bins
 	cargo bench --profile release -p trustyai-bench --bench pure
-	target/release/trustyai-bench --operator target/release/trustyai-operator $(BENCH_ARGS)
+	target/release/trustyai-bench --operator target/release/trustyai-operator --go-conversion $$(bench/go-conversion/build.sh) $(BENCH_ARGS)

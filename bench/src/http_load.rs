@@ -2,12 +2,11 @@
 //! loopback over TLS with keep-alive, HTTP/2 (one connection, `c` concurrent streams, as the API
 //! server calls webhooks) and HTTP/1.1 (`c` connections), for a fixed time per cell.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
@@ -15,6 +14,7 @@ use trustyai_crds::defaults::{Operation, defaulted};
 
 use crate::client::{Connection, Protocol, connect, tls_config};
 use crate::fixtures;
+use crate::server_process::ServerProcess;
 use crate::stats::{Percentiles, percentiles};
 
 /// Requests per cell at most, whatever the time.
@@ -123,22 +123,10 @@ pub fn status_field_kib(status: &str, field: &str) -> Option<u64> {
 /// Starts `server_bin`, runs every cell, stops the server.
 pub async fn run(server_bin: &Path, seconds: f64, concurrencies: &[usize]) -> Result<HttpResults> {
     let dir = std::env::temp_dir().join(format!("trustyai-bench-server-{}", std::process::id()));
-    let mut child = Command::new(server_bin)
-        .arg("--dir")
-        .arg(&dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("starting {}", server_bin.display()))?;
-    let stdout = child.stdout.take().context("server stdout")?;
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line)?;
-    let port: u16 = line
-        .trim()
-        .strip_prefix("PORT ")
-        .context("the server did not print its port")?
-        .parse()?;
+    let mut command = Command::new(server_bin);
+    command.arg("--dir").arg(&dir).stderr(Stdio::inherit());
+    let server = ServerProcess::start(command, "bench-server")?;
+    let port = server.port();
     let ca = std::fs::read(dir.join("ca.pem"))?;
     let endpoints = endpoints()?;
     let mut cells = Vec::new();
@@ -159,15 +147,17 @@ pub async fn run(server_bin: &Path, seconds: f64, concurrencies: &[usize]) -> Re
             let mut json_rps = None;
             for (name, path, body, objects) in &endpoints {
                 // Best effort: without /proc the cell has no CPU or memory figures.
-                let _ = std::fs::write(format!("/proc/{}/clear_refs", child.id()), "5");
-                let cpu_before = cpu_seconds(child.id());
+                let _ = std::fs::write(format!("/proc/{}/clear_refs", server.pid()), "5");
+                let cpu_before = cpu_seconds(server.pid());
                 let mut cell =
                     measure(&connections, concurrency, path, body.clone(), seconds).await?;
-                let cpu = cpu_seconds(child.id()).zip(cpu_before).map(|(a, b)| a - b);
+                let cpu = cpu_seconds(server.pid())
+                    .zip(cpu_before)
+                    .map(|(a, b)| a - b);
                 let objects = (cell.requests * objects) as f64;
                 cell.server_cpu_us_per_object =
                     cpu.filter(|_| objects > 0.0).map(|cpu| cpu * 1e6 / objects);
-                cell.server_peak_rss_kib = proc_status_kib(child.id(), "VmHWM");
+                cell.server_peak_rss_kib = proc_status_kib(server.pid(), "VmHWM");
                 cell.endpoint = (*name).to_owned();
                 cell.protocol = protocol;
                 if *name == "baseline" {
@@ -198,9 +188,8 @@ pub async fn run(server_bin: &Path, seconds: f64, concurrencies: &[usize]) -> Re
             }
         }
     }
-    let server_peak_rss_kib = proc_status_kib(child.id(), "VmHWM");
-    drop(child.stdin.take());
-    let _ = child.wait();
+    let server_peak_rss_kib = proc_status_kib(server.pid(), "VmHWM");
+    drop(server);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(HttpResults {
         seconds_per_cell: seconds,
@@ -227,34 +216,22 @@ async fn measure(
             );
         }
     }
-    let per_task = MAX_REQUESTS_PER_CELL / concurrency;
-    let duration = Duration::from_secs_f64(seconds);
-    let started = Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..concurrency {
-        let connection = connections[i % connections.len()].clone();
-        let body = body.clone();
-        tasks.spawn(async move {
-            let mut latencies = Vec::with_capacity(4096);
-            let mut errors = 0usize;
-            while started.elapsed() < duration && latencies.len() < per_task {
-                let sent = Instant::now();
-                match connection.post(path, body.clone()).await {
-                    Ok((200, _)) => latencies.push(sent.elapsed()),
-                    _ => errors += 1,
-                }
-            }
-            (latencies, errors)
-        });
-    }
-    let mut latencies = Vec::new();
-    let mut errors = 0;
-    while let Some(joined) = tasks.join_next().await {
-        let (mut l, e) = joined?;
-        latencies.append(&mut l);
-        errors += e;
-    }
-    let elapsed = started.elapsed().as_secs_f64();
+    let run = closed_loop(
+        connections,
+        concurrency,
+        path,
+        body,
+        seconds,
+        MAX_REQUESTS_PER_CELL,
+        |status, _| status == 200,
+    )
+    .await?;
+    let ClosedLoop {
+        mut latencies,
+        errors,
+        seconds: elapsed,
+        ..
+    } = run;
     let requests = latencies.len();
     Ok(Cell {
         endpoint: String::new(),
@@ -271,6 +248,71 @@ async fn measure(
         server_cpu_us_per_object: None,
         server_peak_rss_kib: None,
     })
+}
+
+/// What a closed-loop run measured.
+pub struct ClosedLoop {
+    /// One per accepted answer.
+    pub latencies: Vec<Duration>,
+    /// Answers not accepted (429s included) and failed requests.
+    pub errors: usize,
+    /// Of `errors`, the answers with HTTP 429.
+    pub too_many_requests: usize,
+    pub seconds: f64,
+}
+
+/// `concurrency` senders spread over `connections`, each sending its next `POST path` when its
+/// last is answered, for `seconds` or until `max_requests` were sent in all; `accept` judges
+/// each answer by its status and body.
+pub async fn closed_loop(
+    connections: &[Connection],
+    concurrency: usize,
+    path: &'static str,
+    body: Bytes,
+    seconds: f64,
+    max_requests: usize,
+    accept: fn(u16, &[u8]) -> bool,
+) -> Result<ClosedLoop> {
+    let per_task = max_requests / concurrency.max(1);
+    let duration = Duration::from_secs_f64(seconds);
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..concurrency {
+        let connection = connections[i % connections.len()].clone();
+        let body = body.clone();
+        tasks.spawn(async move {
+            let mut latencies = Vec::with_capacity(4096);
+            let (mut errors, mut too_many) = (0usize, 0usize);
+            while started.elapsed() < duration && latencies.len() < per_task {
+                let sent = Instant::now();
+                match connection.post(path, body.clone()).await {
+                    Ok((status, answer)) if accept(status, &answer) => {
+                        latencies.push(sent.elapsed());
+                    }
+                    Ok((429, _)) => {
+                        too_many += 1;
+                        errors += 1;
+                    }
+                    _ => errors += 1,
+                }
+            }
+            (latencies, errors, too_many)
+        });
+    }
+    let mut run = ClosedLoop {
+        latencies: Vec::new(),
+        errors: 0,
+        too_many_requests: 0,
+        seconds: 0.0,
+    };
+    while let Some(joined) = tasks.join_next().await {
+        let (mut latencies, errors, too_many) = joined?;
+        run.latencies.append(&mut latencies);
+        run.errors += errors;
+        run.too_many_requests += too_many;
+    }
+    run.seconds = started.elapsed().as_secs_f64();
+    Ok(run)
 }
 
 /// Clock ticks per second of the CPU times in `/proc/<pid>/stat` (`USER_HZ`, 100 wherever Linux

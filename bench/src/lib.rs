@@ -9,4 +9,6 @@ pub mod fixtures;
 pub mod http_load;
 pub mod proxy;
 pub mod report;
+pub mod server_process;
+pub mod side_by_side;
 pub mod stats;

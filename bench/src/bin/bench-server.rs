@@ -1,7 +1,7 @@
 //! The webhook HTTPS server on its own, for the load benchmark and the hostile-input tests
 //! (`tests/hostile.rs`): `webhook_router` plus two baseline routes on the operator's
 //! `serve_https` stack with its default limits (flags override them), and a fresh certificate
-//! (rcgen, ring) written to `--dir` (`ca.pem`). Logs warnings to stderr as the operator would.
+//! (rcgen, ring) written to `--dir` (`ca.pem`, and `tls.crt`/`tls.key` for a second server). Logs warnings to stderr as the operator would.
 //! Prints `PORT <port>` on stdout once listening; stops when stdin closes.
 
 use std::path::PathBuf;
@@ -118,6 +118,9 @@ async fn main() -> Result<()> {
         .push(SanType::IpAddress("127.0.0.1".parse()?));
     let cert = leaf.signed_by(&key, &issuer)?;
     std::fs::write(args.dir.join("ca.pem"), ca_cert.pem())?;
+    // The same certificate for a second server under test (`side_by_side`'s Go server).
+    std::fs::write(args.dir.join("tls.crt"), cert.pem())?;
+    std::fs::write(args.dir.join("tls.key"), key.serialize_pem())?;
     let serving =
         ServingCertificate::from_pem(cert.pem().as_bytes(), key.serialize_pem().as_bytes())
             .context("serving certificate")?;

@@ -52,6 +52,10 @@ struct Args {
     /// Skip the benchmark against the local control plane.
     #[arg(long)]
     skip_cluster: bool,
+    /// The Go operator's conversion webhook (`bench/go-conversion/build.sh` prints its path):
+    /// runs `/convert` of both side by side and writes `<out>/side-by-side/side-by-side.{json,md}`.
+    #[arg(long)]
+    go_conversion: Option<PathBuf>,
 }
 
 fn main() -> Result<()> {
@@ -79,6 +83,30 @@ fn main() -> Result<()> {
             &args.concurrency,
         ))?)
     };
+
+    if let Some(go) = &args.go_conversion {
+        let server = std::env::current_exe()?
+            .parent()
+            .context("exe folder")?
+            .join("bench-server");
+        eprintln!(
+            "/convert beside the Go operator's ({} s per cell and server)…",
+            args.seconds_per_cell
+        );
+        let runtime = tokio::runtime::Runtime::new()?;
+        let results = runtime.block_on(trustyai_bench::side_by_side::run(
+            &server,
+            go,
+            args.seconds_per_cell,
+            &args.concurrency,
+        ))?;
+        let dir = args.out.join("side-by-side");
+        println!("{}", trustyai_bench::side_by_side::write(&dir, &results)?);
+        if args.skip_http && args.skip_cluster {
+            // Only the side-by-side was asked for: the other results stay as they are.
+            return Ok(());
+        }
+    }
 
     let cluster = if args.skip_cluster {
         None
