@@ -434,20 +434,27 @@ async fn an_orphan_deleted_is_not_deleted_again_before_its_watch_event() {
     assert_eq!(reasons, vec!["DestinationRuleDeleted".to_owned()]);
 }
 
-#[tokio::test]
-async fn a_child_another_operator_made_for_the_trustyaiservice_is_reported_adopted() {
+/// Applies the ServiceAccount where the cache holds one owned by the TrustyAIService whose only
+/// managed-fields entry is `manager`'s `operation`; the harness after the apply.
+async fn apply_over_a_service_account_written_by(manager: &str, operation: &str) -> Harness {
     let harness = Harness::listed([Expected::apply(SERVICE_ACCOUNT)]);
-    // As the Go operator leaves it: owned by the TrustyAIService, written by its manager only.
-    let made_by_go = json!({
+    let live = json!({
         "apiVersion": "v1", "kind": "ServiceAccount",
         "metadata": {"name": "tas-proxy", "namespace": NAMESPACE, "resourceVersion": "5",
-                     "managedFields": [{"manager": "manager", "operation": "Update"}]}
+                     "managedFields": [{"manager": manager, "operation": operation}]}
     });
-    harness.cache_objects(Kind::ServiceAccount, [(made_by_go, Some(owner()))]);
+    harness.cache_objects(Kind::ServiceAccount, [(live, Some(owner()))]);
     harness
         .apply_kind(&database_service(), Kind::ServiceAccount)
         .await
-        .expect("adopted");
+        .expect("applied");
+    harness
+}
+
+#[tokio::test]
+async fn a_child_another_operator_made_for_the_trustyaiservice_is_reported_adopted() {
+    // As the Go operator leaves it: owned by the TrustyAIService, written by its manager only.
+    let harness = apply_over_a_service_account_written_by("manager", "Update").await;
     assert_eq!(
         harness.api.event_notes(),
         vec![(
@@ -468,17 +475,7 @@ async fn a_child_another_operator_made_for_the_trustyaiservice_is_reported_adopt
 
 #[tokio::test]
 async fn a_child_this_operator_applied_before_is_reported_updated() {
-    let harness = Harness::listed([Expected::apply(SERVICE_ACCOUNT)]);
-    let ours = json!({
-        "apiVersion": "v1", "kind": "ServiceAccount",
-        "metadata": {"name": "tas-proxy", "namespace": NAMESPACE, "resourceVersion": "5",
-                     "managedFields": [{"manager": "trustyai-operator", "operation": "Apply"}]}
-    });
-    harness.cache_objects(Kind::ServiceAccount, [(ours, Some(owner()))]);
-    harness
-        .apply_kind(&database_service(), Kind::ServiceAccount)
-        .await
-        .expect("updated");
+    let harness = apply_over_a_service_account_written_by("trustyai-operator", "Apply").await;
     assert_eq!(
         harness.api.event_notes(),
         vec![(

@@ -1,4 +1,4 @@
-use k8s_openapi::api::core::v1::{Container, PodSpec};
+use k8s_openapi::api::core::v1::{Container, PodSpec, Volume};
 use serde_json::json;
 use trustyai_crds::TrustyAIService;
 use trustyai_crds::contract::labels as contract_labels;
@@ -60,6 +60,24 @@ fn volume_names(deployment: &Deployment) -> Vec<String> {
         .flatten()
         .map(|v| v.name.clone())
         .collect()
+}
+
+fn volume<'a>(deployment: &'a Deployment, name: &str) -> &'a Volume {
+    pod(deployment)
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == name)
+        .expect("volume")
+}
+
+fn env_value(container: &Container, name: &str) -> Option<String> {
+    container
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == name)
+        .and_then(|e| e.value.clone())
 }
 
 fn mounts(container: &Container) -> Vec<(String, String)> {
@@ -323,12 +341,9 @@ fn pvc_mode_volumes_and_env() {
             "kube-rbac-proxy-config"
         ]
     );
-    let claim = pod(&d)
-        .volumes
-        .iter()
-        .flatten()
-        .find(|v| v.name == "volume")
-        .and_then(|v| v.persistent_volume_claim.as_ref())
+    let claim = volume(&d, "volume")
+        .persistent_volume_claim
+        .as_ref()
         .expect("pvc volume");
     assert_eq!(claim.claim_name, "tas-pvc");
     let service = container(&d, "trustyai-service");
@@ -409,23 +424,14 @@ fn database_mode_with_db_ca_mounts_it() {
             "db-ca-cert"
         ]
     );
-    let db_ca = pod(&d)
-        .volumes
-        .iter()
-        .flatten()
-        .find(|v| v.name == "db-ca-cert")
-        .and_then(|v| v.secret.as_ref())
+    let db_ca = volume(&d, "db-ca-cert")
+        .secret
+        .as_ref()
         .expect("secret volume");
     assert_eq!(db_ca.secret_name.as_deref(), Some("tas-db-ca"));
     let c = container(&d, "trustyai-service");
     assert!(mounts(c).contains(&("db-ca-cert".to_owned(), "/etc/tls/db".to_owned())));
-    let url = c
-        .env
-        .iter()
-        .flatten()
-        .find(|e| e.name == "QUARKUS_DATASOURCE_JDBC_URL")
-        .and_then(|e| e.value.clone())
-        .expect("url");
+    let url = env_value(c, "QUARKUS_DATASOURCE_JDBC_URL").expect("url");
     assert!(url.ends_with("?requireSSL=true&sslMode=verify-ca&serverSslCert=/etc/tls/db/ca.crt"));
 }
 
