@@ -172,9 +172,5 @@ async fn an_operand_ca_rotation_keeps_every_client_verifying() {
         .expect("the operand CA Secret");
     let keys: Vec<&String> = ca.data.as_ref().expect("data").keys().collect();
     assert_eq!(keys, ["ca.crt", "ca.key"], "{}", operator.logs());
-    assert!(
-        operator.stop().success(),
-        "clean exit on SIGTERM:\n{}",
-        operator.logs()
-    );
+    operator.stop_cleanly();
 }

@@ -14,8 +14,8 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use rustls::pki_types::pem::PemObject;
 use serde_json::json;
 use support::cluster::{
-    merge_patch, minimal_spec, secret_field, start_serving_webhooks, tas, tas_api,
-    wait_for_published_bundle, wait_for_webhooks_served,
+    create_through_v1alpha1, create_with_disallowed_image, merge_patch, minimal_spec, secret_field,
+    start_serving_webhooks, tas, tas_api, wait_for_published_bundle, wait_for_webhooks_served,
 };
 use support::operator::Operator;
 use support::wait;
@@ -29,18 +29,7 @@ async fn api_server_reaches_the_webhooks_with_the_injected_bundle() {
     let mut operator = start_serving_webhooks(cp, &client, &ns, &[]).await;
 
     // v1alpha1 in, v1 stored: the API server must call /convert; and /mutate defaults the spec.
-    let v1alpha1 = tas_api(&client, &ns, "v1alpha1");
-    v1alpha1
-        .create(
-            &PostParams::default(),
-            &tas("v1alpha1", "through-alpha", minimal_spec()),
-        )
-        .await
-        .expect("created through v1alpha1");
-    let stored = tas_api(&client, &ns, "v1")
-        .get("through-alpha")
-        .await
-        .expect("read as v1");
+    let stored = create_through_v1alpha1(&client, &ns, "through-alpha", minimal_spec()).await;
     assert_eq!(
         stored.data["spec"]["replicas"], 1,
         "defaulted by /mutate: {:?}",
@@ -49,23 +38,14 @@ async fn api_server_reaches_the_webhooks_with_the_injected_bundle() {
     assert_eq!(stored.data["spec"]["storage"]["retention"], "Retain");
 
     // /validate: a rule CEL does not carry (allowed image prefixes).
-    let mut spec = minimal_spec();
-    spec["image"] = json!("docker.io/someone/trustyai:1");
-    let err = tas_api(&client, &ns, "v1")
-        .create(&PostParams::default(), &tas("v1", "bad-image", spec))
-        .await
-        .expect_err("denied");
+    let err = create_with_disallowed_image(&client, &ns, "denied").await;
     let text = err.to_string();
     assert!(
         text.contains("spec.image") && text.contains("quay.io/trustyai/"),
         "{text}"
     );
 
-    assert!(
-        operator.stop().success(),
-        "clean exit on SIGTERM:\n{}",
-        operator.logs()
-    );
+    operator.stop_cleanly();
 }
 
 #[tokio::test]

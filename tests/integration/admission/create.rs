@@ -5,22 +5,28 @@
 use crate::support;
 
 use kube::Client;
-use kube::api::PostParams;
-use serde_json::json;
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::Status;
+use serde_json::{Value, json};
 use support::cluster::{MUTATING_WEBHOOK, tas, tas_api, webhook_only_violations};
 
 use super::{assert_invalid, cause_fields, db_spec, pvc_spec, refusal};
 
+/// The refusal of `bad`, a spec with [`webhook_only_violations`], created through `api` with
+/// `params`; panics with `what` when it is not refused.
+async fn refused_violations(api: &Api<DynamicObject>, params: &PostParams, what: &str) -> Status {
+    let bad = tas("v1", "bad", webhook_only_violations());
+    refusal(api.create(params, &bad).await, what)
+}
+
 pub(super) async fn refusals_name_every_field(client: &Client, ns: &str) {
     let api = tas_api(client, ns, "v1");
-    let status = refusal(
-        api.create(
-            &PostParams::default(),
-            &tas("v1", "bad", webhook_only_violations()),
-        )
-        .await,
+    let status = refused_violations(
+        &api,
+        &PostParams::default(),
         "three webhook-only violations",
-    );
+    )
+    .await;
     assert_invalid(
         &status,
         &[
@@ -82,17 +88,21 @@ pub(super) async fn refusals_name_every_field(client: &Client, ns: &str) {
     );
 }
 
+/// Creates `name` with `spec` through `api` (panicking with `what` when it is refused) and reads
+/// back the spec the API server stored: what the defaulting webhook added.
+async fn stored_spec(api: &Api<DynamicObject>, name: &str, spec: Value, what: &str) -> Value {
+    api.create(&PostParams::default(), &tas("v1", name, spec))
+        .await
+        .expect(what);
+    let stored = api.get(name).await.expect("stored");
+    stored.data["spec"].clone()
+}
+
 pub(super) async fn defaults_are_stored(client: &Client, ns: &str) {
     let api = tas_api(client, ns, "v1");
-    api.create(
-        &PostParams::default(),
-        &tas("v1", "defaults-pvc", pvc_spec()),
-    )
-    .await
-    .expect("a minimal PVC object is admitted");
-    let stored = api.get("defaults-pvc").await.expect("stored");
+    let what = "a minimal PVC object is admitted";
     assert_eq!(
-        stored.data["spec"],
+        stored_spec(&api, "defaults-pvc", pvc_spec(), what).await,
         json!({
             "replicas": 1,
             "storage": {"format": "PVC", "folder": "/inputs", "size": "1Gi", "retention": "Retain"},
@@ -102,12 +112,9 @@ pub(super) async fn defaults_are_stored(client: &Client, ns: &str) {
         "every PVC default is stored"
     );
 
-    api.create(&PostParams::default(), &tas("v1", "defaults-db", db_spec()))
-        .await
-        .expect("a minimal DATABASE object is admitted");
-    let stored = api.get("defaults-db").await.expect("stored");
+    let what = "a minimal DATABASE object is admitted";
     assert_eq!(
-        stored.data["spec"],
+        stored_spec(&api, "defaults-db", db_spec(), what).await,
         json!({
             "replicas": 1,
             "storage": {"format": "DATABASE", "databaseConfigurations": "defaults-db-db-credentials"},
@@ -167,19 +174,8 @@ pub(super) async fn dry_run_answers_the_same_and_stores_nothing(client: &Client,
         dry_run: true,
         ..PostParams::default()
     };
-    let real = refusal(
-        api.create(
-            &PostParams::default(),
-            &tas("v1", "bad", webhook_only_violations()),
-        )
-        .await,
-        "real create",
-    );
-    let dry = refusal(
-        api.create(&dry_run, &tas("v1", "bad", webhook_only_violations()))
-            .await,
-        "dry-run create",
-    );
+    let real = refused_violations(&api, &PostParams::default(), "real create").await;
+    let dry = refused_violations(&api, &dry_run, "dry-run create").await;
     assert_eq!(dry.message, real.message, "the same errors");
     assert_eq!(cause_fields(&dry), cause_fields(&real));
 

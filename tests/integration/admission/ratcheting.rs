@@ -11,7 +11,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::cluster::{
     MUTATING_WEBHOOK, create_when_served, failed_calling_webhook, merge_patch,
-    remove_webhook_registrations, tas, tas_api,
+    remove_webhook_registrations, set_finalizers, tas, tas_api,
 };
 use support::wait;
 
@@ -34,11 +34,7 @@ async fn legacy_objects_ratchet() {
     a_change_is_held_only_to_its_own_fields_rules(&api).await;
     a_deletion_with_a_finalizer_completes(&api).await;
 
-    assert!(
-        operator.stop().success(),
-        "clean exit on SIGTERM:\n{}",
-        operator.logs()
-    );
+    operator.stop_cleanly();
     eprintln!("ratcheting checks took {:?}", started.elapsed());
 }
 
@@ -116,13 +112,9 @@ async fn metadata_only_changes_are_allowed(api: &Api<DynamicObject>) {
         labelled.data["spec"]["replicas"], 1,
         "the update was defaulted by the mutating webhook and still admitted"
     );
-    merge_patch(
-        api,
-        "legacy",
-        json!({"metadata": {"finalizers": [TEST_FINALIZER]}}),
-    )
-    .await
-    .expect("adding a finalizer");
+    set_finalizers(api, "legacy", [TEST_FINALIZER])
+        .await
+        .expect("adding a finalizer");
     let released = api
         .patch(
             "legacy",
@@ -178,13 +170,9 @@ async fn a_change_is_held_only_to_its_own_fields_rules(api: &Api<DynamicObject>)
 /// Deletion with a finalizer completes: removing the finalizer of an invalid object that is
 /// being deleted succeeds.
 async fn a_deletion_with_a_finalizer_completes(api: &Api<DynamicObject>) {
-    merge_patch(
-        api,
-        "legacy",
-        json!({"metadata": {"finalizers": [TEST_FINALIZER]}}),
-    )
-    .await
-    .expect("adding the finalizer again");
+    set_finalizers(api, "legacy", [TEST_FINALIZER])
+        .await
+        .expect("adding the finalizer again");
     api.delete("legacy", &DeleteParams::default())
         .await
         .expect("deletion accepted");

@@ -6,7 +6,8 @@ use crate::support;
 use kube::Client;
 use kube::api::PostParams;
 use serde_json::{Value, json};
-use support::cluster::{MUTATING_WEBHOOK, merge_patch, tas, tas_api};
+use support::cluster::{MUTATING_WEBHOOK, patch_spec, tas, tas_api};
+use support::samples::end_of_migration;
 
 use super::{assert_invalid, db_spec, pvc_spec, refused_patch};
 
@@ -54,10 +55,10 @@ pub(super) async fn updates_follow_the_immutability_rules(client: &Client, ns: &
         "PVC → DATABASE without migration",
     );
     // With folder and data.filename kept (they were defaulted), it is a migration.
-    let migrated = merge_patch(
+    let migrated = patch_spec(
         &api,
         "pvc-to-db",
-        json!({"spec": {"storage": {"format": "DATABASE"}}}),
+        json!({"storage": {"format": "DATABASE"}}),
     )
     .await
     .expect("PVC → DATABASE as a migration is allowed");
@@ -79,13 +80,9 @@ pub(super) async fn updates_follow_the_immutability_rules(client: &Client, ns: &
     )
     .await;
     assert_invalid(&status, &["spec.storage", "shrink"], "shrinking");
-    merge_patch(
-        &api,
-        "shrink",
-        json!({"spec": {"storage": {"size": "3Gi"}}}),
-    )
-    .await
-    .expect("growing is allowed");
+    patch_spec(&api, "shrink", json!({"storage": {"size": "3Gi"}}))
+        .await
+        .expect("growing is allowed");
 
     // The PersistentVolume may not change or go once set.
     let mut bound = pvc_spec();
@@ -123,13 +120,9 @@ pub(super) async fn updates_follow_the_immutability_rules(client: &Client, ns: &
         &["spec.storage.pv", "the end of a migration"],
         "removing the pv while migrating",
     );
-    merge_patch(
-        &api,
-        "migrating",
-        json!({"spec": {"storage": {"pv": null}, "data": {"filename": null}}}),
-    )
-    .await
-    .expect("the end of a migration takes the pv with it");
+    patch_spec(&api, "migrating", end_of_migration())
+        .await
+        .expect("the end of a migration takes the pv with it");
 
     // The mount path may not move while the volume holds the data: only the webhook knows.
     create("folder", pvc_spec()).await;

@@ -5,7 +5,7 @@ use support::control_planes::{self, Concern};
 
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
-use support::cluster::{merge_patch, minimal_spec, remove_webhook_registrations, tas, tas_api};
+use support::cluster::{minimal_spec, patch_spec, remove_webhook_registrations, tas, tas_api};
 use trustyai_crds::contract::CONVERSION_PRESERVED_ANNOTATION;
 
 use super::etcd::{etcd_url, wait_storing};
@@ -52,13 +52,9 @@ async fn a_round_trip_through_v1alpha1_loses_nothing() {
     // A v1alpha1 client patches; another reads, modifies and replaces the whole object (the
     // classic way to lose fields a version does not have). Both pass the webhooks, the
     // validating one checking spec.image restored from the annotation.
-    merge_patch(
-        &v1alpha1,
-        "svc",
-        json!({"spec": {"metrics": {"schedule": "10s"}}}),
-    )
-    .await
-    .expect("merge patch through v1alpha1");
+    patch_spec(&v1alpha1, "svc", json!({"metrics": {"schedule": "10s"}}))
+        .await
+        .expect("merge patch through v1alpha1");
     let mut alpha = v1alpha1.get("svc").await.expect("re-read through v1alpha1");
     assert_eq!(alpha.data["spec"]["metrics"]["schedule"], "10s");
     assert!(alpha.data["spec"].get("image").is_none());

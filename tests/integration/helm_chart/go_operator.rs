@@ -10,7 +10,8 @@ use support::ControlPlane;
 use support::cluster::{create_when_served, tas_api};
 
 use super::{
-    CRD_NAME, chart_dir, delete_crd, helm, install, uninstall, upgrade, v1_of, wait_established,
+    CRD_NAME, chart_dir, delete_crd, helm_chart, install, uninstall, upgrade, v1_of,
+    wait_established,
 };
 
 /// The Go operator's CRD (`tests/fixtures/crds/go-operator-trustyaiservices.yaml`, applied with
@@ -38,17 +39,7 @@ async fn installs_where_the_go_operators_crd_and_objects_exist() {
 
     let ns_a = cp.namespace(&client, "helm-a").await;
     let ns_b = cp.namespace(&client, "helm-b").await;
-    let chart = chart_dir();
-    let (ok, out, err) = helm(
-        Some(cp),
-        &[
-            "install",
-            "refused",
-            chart.to_str().expect("path"),
-            "--namespace",
-            &ns_a,
-        ],
-    );
+    let (ok, out, err) = helm_chart(Some(cp), "install", "refused", &["--namespace", &ns_a]);
     assert!(
         !ok && err.contains("invalid ownership metadata") && err.contains(CRD_NAME),
         "Helm refuses to take over a CRD it does not own:\n{out}\n{err}"
@@ -84,7 +75,7 @@ async fn installs_where_the_go_operators_crd_and_objects_exist() {
     upgrade(
         cp,
         "trustyai-a",
-        &chart,
+        &chart_dir(),
         &ns_a,
         &["--set", "webhook.failurePolicy=Ignore"],
     );

@@ -28,7 +28,7 @@ use std::path::Path;
 
 use serde_json::Value;
 use support::ControlPlane;
-use support::helm::{chart_dir, helm};
+use support::helm::{chart_dir, helm, helm_chart};
 use trustyai_crds::contract::CRD_NAME;
 
 const KUBE_VERSION: &str = "1.37.2";
@@ -89,17 +89,9 @@ fn wait_established(cp: &ControlPlane) {
 /// ServiceAccount that a server-side dry run does not create
 /// (`real_node::chart` installs them and runs `helm test`).
 fn template(extra: &[&str]) -> String {
-    let chart = chart_dir();
-    let mut args = vec![
-        "template",
-        "trustyai",
-        chart.to_str().expect("path"),
-        "--namespace",
-        "trustyai-system",
-        "--no-hooks",
-    ];
+    let mut args = vec!["--namespace", "trustyai-system", "--no-hooks"];
     args.extend_from_slice(extra);
-    let (ok, out, err) = helm(None, &args);
+    let (ok, out, err) = helm_chart(None, "template", "trustyai", &args);
     assert!(ok, "helm template {extra:?} failed: {err}");
     out
 }
@@ -107,16 +99,9 @@ fn template(extra: &[&str]) -> String {
 /// `helm template` of the chart for Kubernetes [`KUBE_VERSION`] with `extra`, which the chart
 /// must refuse; returns helm's message.
 fn refused(extra: &[&str]) -> String {
-    let chart = chart_dir();
-    let mut args = vec![
-        "template",
-        "t",
-        chart.to_str().expect("path"),
-        "--kube-version",
-        KUBE_VERSION,
-    ];
+    let mut args = vec!["--kube-version", KUBE_VERSION];
     args.extend_from_slice(extra);
-    let (ok, out, err) = helm(None, &args);
+    let (ok, out, err) = helm_chart(None, "template", "t", &args);
     assert!(!ok, "rendered with {extra:?}:\n{out}");
     err
 }
@@ -124,17 +109,9 @@ fn refused(extra: &[&str]) -> String {
 /// `helm install <release>` of the chart into `ns` (not waiting for the operator's pod, which
 /// never runs here), with `extra` arguments; asserts it succeeds and returns what helm printed.
 fn install(cp: &ControlPlane, release: &str, ns: &str, extra: &[&str]) -> String {
-    let chart = chart_dir();
-    let mut args = vec![
-        "install",
-        release,
-        chart.to_str().expect("path"),
-        "--namespace",
-        ns,
-        "--wait=false",
-    ];
+    let mut args = vec!["--namespace", ns, "--wait=false"];
     args.extend_from_slice(extra);
-    let (ok, out, err) = helm(Some(cp), &args);
+    let (ok, out, err) = helm_chart(Some(cp), "install", release, &args);
     assert!(ok, "helm install {release} {extra:?} failed:\n{out}\n{err}");
     out
 }

@@ -5,8 +5,7 @@ use crate::support;
 use support::control_planes::{self, Concern};
 
 use kube::Client;
-use serde_json::json;
-use support::cluster::{merge_patch, tas_api};
+use support::cluster::{annotate, tas_api};
 use support::operator::{Operator, free_port, http_get_accepting};
 use support::wait;
 
@@ -264,13 +263,9 @@ async fn unchanged_children_are_counted_as_skipped(
     );
     let skipped = [("kind", "Service"), ("outcome", "skipped")];
     let skipped0 = sum(last, applies, &skipped);
-    merge_patch(
-        &tas_api(client, apps, "v1"),
-        "counted",
-        json!({"metadata": {"annotations": {"poke": "1"}}}),
-    )
-    .await
-    .expect("annotating");
+    annotate(&tas_api(client, apps, "v1"), "counted", "poke", "1")
+        .await
+        .expect("annotating");
     let skipped1 = wait_for_sum(
         operator,
         "child_applies_total{kind=Service,outcome=skipped} to grow by both Services",

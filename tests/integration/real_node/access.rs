@@ -8,11 +8,10 @@ use trustyai_local_cluster::ControlPlane;
 use trustyai_local_cluster::images::{self, kube_rbac_proxy::Flavour};
 
 use super::release::{
-    NAMESPACE, TIMEOUT, installed, installed_namespace, is_ready, uninstall, upgrade,
+    NAMESPACE, installed, installed_namespace, is_ready, uninstall, upgrade, wait_for,
 };
 use super::service::{pvc_service, service_ready};
 use super::service_api::{ServiceApi, assert_spd, caller, spd_body, upload_body};
-use crate::support::wait;
 
 const SPD: &str = "/metrics/group/fairness/spd";
 const UPLOAD: &str = "/data/upload";
@@ -32,24 +31,19 @@ async fn only_ready_demo_pods(
     is: impl Fn(&Pod) -> bool,
 ) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    wait::until_showing(
-        &format!("only Ready demo pods {what}"),
-        TIMEOUT,
-        || super::release::logs(cp),
-        async || {
-            let list = pods
-                .list(&ListParams::default().labels("app.kubernetes.io/instance=demo"))
-                .await
-                .ok()?;
-            let ready = |p: &Pod| {
-                p.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            };
-            (!list.items.is_empty() && list.items.iter().all(|p| is(p) && ready(p))).then_some(())
-        },
-    )
+    wait_for(cp, &format!("only Ready demo pods {what}"), async || {
+        let list = pods
+            .list(&ListParams::default().labels("app.kubernetes.io/instance=demo"))
+            .await
+            .ok()?;
+        let ready = |p: &Pod| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        };
+        (!list.items.is_empty() && list.items.iter().all(|p| is(p) && ready(p))).then_some(())
+    })
     .await;
 }
 
@@ -105,10 +99,9 @@ async fn with_http_method_access_reading_needs_get_and_uploading_needs_create() 
     let client = cp.client().await;
     // Every operator pod started with the setting: no old pod renders the default any more.
     let operator_pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    wait::until_showing(
+    wait_for(
+        cp,
         "only operator pods with --service-access=http-method",
-        TIMEOUT,
-        || super::release::logs(cp),
         async || {
             let pods = super::release::operator_pods(&operator_pods).await?;
             let with_it = |p: &Pod| {

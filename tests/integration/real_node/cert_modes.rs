@@ -18,7 +18,7 @@ use trustyai_certs::lifetimes::Lifetimes;
 use trustyai_certs::material::CaCert;
 use trustyai_certs::names::ServiceNames;
 
-use super::release::{NAMESPACE, TIMEOUT, installed, two_ready, uninstall, upgrade};
+use super::release::{NAMESPACE, TIMEOUT, installed, two_ready, uninstall, upgrade, wait_for};
 use crate::support::cluster::{minimal_spec, tas, tas_api};
 use crate::support::wait;
 
@@ -87,23 +87,18 @@ async fn tls_secret(
 async fn served_with(cp: &'static trustyai_local_cluster::ControlPlane, ca: &str, ns: &str) {
     let client = cp.client().await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    wait::until_showing(
-        "the CA in the CRD",
-        TIMEOUT,
-        || super::release::logs(cp),
-        async || {
-            let bundle = crds
-                .get(CRD)
-                .await
-                .ok()?
-                .spec
-                .conversion?
-                .webhook?
-                .client_config?
-                .ca_bundle?;
-            (String::from_utf8_lossy(&bundle.0).trim() == ca.trim()).then_some(())
-        },
-    )
+    wait_for(cp, "the CA in the CRD", async || {
+        let bundle = crds
+            .get(CRD)
+            .await
+            .ok()?
+            .spec
+            .conversion?
+            .webhook?
+            .client_config?
+            .ca_bundle?;
+        (String::from_utf8_lossy(&bundle.0).trim() == ca.trim()).then_some(())
+    })
     .await;
     let pods = Api::namespaced(client.clone(), NAMESPACE);
     two_ready(cp, &pods, None).await;
@@ -112,10 +107,9 @@ async fn served_with(cp: &'static trustyai_local_cluster::ControlPlane, ca: &str
         dry_run: true,
         ..PostParams::default()
     };
-    wait::until_showing(
+    wait_for(
+        cp,
         "the webhooks answering with that certificate",
-        TIMEOUT,
-        || super::release::logs(cp),
         async || {
             api.create(
                 &dry_run,

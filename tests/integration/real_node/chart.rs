@@ -3,16 +3,17 @@
 //! through their Service.
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams};
 use kube::runtime::watcher;
-use serde_json::json;
 use trustyai_local_cluster::ControlPlane;
 
 use super::release::{
     NAMESPACE, RELEASE, SELECTOR, TEST_POD, TIMEOUT, container_process, installed,
     installed_namespace, operator_pods, two_ready,
 };
-use crate::support::cluster::{minimal_spec, tas, tas_api};
+use crate::support::cluster::{
+    create_through_v1alpha1, create_with_disallowed_image, minimal_spec,
+};
 use crate::support::helm::helm;
 use crate::support::wait;
 
@@ -47,29 +48,14 @@ async fn the_operator_pods_become_ready_through_their_own_probes() {
 async fn the_api_server_calls_convert_mutate_and_validate_through_the_service() {
     let (_claim, _, client, ns) = installed_namespace(false, "through-service").await;
     // v1alpha1 in, v1 stored (/convert), defaulted (/mutate).
-    tas_api(&client, &ns, "v1alpha1")
-        .create(
-            &PostParams::default(),
-            &tas("v1alpha1", "alpha", minimal_spec()),
-        )
-        .await
-        .expect("created through v1alpha1");
-    let stored = tas_api(&client, &ns, "v1")
-        .get("alpha")
-        .await
-        .expect("read as v1");
+    let stored = create_through_v1alpha1(&client, &ns, "alpha", minimal_spec()).await;
     assert_eq!(
         stored.data["spec"]["replicas"], 1,
         "defaulted: {:?}",
         stored.data
     );
     // /validate: a rule only the webhook carries.
-    let mut spec = minimal_spec();
-    spec["image"] = json!("docker.io/someone/trustyai:1");
-    let err = tas_api(&client, &ns, "v1")
-        .create(&PostParams::default(), &tas("v1", "bad-image", spec))
-        .await
-        .expect_err("refused");
+    let err = create_with_disallowed_image(&client, &ns, "refused").await;
     assert!(err.to_string().contains("spec.image"), "{err}");
 }
 

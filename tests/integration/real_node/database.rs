@@ -9,12 +9,11 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use trustyai_local_cluster::{ControlPlane, images};
 
-use super::release::{TIMEOUT, installed_namespace};
-use super::service::{pvc_service, ready_pod, service_ready};
-use super::service_api::User;
-use crate::support::cluster::{tas, tas_api};
+use super::release::{installed_namespace, wait_for};
+use super::service::{create_service, pvc_service, ready_pod, service_ready};
+use super::service_api::{User, uploaded_pvc_demo};
+use crate::support::cluster::tas_api;
 use crate::support::control_planes::{self, Concern};
-use crate::support::wait;
 
 /// The database, user and password the MariaDB pod creates.
 const DATABASE: &str = "trustyai";
@@ -80,19 +79,14 @@ async fn mariadb(cp: &ControlPlane, ns: &str) {
         .create(&PostParams::default(), &service)
         .await
         .expect("created");
-    wait::until_showing(
-        "MariaDB Ready",
-        TIMEOUT,
-        || super::release::logs(cp),
-        async || {
-            let status = pods.get("mariadb").await.ok()?.status?;
-            status
-                .conditions?
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True")
-                .then_some(())
-        },
-    )
+    wait_for(cp, "MariaDB Ready", async || {
+        let status = pods.get("mariadb").await.ok()?.status?;
+        status
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+            .then_some(())
+    })
     .await;
 }
 
@@ -136,10 +130,7 @@ async fn in_database_mode_the_service_keeps_its_data_in_mariadb() {
     credentials(&client, &ns, "demo").await;
     let created = Instant::now();
     let spec = json!({"storage": {"format": "DATABASE"}, "metrics": {"schedule": "5s"}});
-    tas_api(&client, &ns, "v1")
-        .create(&PostParams::default(), &tas("v1", "demo", spec))
-        .await
-        .expect("created");
+    create_service(&client, &ns, "demo", spec).await;
     service_ready(cp, &client, &ns, "demo").await;
     println!(
         "DATABASE mode: Ready {:?} after the create",
@@ -154,20 +145,14 @@ async fn in_database_mode_the_service_keeps_its_data_in_mariadb() {
 #[tokio::test]
 async fn migration_moves_the_claims_data_into_mariadb() {
     let (_claim, cp, client, ns) = installed_namespace(false, "migration").await;
-    let pvc_pod = pvc_service(cp, &client, &ns, "demo").await;
-    let user = User::of_demo(&client, &ns).await;
-    user.upload().await;
+    let (pvc_pod, user) = uploaded_pvc_demo(cp, &client, &ns).await;
 
     // DATABASE, keeping the folder and the file name (defaulted at the create) the service
     // wrote under: migration mode.
     mariadb(cp, &ns).await;
     credentials(&client, &ns, "demo").await;
     let switched = Instant::now();
-    let patch = json!({"spec": {"storage": {"format": "DATABASE"}}});
-    tas_api(&client, &ns, "v1")
-        .patch("demo", &PatchParams::default(), &Patch::Merge(patch))
-        .await
-        .expect("switched");
+    switch_demo_to_database(&client, &ns).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let old = pvc_pod.metadata.name.as_deref();
     ready_pod(cp, &pods, "demo", old).await;
@@ -176,6 +161,16 @@ async fn migration_moves_the_claims_data_into_mariadb() {
 
     // Read from the database only: the metric over the migrated data.
     user.assert_spd().await;
+}
+
+/// Switches the TrustyAIService `demo` in `ns` to DATABASE storage, keeping its folder and file
+/// name: a migration of what it wrote on its claim.
+async fn switch_demo_to_database(client: &kube::Client, ns: &str) {
+    let patch = json!({"spec": {"storage": {"format": "DATABASE"}}});
+    tas_api(client, ns, "v1")
+        .patch("demo", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .expect("switched");
 }
 
 /// Waits until the TrustyAIService `cr` is not Ready with `reason`, and a Warning event with
@@ -188,10 +183,9 @@ pub(super) async fn not_ready_because(
     reason: &str,
 ) -> String {
     let api = tas_api(client, ns, "v1");
-    let message = wait::until_showing(
+    let message = wait_for(
+        cp,
         &format!("{cr} not Ready with reason {reason}"),
-        TIMEOUT,
-        || super::release::logs(cp),
         async || {
             let object = api.get(cr).await.ok()?;
             let conditions = object.data["status"]["conditions"].as_array()?.clone();
@@ -202,22 +196,17 @@ pub(super) async fn not_ready_because(
     )
     .await;
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
-    wait::until_showing(
-        &format!("a Warning {reason} on {cr}"),
-        TIMEOUT,
-        || super::release::logs(cp),
-        async || {
-            let list = events.list(&Default::default()).await.ok()?;
-            list.items
-                .iter()
-                .any(|e| {
-                    e.type_.as_deref() == Some("Warning")
-                        && e.reason.as_deref() == Some(reason)
-                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(cr)
-                })
-                .then_some(())
-        },
-    )
+    wait_for(cp, &format!("a Warning {reason} on {cr}"), async || {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|e| {
+                e.type_.as_deref() == Some("Warning")
+                    && e.reason.as_deref() == Some(reason)
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(cr)
+            })
+            .then_some(())
+    })
     .await;
     message
 }
@@ -227,10 +216,7 @@ async fn an_unreachable_database_is_named_in_ready_with_the_services_last_words(
     let (_claim, cp, client, ns) = installed_namespace(false, "database-unreachable").await;
     credentials_for(&client, &ns, "demo", "nowhere").await;
     let spec = json!({"storage": {"format": "DATABASE"}, "metrics": {"schedule": "5s"}});
-    tas_api(&client, &ns, "v1")
-        .create(&PostParams::default(), &tas("v1", "demo", spec))
-        .await
-        .expect("created");
+    create_service(&client, &ns, "demo", spec).await;
     let message = not_ready_because(cp, &client, &ns, "demo", "ServiceCrashing").await;
     println!("Ready's message: {message}");
     for pod in Api::<Pod>::namespaced(client.clone(), &ns)
@@ -270,11 +256,7 @@ async fn a_migration_with_nothing_to_move_is_named_in_ready() {
     mariadb(cp, &ns).await;
     credentials(&client, &ns, "demo").await;
     // Nothing was uploaded: the folder holds no file to move.
-    let patch = json!({"spec": {"storage": {"format": "DATABASE"}}});
-    tas_api(&client, &ns, "v1")
-        .patch("demo", &PatchParams::default(), &Patch::Merge(patch))
-        .await
-        .expect("switched");
+    switch_demo_to_database(&client, &ns).await;
     let message = not_ready_because(cp, &client, &ns, "demo", "ServiceNotReady").await;
     println!("Ready's message: {message}");
     let old = pvc_pod.metadata.name.expect("a name");

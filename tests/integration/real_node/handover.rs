@@ -8,8 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
 
 use super::load::{AdmissionLoad, store};
-use super::release::{NAMESPACE, TIMEOUT, installed_namespace, operator_pods, two_ready};
-use crate::support::wait;
+use super::release::{NAMESPACE, installed_namespace, operator_pods, two_ready, wait_for};
 
 /// The operator's leader Lease (its `--lease-name` default; the chart keeps it).
 const LEASE: &str = trustyai_operator::cli::default_names::LEASE;
@@ -34,12 +33,9 @@ async fn a_deleted_leader_pod_hands_over_while_admission_keeps_answering() {
         .iter()
         .filter_map(|p| p.metadata.name.clone())
         .collect();
-    let leader = wait::until_showing(
-        "one of the pods leading",
-        TIMEOUT,
-        || super::release::logs(cp),
-        async || leader_among(&leases, &names).await,
-    )
+    let leader = wait_for(cp, "one of the pods leading", async || {
+        leader_among(&leases, &names).await
+    })
     .await;
 
     let load = AdmissionLoad::start(&client, &ns);
@@ -49,20 +45,15 @@ async fn a_deleted_leader_pod_hands_over_while_admission_keeps_answering() {
         .expect("deleted");
     // The other pod, or the deleted one's replacement if it starts first: whoever asks first
     // once the leaving leader has released the Lease.
-    let next = wait::until_showing(
-        "another pod leading",
-        TIMEOUT,
-        || super::release::logs(cp),
-        async || {
-            let others: Vec<String> = operator_pods(&pods)
-                .await?
-                .iter()
-                .filter_map(|p| p.metadata.name.clone())
-                .filter(|n| *n != leader)
-                .collect();
-            leader_among(&leases, &others).await
-        },
-    )
+    let next = wait_for(cp, "another pod leading", async || {
+        let others: Vec<String> = operator_pods(&pods)
+            .await?
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .filter(|n| *n != leader)
+            .collect();
+        leader_among(&leases, &others).await
+    })
     .await;
     let handover = deleted.elapsed();
     two_ready(cp, &pods, Some(&leader)).await;

@@ -4,9 +4,9 @@
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 
-use super::release::{images, installed_namespace, uninstall, upgrade};
-use super::service::{pvc_service, ready_pod};
-use super::service_api::User;
+use super::release::{images, installed_namespace, uninstall, upgrade, wait_for};
+use super::service::{create_service, ready_pod};
+use super::service_api::uploaded_pvc_demo;
 
 /// The service container's image of `pod`.
 fn service_image(pod: &Pod) -> Option<String> {
@@ -23,9 +23,7 @@ fn service_image(pod: &Pod) -> Option<String> {
 async fn the_claims_data_is_read_back_after_the_service_image_changes() {
     // The release's service image changes for every instance: nobody else may run meanwhile.
     let (_claim, cp, client, ns) = installed_namespace(true, "image-change").await;
-    let old = pvc_service(cp, &client, &ns, "demo").await;
-    let user = User::of_demo(&client, &ns).await;
-    user.upload().await;
+    let (old, user) = uploaded_pvc_demo(cp, &client, &ns).await;
     user.assert_spd().await;
 
     // The same content under another name: a new image for Kubernetes. The chart names the
@@ -56,27 +54,16 @@ async fn a_spec_image_the_operators_environment_overrides_is_reported() {
         "metrics": {"schedule": "5s"},
         "image": "quay.io/trustyai/trustyai-service:custom",
     });
-    crate::support::cluster::tas_api(&client, &ns, "v1")
-        .create(
-            &Default::default(),
-            &crate::support::cluster::tas("v1", "demo", spec),
-        )
-        .await
-        .expect("created");
+    create_service(&client, &ns, "demo", spec).await;
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
-    let note = crate::support::wait::until_showing(
-        "a Warning SpecImageIgnored on demo",
-        super::release::TIMEOUT,
-        || super::release::logs(cp),
-        async || {
-            let list = events.list(&Default::default()).await.ok()?;
-            list.items.into_iter().find_map(|e| {
-                (e.type_.as_deref() == Some("Warning")
-                    && e.reason.as_deref() == Some("SpecImageIgnored"))
-                .then(|| e.note.unwrap_or_default())
-            })
-        },
-    )
+    let note = wait_for(cp, "a Warning SpecImageIgnored on demo", async || {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items.into_iter().find_map(|e| {
+            (e.type_.as_deref() == Some("Warning")
+                && e.reason.as_deref() == Some("SpecImageIgnored"))
+            .then(|| e.note.unwrap_or_default())
+        })
+    })
     .await;
     assert!(
         note.contains("quay.io/trustyai/trustyai-service:custom")

@@ -8,10 +8,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::json;
 
-use super::release::{TIMEOUT, images, installed};
+use super::release::{images, installed, wait_for};
 use super::service::pvc_service;
 use super::service_api::User;
-use crate::support::wait;
+use crate::support::cluster::inference_service;
 
 const ISVC_CRD: &str = "inferenceservices.serving.kserve.io";
 
@@ -48,29 +48,17 @@ async fn a_logger_at_the_wired_url_reaches_the_service_through_cluster_dns() {
             "inferenceservices",
         ),
     );
-    let isvc: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
-        "metadata": {"name": "model", "annotations": {
-            "serving.kserve.io/deploymentMode": "RawDeployment", "sidecar.istio.io/inject": "false"
-        }},
-        "spec": {"predictor": {"model": {"modelFormat": {"name": "sklearn"}}}}
-    }))
-    .expect("an InferenceService");
+    let isvc = inference_service("model", "RawDeployment", "false");
     isvcs
         .create(&PostParams::default(), &isvc)
         .await
         .expect("created");
-    let url = wait::until_showing(
-        "the logger URL",
-        TIMEOUT,
-        || super::release::logs(cp),
-        async || {
-            let isvc = isvcs.get("model").await.ok()?;
-            isvc.data["spec"]["predictor"]["logger"]["url"]
-                .as_str()
-                .map(str::to_owned)
-        },
-    )
+    let url = wait_for(cp, "the logger URL", async || {
+        let isvc = isvcs.get("model").await.ok()?;
+        isvc.data["spec"]["predictor"]["logger"]["url"]
+            .as_str()
+            .map(str::to_owned)
+    })
     .await;
 
     // The logger's part, from a pod (the service's image has Python).
@@ -98,15 +86,10 @@ async fn a_logger_at_the_wired_url_reaches_the_service_through_cluster_dns() {
     pods.create(&PostParams::default(), &sender)
         .await
         .expect("created");
-    let phase = wait::until_showing(
-        "the logger pod finished",
-        TIMEOUT,
-        || super::release::logs(cp),
-        async || {
-            let phase = pods.get("logger").await.ok()?.status?.phase?;
-            (phase == "Succeeded" || phase == "Failed").then_some(phase)
-        },
-    )
+    let phase = wait_for(cp, "the logger pod finished", async || {
+        let phase = pods.get("logger").await.ok()?.status?.phase?;
+        (phase == "Succeeded" || phase == "Failed").then_some(phase)
+    })
     .await;
     let log = pods
         .logs("logger", &Default::default())

@@ -11,7 +11,7 @@ use trustyai_local_cluster::images::{self, Image, kube_rbac_proxy::Flavour};
 
 use crate::support::cluster::{minimal_spec, tas, tas_api};
 use crate::support::control_planes::{self, Claim, Concern};
-use crate::support::helm::helm;
+use crate::support::helm::{helm, helm_chart};
 use crate::support::wait;
 
 pub const TIMEOUT: Duration = Duration::from_secs(180);
@@ -84,15 +84,13 @@ pub async fn installed(exclusive: bool) -> (Claim, &'static ControlPlane) {
             cp.import_image(image).expect("imported");
         }
         let image = &images.operator;
-        let chart = crate::support::helm::chart_dir();
         let repository = format!("image.repository={}", image.repository());
         let tag = format!("image.tag={}", image.tag());
-        let (ok, out, err) = helm(
+        let (ok, out, err) = helm_chart(
             Some(cp),
+            "install",
+            RELEASE,
             &[
-                "install",
-                RELEASE,
-                chart.to_str().expect("path"),
                 "--namespace",
                 NAMESPACE,
                 "--create-namespace",
@@ -125,10 +123,9 @@ pub async fn installed(exclusive: bool) -> (Claim, &'static ControlPlane) {
     };
     let probe = tas("v1alpha1", "through-the-service", minimal_spec());
     let api = tas_api(&client, "default", "v1alpha1");
-    wait::until_showing(
+    wait_for(
+        cp,
         "the webhooks answering through their Service",
-        TIMEOUT,
-        || logs(cp),
         async || api.create(&dry_run, &probe).await.ok().map(|_| ()),
     )
     .await;
@@ -167,6 +164,17 @@ pub fn logs(cp: &ControlPlane) -> String {
     out
 }
 
+/// Polls `check` until it returns `Some`, for at most [`TIMEOUT`]; panics with `what` and
+/// [`logs`] when it runs out. Every wait of this module goes through it, so each fails the same
+/// way: with what the control plane and the operator's pods said.
+pub async fn wait_for<T>(
+    cp: &ControlPlane,
+    what: &str,
+    check: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    wait::until_showing(what, TIMEOUT, || logs(cp), check).await
+}
+
 /// Deletes every TrustyAIService outside `keep` (the objects of tests that have finished: call
 /// it only under an exclusive claim) and waits until they are gone, so that a change to the
 /// whole release (its service image) rolls only the pods of the test that makes it.
@@ -194,12 +202,9 @@ pub async fn remove_other_trustyai_services(cp: &ControlPlane, keep: &str) {
             .delete(&name, &Default::default())
             .await;
     }
-    wait::until_showing(
-        "the other tests' TrustyAIServices gone",
-        TIMEOUT,
-        || logs(cp),
-        async || others().await.filter(Vec::is_empty).map(drop),
-    )
+    wait_for(cp, "the other tests' TrustyAIServices gone", async || {
+        others().await.filter(Vec::is_empty).map(drop)
+    })
     .await;
 }
 
@@ -222,20 +227,15 @@ pub async fn operator_pods(pods: &Api<Pod>) -> Option<Vec<Pod>> {
 
 /// Waits until two of the Deployment's pods are Ready, none of them named `not`.
 pub async fn two_ready(cp: &ControlPlane, pods: &Api<Pod>, not: Option<&str>) -> Vec<Pod> {
-    wait::until_showing(
-        "2 operator pods Ready",
-        TIMEOUT,
-        || logs(cp),
-        async || {
-            let ready: Vec<Pod> = operator_pods(pods)
-                .await?
-                .into_iter()
-                .filter(is_ready)
-                .collect();
-            let fresh = ready.iter().all(|p| p.metadata.name.as_deref() != not);
-            (ready.len() == 2 && fresh).then_some(ready)
-        },
-    )
+    wait_for(cp, "2 operator pods Ready", async || {
+        let ready: Vec<Pod> = operator_pods(pods)
+            .await?
+            .into_iter()
+            .filter(is_ready)
+            .collect();
+        let fresh = ready.iter().all(|p| p.metadata.name.as_deref() != not);
+        (ready.len() == 2 && fresh).then_some(ready)
+    })
     .await
 }
 
@@ -265,20 +265,12 @@ pub fn container_process(cp: &ControlPlane, pod: &Pod, container: &str) -> u32 {
 
 /// `helm upgrade` of the release with `values` added.
 pub async fn upgrade(cp: &'static ControlPlane, values: Vec<String>) {
-    let chart = crate::support::helm::chart_dir();
     let (ok, out, err) = tokio::task::spawn_blocking(move || {
-        let mut args = vec![
-            "upgrade",
-            RELEASE,
-            chart.to_str().expect("path"),
-            "--namespace",
-            NAMESPACE,
-            "--reuse-values",
-        ];
+        let mut args = vec!["--namespace", NAMESPACE, "--reuse-values"];
         for value in &values {
             args.extend(["--set", value.as_str()]);
         }
-        helm(Some(cp), &args)
+        helm_chart(Some(cp), "upgrade", RELEASE, &args)
     })
     .await
     .expect("helm ran");

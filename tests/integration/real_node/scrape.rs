@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use kube::api::{Api, DynamicObject};
 use serde_json::{Value, json};
 
-use super::release::{TIMEOUT, installed};
+use super::release::{TIMEOUT, installed, wait_for};
 use super::service::pvc_service;
 use super::service_api::{EXPECTED_SPD, User, spd_body};
 use crate::support::wait;
@@ -79,15 +79,10 @@ async fn the_service_monitor_endpoint_scrapes_trustyai_spd_with_prometheus_clien
             "servicemonitors",
         ),
     );
-    let endpoint = wait::until_showing(
-        "the ServiceMonitor demo",
-        TIMEOUT,
-        || super::release::logs(cp),
-        async || {
-            let monitor = monitors.get("demo").await.ok()?;
-            monitor.data["spec"]["endpoints"].get(0).cloned()
-        },
-    )
+    let endpoint = wait_for(cp, "the ServiceMonitor demo", async || {
+        let monitor = monitors.get("demo").await.ok()?;
+        monitor.data["spec"]["endpoints"].get(0).cloned()
+    })
     .await;
     assert!(
         endpoint["tlsConfig"].get("insecureSkipVerify").is_none(),

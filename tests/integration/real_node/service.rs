@@ -7,12 +7,11 @@ use std::os::unix::fs::PermissionsExt;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use serde_json::json;
+use serde_json::{Value, json};
 use trustyai_local_cluster::ControlPlane;
 
-use super::release::{TIMEOUT, container_process, installed_namespace};
+use super::release::{container_process, installed_namespace, wait_for};
 use crate::support::cluster::{tas, tas_api};
-use crate::support::wait;
 
 /// The TrustyAI service image's user (its Containerfile's `USER`).
 const SERVICE_UID: u32 = 1001;
@@ -47,25 +46,20 @@ pub async fn host_volume(cp: &ControlPlane, name: &str, namespace: &str, claim: 
 /// The TrustyAIService's Ready pod whose name is not `not`, once its Ready condition says so.
 pub async fn ready_pod(cp: &ControlPlane, pods: &Api<Pod>, cr: &str, not: Option<&str>) -> Pod {
     let selector = format!("app.kubernetes.io/instance={cr}");
-    wait::until_showing(
-        &format!("a Ready pod of {cr}"),
-        TIMEOUT,
-        || super::release::logs(cp),
-        async || {
-            let list = pods
-                .list(&ListParams::default().labels(&selector))
-                .await
-                .ok()?;
-            list.items.into_iter().find(|p| {
-                p.metadata.deletion_timestamp.is_none()
-                    && p.metadata.name.as_deref() != not
-                    && p.status
-                        .as_ref()
-                        .and_then(|s| s.conditions.as_ref())
-                        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            })
-        },
-    )
+    wait_for(cp, &format!("a Ready pod of {cr}"), async || {
+        let list = pods
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .ok()?;
+        list.items.into_iter().find(|p| {
+            p.metadata.deletion_timestamp.is_none()
+                && p.metadata.name.as_deref() != not
+                && p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+    })
     .await
 }
 
@@ -83,38 +77,48 @@ fn process_uid(pid: u32) -> u32 {
 /// Waits until the TrustyAIService `cr` in `ns` reports Ready.
 pub async fn service_ready(cp: &ControlPlane, client: &kube::Client, ns: &str, cr: &str) {
     let api = tas_api(client, ns, "v1");
-    wait::until_showing(
-        &format!("{cr} Ready"),
-        TIMEOUT,
-        || super::release::logs(cp),
-        async || {
-            let object = api.get(cr).await.ok()?;
-            let conditions = object.data["status"]["conditions"].as_array()?.clone();
-            conditions
-                .iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                .then_some(())
-        },
-    )
+    wait_for(cp, &format!("{cr} Ready"), async || {
+        let object = api.get(cr).await.ok()?;
+        let conditions = object.data["status"]["conditions"].as_array()?.clone();
+        conditions
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            .then_some(())
+    })
     .await;
 }
 
-/// Creates the TrustyAIService `cr` in PVC mode in `ns`, its claim `<cr>-pvc` reserved a
-/// volume on the node's disk, and waits until it is Ready; returns its Ready pod.
-pub async fn pvc_service(cp: &ControlPlane, client: &kube::Client, ns: &str, cr: &str) -> Pod {
-    let pv = format!("{ns}-{cr}");
-    host_volume(cp, &pv, ns, &format!("{cr}-pvc")).await;
-    // The service writes HDF5 whatever the name; a later migration to the database moves only
-    // files whose names end in `.hdf5` (the default `data.csv` would leave nothing to move).
-    let spec = json!({
-        "storage": {"format": "PVC", "folder": "/inputs", "size": "1Gi", "pv": pv},
-        "data": {"filename": "trustyai.hdf5"},
-        "metrics": {"schedule": "5s"},
-    });
+/// Creates the TrustyAIService `cr` in `ns` through v1, with `spec`.
+pub async fn create_service(client: &kube::Client, ns: &str, cr: &str, spec: Value) {
     tas_api(client, ns, "v1")
         .create(&PostParams::default(), &tas("v1", cr, spec))
         .await
         .expect("created");
+}
+
+/// Reserves the volume `pv` on the node's disk ([`host_volume`]) for the claim `<cr>-pvc` in
+/// `ns`; returns a PVC-mode spec for `cr` whose claim binds to it, mounted at `/inputs`.
+pub async fn spec_on_host_volume(cp: &ControlPlane, ns: &str, pv: &str, cr: &str) -> Value {
+    host_volume(cp, pv, ns, &format!("{cr}-pvc")).await;
+    json!({
+        "storage": {"format": "PVC", "folder": "/inputs", "size": "1Gi", "pv": pv},
+        "metrics": {"schedule": "5s"},
+    })
+}
+
+/// Creates the TrustyAIService `cr` in PVC mode in `ns`, its claim `<cr>-pvc` reserved the
+/// volume `<ns>-<cr>` on the node's disk; waits for nothing.
+pub async fn create_pvc_service(cp: &ControlPlane, client: &kube::Client, ns: &str, cr: &str) {
+    let mut spec = spec_on_host_volume(cp, ns, &format!("{ns}-{cr}"), cr).await;
+    // The service writes HDF5 whatever the name; a later migration to the database moves only
+    // files whose names end in `.hdf5` (the default `data.csv` would leave nothing to move).
+    spec["data"] = json!({"filename": "trustyai.hdf5"});
+    create_service(client, ns, cr, spec).await;
+}
+
+/// [`create_pvc_service`], then waits until it is Ready; returns its Ready pod.
+pub async fn pvc_service(cp: &ControlPlane, client: &kube::Client, ns: &str, cr: &str) -> Pod {
+    create_pvc_service(cp, client, ns, cr).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let pod = ready_pod(cp, &pods, cr, None).await;
     service_ready(cp, client, ns, cr).await;
@@ -125,28 +129,16 @@ pub async fn pvc_service(cp: &ControlPlane, client: &kube::Client, ns: &str, cr:
 async fn a_trustyai_service_runs_from_its_images_with_its_claim_bound_and_is_healed() {
     let (_claim, cp, client, ns) = installed_namespace(false, "service-pods").await;
     let pv = format!("{ns}-data");
-    host_volume(cp, &pv, &ns, "demo-pvc").await;
-    let spec = json!({
-        "storage": {"format": "PVC", "folder": "/inputs", "size": "1Gi", "pv": pv},
-        "metrics": {"schedule": "5s"},
-    });
-    tas_api(&client, &ns, "v1")
-        .create(&PostParams::default(), &tas("v1", "demo", spec))
-        .await
-        .expect("created");
+    let spec = spec_on_host_volume(cp, &ns, &pv, "demo").await;
+    create_service(&client, &ns, "demo", spec).await;
 
     // The claim binds to the volume it names.
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
-    wait::until_showing(
-        "demo-pvc Bound",
-        TIMEOUT,
-        || super::release::logs(cp),
-        async || {
-            let claim = claims.get("demo-pvc").await.ok()?;
-            let bound = claim.status?.phase? == "Bound";
-            (bound && claim.spec?.volume_name.as_deref() == Some(pv.as_str())).then_some(())
-        },
-    )
+    wait_for(cp, "demo-pvc Bound", async || {
+        let claim = claims.get("demo-pvc").await.ok()?;
+        let bound = claim.status?.phase? == "Bound";
+        (bound && claim.spec?.volume_name.as_deref() == Some(pv.as_str())).then_some(())
+    })
     .await;
 
     // Both containers Ready through their own probes, the service as its image's user.

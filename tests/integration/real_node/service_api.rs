@@ -3,13 +3,15 @@
 //! `services/<cr>`), with a ServiceAccount's token, trusting the CA in the `<cr>-tls` Secret.
 
 use k8s_openapi::api::authentication::v1::TokenRequest;
-use k8s_openapi::api::core::v1::{Secret, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use tokio_rustls::TlsConnector;
+use trustyai_local_cluster::ControlPlane;
 
 use super::release::TIMEOUT;
+use super::service::pvc_service;
 use crate::support::cluster::tls_connector;
 use crate::support::{https, wait};
 
@@ -163,6 +165,16 @@ pub fn assert_spd(answer: &(u16, Value)) {
     assert_eq!(body["name"], "SPD", "{body}");
     let value = body["value"].as_f64().unwrap_or(f64::NAN);
     assert!((value - EXPECTED_SPD).abs() < 1e-9, "{body}");
+}
+
+/// The PVC-mode TrustyAIService `demo` in `ns` once Ready ([`pvc_service`]) and its [`User`],
+/// who has uploaded [`upload_body`]: where the tests of the data on a claim start. Returns the
+/// Ready pod and the user.
+pub async fn uploaded_pvc_demo(cp: &ControlPlane, client: &kube::Client, ns: &str) -> (Pod, User) {
+    let pod = pvc_service(cp, client, ns, "demo").await;
+    let user = User::of_demo(client, ns).await;
+    user.upload().await;
+    (pod, user)
 }
 
 /// A user of the TrustyAIService `demo`'s API: a ServiceAccount `user` with `get` on its

@@ -9,10 +9,9 @@ use serde_json::json;
 use trustyai_local_cluster::ControlPlane;
 
 use super::database::not_ready_because;
-use super::release::{TIMEOUT, installed};
-use super::service::host_volume;
+use super::release::{installed, wait_for};
+use super::service::create_pvc_service;
 use crate::support::cluster::{tas, tas_api};
-use crate::support::wait;
 
 const ROUTE_CRD: &str = "tests/fixtures/crds/route.yaml";
 
@@ -65,26 +64,15 @@ async fn without_the_service_ca_ready_names_the_missing_serving_secrets() {
         &probe_ns,
         &ApiResource::from_gvk_with_plural(&gvk, "routes"),
     );
-    wait::until_showing(
+    wait_for(
+        cp,
         "the probe's Route (the operator knows Routes)",
-        TIMEOUT,
-        || super::release::logs(cp),
         async || routes.get_opt("probe").await.ok().flatten().map(|_| ()),
     )
     .await;
 
     let ns = cp.namespace(&client, "serving-secret").await;
-    let pv = format!("{ns}-demo");
-    host_volume(cp, &pv, &ns, "demo-pvc").await;
-    let spec = json!({
-        "storage": {"format": "PVC", "folder": "/inputs", "size": "1Gi", "pv": pv},
-        "data": {"filename": "trustyai.hdf5"},
-        "metrics": {"schedule": "5s"},
-    });
-    tas_api(&client, &ns, "v1")
-        .create(&PostParams::default(), &tas("v1", "demo", spec))
-        .await
-        .expect("created");
+    create_pvc_service(cp, &client, &ns, "demo").await;
     let message = not_ready_because(cp, &client, &ns, "demo", "ServingSecretMissing").await;
     println!("Ready's message: {message}");
     assert!(

@@ -11,8 +11,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
 
 use super::release::installed_namespace;
-use super::service::{pvc_service, ready_pod};
-use super::service_api::User;
+use super::service::ready_pod;
+use super::service_api::uploaded_pvc_demo;
 
 /// The TrustyAI service processes on the node whose mounts include `volume` (its path below
 /// the control plane's folder, as a mount's root names it whatever filesystem holds it).
@@ -61,9 +61,7 @@ fn watch_processes(volume: String, stop: Arc<AtomicBool>) -> Seen {
 #[tokio::test]
 async fn a_deleted_pods_replacement_starts_its_service_only_after_the_old_one_exited() {
     let (_claim, cp, client, ns) = installed_namespace(false, "single-writer").await;
-    let pod = pvc_service(cp, &client, &ns, "demo").await;
-    let user = User::of_demo(&client, &ns).await;
-    user.upload().await;
+    let (pod, user) = uploaded_pvc_demo(cp, &client, &ns).await;
 
     // The volume `pvc_service` gave the claim, as the node mounts it.
     let volume = format!("/volumes/{ns}-demo ");

@@ -9,8 +9,7 @@ use kube::api::Api;
 use trustyai_local_cluster::images;
 
 use super::load::AdmissionLoad;
-use super::release::{NAMESPACE, SELECTOR, TIMEOUT, installed, operator_pods, upgrade};
-use crate::support::wait;
+use super::release::{NAMESPACE, SELECTOR, installed, operator_pods, upgrade, wait_for};
 
 /// The image every container of the Deployment's pods runs, once the rollout is complete.
 async fn rolled_out(deployments: &Api<Deployment>, pods: &Api<Pod>, image: &str) -> Option<()> {
@@ -52,12 +51,9 @@ async fn helm_upgrade_to_a_new_image_fails_no_admission_or_conversion_request() 
     upgrade(cp, vec![format!("image.tag={}", image.tag())]).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    wait::until_showing(
-        "the rollout to the new image",
-        TIMEOUT,
-        || super::release::logs(cp),
-        async || rolled_out(&deployments, &pods, &image.reference).await,
-    )
+    wait_for(cp, "the rollout to the new image", async || {
+        rolled_out(&deployments, &pods, &image.reference).await
+    })
     .await;
     let rollout = started.elapsed();
     let seen = load.finish().await;

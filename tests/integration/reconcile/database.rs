@@ -10,14 +10,17 @@ use serde_json::json;
 use trustyai_crds::TrustyAIService;
 
 use crate::reconcile::env::{Env, assert_env, condition, env_value, note, service_container};
-use crate::support::cluster::{exists, merge_patch};
+use crate::support::cluster::{annotate, exists, patch_spec};
+use crate::support::samples::{database, end_of_migration};
+
+/// The Go operator's annotation asking for a migration of the claim's data into the database.
+const MIGRATION_TRIGGER: &str = "trustyai.opendatahub.io/db-migration";
 
 #[tokio::test]
 async fn database_mode_reports_bad_credentials_and_recovers() {
     let env = Env::shared().await;
     let ns = env.namespace("db").await;
-    env.create(&ns, "tas", crate::support::samples::database("db-creds"))
-        .await;
+    env.create(&ns, "tas", database("db-creds")).await;
 
     let missing = env
         .wait_condition(
@@ -93,8 +96,7 @@ async fn a_crash_looping_service_blames_the_database_connection() {
     let env = Env::shared().await;
     let ns = env.namespace("db").await;
     create_credentials(&env, &ns, "db-creds").await;
-    env.create(&ns, "tas", crate::support::samples::database("db-creds"))
-        .await;
+    env.create(&ns, "tas", database("db-creds")).await;
     env.wait_ready(&ns, "tas").await;
 
     let pods = env.api::<Pod>(&ns);
@@ -275,19 +277,12 @@ async fn assert_migrating_with_the_claim_and_the_database(
 /// current spec, as scripts written for the Go operator wait for.
 async fn the_go_operators_migration_trigger_is_consumed(env: &Env, ns: &str) {
     let services = env.api::<TrustyAIService>(ns);
-    merge_patch(
-        &services,
-        "tas",
-        json!({"metadata": {"annotations": {"trustyai.opendatahub.io/db-migration": "true"}}}),
-    )
-    .await
-    .expect("annotating for migration");
+    annotate(&services, "tas", MIGRATION_TRIGGER, "true")
+        .await
+        .expect("annotating for migration");
     env.wait("the migration annotation removed", || async {
         let tas = services.get("tas").await.ok()?;
-        (!tas
-            .annotations()
-            .contains_key("trustyai.opendatahub.io/db-migration"))
-        .then_some(())
+        (!tas.annotations().contains_key(MIGRATION_TRIGGER)).then_some(())
     })
     .await;
     env.wait_event(ns, "tas", "MigrationAnnotationRemoved")
@@ -299,13 +294,9 @@ async fn the_go_operators_migration_trigger_is_consumed(env: &Env, ns: &str) {
 /// files the migration read); the service no longer mounts it.
 async fn the_end_of_the_migration_keeps_the_claim(env: &Env, ns: &str, volume: &str) {
     let services = env.api::<TrustyAIService>(ns);
-    merge_patch(
-        &services,
-        "tas",
-        json!({"spec": {"storage": {"pv": null}, "data": {"filename": null}}}),
-    )
-    .await
-    .expect("ending the migration");
+    patch_spec(&services, "tas", end_of_migration())
+        .await
+        .expect("ending the migration");
     let ended = env
         .wait("the Deployment without the migration", || async {
             let deployment = env.api::<Deployment>(ns).get("tas").await.ok()?;

@@ -13,14 +13,13 @@ use trustyai_crds::TrustyAIService;
 use crate::reconcile::env::{CLEANUP_TIMEOUT, Env, assert_owned_by, condition, note, pvc_spec};
 use crate::support::cli;
 use crate::support::cluster::{exists, merge_patch};
+use crate::support::samples::database;
 
 /// retention: Retain (the default): the claim outlives its TrustyAIService, and one created
 /// again under the same name adopts it.
 #[tokio::test]
 async fn a_retained_claim_survives_deletion_to_be_adopted() {
-    let env = Env::shared().await;
-    let ns = env.namespace("retain").await;
-    env.ready_pvc_instance(&ns, "kept").await;
+    let (env, ns) = Env::shared_instance("retain", "kept").await;
     let claims = env.api::<PersistentVolumeClaim>(&ns);
     let claim_uid = claims.get("kept-pvc").await.expect("PVC").uid();
     let bindings = Api::<ClusterRoleBinding>::all(env.client.clone());
@@ -73,9 +72,7 @@ async fn a_claim_with_retention_delete_goes_with_its_trustyaiservice() {
 
 #[tokio::test]
 async fn retention_delete_set_right_before_deletion_is_honoured() {
-    let env = Env::shared().await;
-    let ns = env.namespace("late-delete").await;
-    env.ready_pvc_instance(&ns, "late").await;
+    let (env, ns) = Env::shared_instance("late-delete", "late").await;
     let claims = env.api::<PersistentVolumeClaim>(&ns);
     // Retained so far: no owner reference for the garbage collector to follow.
     let claim = claims.get("late-pvc").await.expect("PVC");
@@ -106,9 +103,7 @@ async fn retention_delete_set_right_before_deletion_is_honoured() {
 
 #[tokio::test]
 async fn a_cleanup_that_keeps_failing_holds_the_deletion_until_its_deadline() {
-    let env = Env::shared().await;
-    let ns = env.namespace("stuck").await;
-    env.ready_pvc_instance(&ns, "stuck").await;
+    let (env, ns) = Env::shared_instance("stuck", "stuck").await;
     let binding = format!("stuck-{ns}-proxy-rolebinding");
     let bindings = Api::<ClusterRoleBinding>::all(env.client.clone());
     bindings
@@ -219,8 +214,7 @@ async fn stop_refusing(env: &Env, bindings: &Api<ClusterRoleBinding>, binding: &
 async fn uninstall_without_the_operator_releases_deletions_and_leaves_nothing_of_ours() {
     let env = Env::exclusive().await;
     let ns = env.namespace("uninstall").await;
-    env.create(&ns, "tas", crate::support::samples::database("db-creds"))
-        .await;
+    env.create(&ns, "tas", database("db-creds")).await;
     let bindings = Api::<ClusterRoleBinding>::all(env.client.clone());
     let binding = format!("tas-{ns}-proxy-rolebinding");
     env.wait("the proxy's ClusterRoleBinding", || async {

@@ -16,9 +16,7 @@ use crate::support::cluster::{exists, merge_patch};
 
 #[tokio::test]
 async fn drift_is_corrected() {
-    let env = Env::shared().await;
-    let ns = env.namespace("drift").await;
-    env.ready_pvc_instance(&ns, "tas").await;
+    let (env, ns) = Env::shared_instance("drift", "tas").await;
 
     let services = env.api::<Service>(&ns);
     let old = services.get("tas").await.expect("Service").uid();
@@ -133,9 +131,7 @@ where
 /// answers the reconcile), not from polling.
 #[tokio::test]
 async fn custom_ca_bundle_is_mounted_when_it_appears_and_unmounted_when_it_goes() {
-    let env = Env::shared().await;
-    let ns = env.namespace("cabundle").await;
-    env.ready_pvc_instance(&ns, "tas").await;
+    let (env, ns) = Env::shared_instance("cabundle", "tas").await;
 
     let deployments = env.api::<Deployment>(&ns);
     let has_bundle = |d: &Deployment| {
@@ -240,9 +236,7 @@ async fn instances_do_not_interfere() {
 
 #[tokio::test]
 async fn an_image_change_in_the_operator_config_map_rolls_the_deployment() {
-    let env = Env::exclusive().await;
-    let ns = env.namespace("image").await;
-    env.ready_pvc_instance(&ns, "tas").await;
+    let (env, ns) = Env::exclusive_instance("image", "tas").await;
 
     let config_maps = env.api::<ConfigMap>(&env.operator_ns);
     let image = "quay.io/trustyai/trustyai-service:rolled";
@@ -338,9 +332,7 @@ fn reconciled_in_log(log: &std::path::Path, ns: &str, name: &str) -> bool {
 
 #[tokio::test]
 async fn an_operator_restart_changes_no_object() {
-    let env = Env::exclusive().await;
-    let ns = env.namespace("restart").await;
-    env.ready_pvc_instance(&ns, "tas").await;
+    let (env, ns) = Env::exclusive_instance("restart", "tas").await;
     let before = env
         .settled("the objects after the creation", || versions(&env, &ns))
         .await;

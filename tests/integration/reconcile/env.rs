@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -89,6 +89,25 @@ impl Env {
         Self::new(control_planes::exclusive(Concern::Reconcile)).await
     }
 
+    /// [`Env::shared`], with a new namespace `prefix-…` holding the Ready PVC instance `name`
+    /// ([`Env::ready_pvc_instance`]): where the tests of a running instance start.
+    pub async fn shared_instance(prefix: &str, name: &str) -> (Env, String) {
+        Self::shared().await.with_instance(prefix, name).await
+    }
+
+    /// [`Env::shared_instance`], alone ([`Env::exclusive`]): for a test that changes the
+    /// operator or something cluster-wide once its instance runs.
+    pub async fn exclusive_instance(prefix: &str, name: &str) -> (Env, String) {
+        Self::exclusive().await.with_instance(prefix, name).await
+    }
+
+    /// A new namespace `prefix-…` with the Ready PVC instance `name` in it.
+    async fn with_instance(self, prefix: &str, name: &str) -> (Env, String) {
+        let ns = self.namespace(prefix).await;
+        self.ready_pvc_instance(&ns, name).await;
+        (self, ns)
+    }
+
     async fn new(claim: Claim) -> Env {
         let cp = claim.control_plane();
         let client = cp.client().await;
@@ -122,12 +141,7 @@ impl Env {
     pub fn restart_operator(&self) -> std::path::PathBuf {
         let mut running = running();
         if let Some(mut operator) = running.operator.take() {
-            let status = operator.stop();
-            assert!(
-                status.success(),
-                "clean exit on SIGTERM:\n{}",
-                operator.logs()
-            );
+            operator.stop_cleanly();
         }
         let operator = start_operator(self.cp, &self.operator_ns);
         let log = operator.log.clone();
@@ -138,12 +152,7 @@ impl Env {
     /// Stops the operator (asserting a clean exit); the next test's `Env` starts another.
     pub fn stop_operator(&self) {
         if let Some(mut operator) = running().operator.take() {
-            let status = operator.stop();
-            assert!(
-                status.success(),
-                "clean exit on SIGTERM:\n{}",
-                operator.logs()
-            );
+            operator.stop_cleanly();
         }
     }
 
@@ -214,6 +223,18 @@ impl Env {
             .get(name)
             .await
             .unwrap_or_else(|e| panic!("{} {ns}/{name}: {e}", K::kind(&Default::default())))
+    }
+
+    /// Creates `object` in `ns` as the test's own (not through the operator); panics with `what`
+    /// when the API server refuses it.
+    pub async fn create_object<K>(&self, ns: &str, object: &K, what: &str) -> K
+    where
+        K: NamespacedKind + serde::Serialize,
+    {
+        self.api::<K>(ns)
+            .create(&PostParams::default(), object)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: {e:?}"))
     }
 
     pub async fn create(&self, ns: &str, name: &str, spec: Value) -> TrustyAIService {
@@ -316,6 +337,15 @@ impl Env {
     /// Events regarding `name` in `ns` with `reason`.
     pub async fn events(&self, ns: &str, name: &str, reason: &str) -> Vec<Event> {
         crate::support::cluster::events_regarding(&self.client, ns, name, reason).await
+    }
+
+    /// Every Event in `ns`, whatever it regards: what a test reads to see all that was said.
+    pub async fn all_events(&self, ns: &str) -> Vec<Event> {
+        self.api::<Event>(ns)
+            .list(&ListParams::default())
+            .await
+            .expect("events")
+            .items
     }
 
     pub async fn wait_event(&self, ns: &str, name: &str, reason: &str) -> Vec<Event> {

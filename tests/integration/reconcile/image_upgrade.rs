@@ -7,19 +7,16 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
-use serde_json::json;
 
 use super::env::{DEFAULT_IMAGE, Env, OPERATOR_CONFIG, condition, pvc_spec, service_container};
-use crate::support::cluster::merge_patch;
+use crate::support::cluster::annotate;
 
 const PYTHON_IMAGE: &str = "quay.io/opendatahub/odh-trustyai-service-py:upgrade-test";
 const ALLOW: &str = "trustyai.opendatahub.io/allow-service-image-upgrade";
 
 #[tokio::test]
 async fn a_java_instance_keeps_its_image_until_it_asks_for_the_configured_service() {
-    let env = Env::exclusive().await;
-    let ns = env.namespace("java").await;
-    env.ready_pvc_instance(&ns, "java").await;
+    let (env, ns) = Env::exclusive_instance("java", "java").await;
     let deployments = env.api::<Deployment>(&ns);
     let before = deployments.get("java").await.expect("the Deployment");
     assert_eq!(
@@ -43,13 +40,9 @@ async fn a_java_instance_keeps_its_image_until_it_asks_for_the_configured_servic
     assert_held_and_saying_why(&env, &ns, &before).await;
 
     // Asked for, the move happens and the condition goes.
-    merge_patch(
-        &env.services(&ns),
-        "java",
-        json!({"metadata": {"annotations": {ALLOW: "true"}}}),
-    )
-    .await
-    .expect("annotating the TrustyAIService");
+    annotate(&env.services(&ns), "java", ALLOW, "true")
+        .await
+        .expect("annotating the TrustyAIService");
     wait_for_the_image(
         &env,
         &deployments,

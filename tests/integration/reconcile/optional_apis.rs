@@ -12,7 +12,7 @@ use crate::reconcile::env::{
     Env, OPERATOR_CONFIG, assert_owned_by, condition, dynamic_api, pvc_spec,
 };
 use crate::support::ControlPlane;
-use crate::support::cluster::exists;
+use crate::support::cluster::{exists, inference_service};
 
 /// Installs the fixture CRDs, and removes them again when dropped.
 struct OptionalCrds<'a> {
@@ -189,16 +189,11 @@ async fn modelmesh_and_inference_services(
         ("raw-model", "RawDeployment", "true"),
         ("serverless-model", "Serverless", "false"),
     ] {
-        let isvc: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
-            "metadata": {"name": name, "annotations": {
-                "serving.kserve.io/deploymentMode": mode, "sidecar.istio.io/inject": istio
-            }},
-            "spec": {"predictor": {"model": {"modelFormat": {"name": "sklearn"}}}}
-        }))
-        .expect("an InferenceService");
         isvcs
-            .create(&PostParams::default(), &isvc)
+            .create(
+                &PostParams::default(),
+                &inference_service(name, mode, istio),
+            )
             .await
             .expect("creating an InferenceService");
     }

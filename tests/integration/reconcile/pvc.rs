@@ -6,10 +6,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{
     ConfigMap, PersistentVolume, PersistentVolumeClaim, Secret, Service, ServiceAccount,
 };
-use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 use trustyai_crds::TrustyAIService;
@@ -18,7 +17,7 @@ use crate::reconcile::env::{
     DEFAULT_IMAGE, Env, assert_env, assert_owned_by, condition, env_value, note, pvc_spec,
     service_container,
 };
-use crate::support::cluster::merge_patch;
+use crate::support::cluster::{merge_patch, patch_spec};
 
 #[tokio::test]
 async fn pvc_mode_creates_every_child_and_becomes_ready() {
@@ -174,13 +173,8 @@ async fn assert_one_creation_event_and_no_claim_update(env: &Env, ns: &str) {
     ] {
         assert!(said.contains(child), "{child} not in {said:?}");
     }
-    let events = env
-        .api::<Event>(ns)
-        .list(&ListParams::default())
-        .await
-        .expect("events");
+    let events = env.all_events(ns).await;
     let claim_updates: Vec<_> = events
-        .items
         .iter()
         .filter_map(|e| e.note.as_deref())
         .filter(|note| note.contains("Updated: ") && note.contains("PVC tas-pvc"))
@@ -210,13 +204,9 @@ async fn a_claim_grows_where_its_class_can_expand() {
     env.create(&ns, "wide", pvc_spec()).await;
     env.wait_ready(&ns, "wide").await;
     let services = env.services(&ns);
-    merge_patch(
-        &services,
-        "wide",
-        json!({"spec": {"storage": {"size": "2Gi"}}}),
-    )
-    .await
-    .expect("growing");
+    patch_spec(&services, "wide", json!({"storage": {"size": "2Gi"}}))
+        .await
+        .expect("growing");
     env.wait("the expandable claim asks for 2Gi", || async {
         (claim_size(&env, &ns, "wide-pvc").await.as_deref() == Some("2Gi")).then_some(())
     })
@@ -228,10 +218,8 @@ async fn a_claim_grows_where_its_class_can_expand() {
 /// its size, the refusal is reported, and the rest of the spec still reaches the Deployment.
 #[tokio::test]
 async fn a_refused_growth_blocks_nothing() {
-    let env = Env::shared().await;
-    let ns = env.namespace("grow").await;
+    let (env, ns) = Env::shared_instance("grow", "fixed").await;
     let services = env.services(&ns);
-    env.ready_pvc_instance(&ns, "fixed").await;
     merge_patch(
         &services,
         "fixed",

@@ -133,6 +133,40 @@ where
     .await
 }
 
+/// [`merge_patch`] of `name`'s spec with `spec`: a change of what the object asks for.
+pub async fn patch_spec<K>(api: &Api<K>, name: &str, spec: Value) -> kube::Result<K>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    merge_patch(api, name, json!({"spec": spec})).await
+}
+
+/// [`merge_patch`] setting every finalizer of `name` to `finalizers` (a merge patch replaces a
+/// list whole: those it leaves out are removed).
+pub async fn set_finalizers<K>(
+    api: &Api<K>,
+    name: &str,
+    finalizers: impl serde::Serialize,
+) -> kube::Result<K>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    merge_patch(api, name, json!({"metadata": {"finalizers": finalizers}})).await
+}
+
+/// [`merge_patch`] setting the annotation `key` of `name` to `value`.
+pub async fn annotate<K>(api: &Api<K>, name: &str, key: &str, value: &str) -> kube::Result<K>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    merge_patch(
+        api,
+        name,
+        json!({"metadata": {"annotations": {key: value}}}),
+    )
+    .await
+}
+
 /// The names of every object `api` lists.
 pub async fn names<K>(api: &Api<K>) -> Vec<String>
 where
@@ -160,6 +194,37 @@ pub fn tas(version: &str, name: &str, spec: Value) -> DynamicObject {
     serde_json::from_value(manifest(version, name, spec)).expect("object")
 }
 
+/// Creates the TrustyAIService `name` in `ns` with `spec` through v1alpha1, and reads it back
+/// through v1: the API server converts it (the webhook's /convert) and admits it on the way
+/// (/mutate defaults it). Returns what v1 reads.
+pub async fn create_through_v1alpha1(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    spec: Value,
+) -> DynamicObject {
+    tas_api(client, ns, "v1alpha1")
+        .create(&PostParams::default(), &tas("v1alpha1", name, spec))
+        .await
+        .expect("created through v1alpha1");
+    tas_api(client, ns, "v1")
+        .get(name)
+        .await
+        .expect("read as v1")
+}
+
+/// Creates `bad-image` in `ns`: the smallest valid spec but for an image outside the allowed
+/// prefixes, a rule only the validating webhook carries (CEL does not). Returns the refusal;
+/// panics with `what` when it is admitted.
+pub async fn create_with_disallowed_image(client: &Client, ns: &str, what: &str) -> kube::Error {
+    let mut spec = minimal_spec();
+    spec["image"] = json!("docker.io/someone/trustyai:1");
+    tas_api(client, ns, "v1")
+        .create(&PostParams::default(), &tas("v1", "bad-image", spec))
+        .await
+        .expect_err(what)
+}
+
 /// The smallest valid spec.
 pub use super::samples::minimal as minimal_spec;
 
@@ -172,6 +237,20 @@ pub fn webhook_only_violations() -> Value {
         "data": {"format": "JSON"},
         "metrics": {"schedule": "500ms"}
     })
+}
+
+/// A KServe InferenceService `name` serving a sklearn model in the deployment mode `mode`, with
+/// the Istio sidecar asked for or not (`istio`: `"true"` or `"false"`): what the operator wires
+/// a payload logger into.
+pub fn inference_service(name: &str, mode: &str, istio: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+        "metadata": {"name": name, "annotations": {
+            "serving.kserve.io/deploymentMode": mode, "sidecar.istio.io/inject": istio
+        }},
+        "spec": {"predictor": {"model": {"modelFormat": {"name": "sklearn"}}}}
+    }))
+    .expect("an InferenceService")
 }
 
 /// A TLS connector that trusts the CA certificates of `ca_pem` and nothing else.

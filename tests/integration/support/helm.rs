@@ -10,6 +10,20 @@ pub fn chart_dir() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("charts/trustyai-operator")
 }
 
+/// `helm <command> <release> <the chart's folder> <args>` ([`helm`]): install, upgrade or
+/// render the repository's chart.
+pub fn helm_chart(
+    cp: Option<&ControlPlane>,
+    command: &str,
+    release: &str,
+    args: &[&str],
+) -> (bool, String, String) {
+    let chart = chart_dir();
+    let mut all = vec![command, release, chart.to_str().expect("path")];
+    all.extend_from_slice(args);
+    helm(cp, &all)
+}
+
 /// Runs the helm built by `make control-plane`, with the control plane's kubeconfig. Helm's
 /// caches and configuration (and its Kubernetes client's discovery cache) go into the control
 /// plane's working folder, or without one into a folder removed after the call: never into the

@@ -329,6 +329,13 @@ impl Operator {
             .status();
     }
 
+    /// [`Operator::stop`], asserting a clean exit (showing the log otherwise): how a test ends
+    /// the operator it ran, since an exit on SIGTERM that is not a success is a bug too.
+    pub fn stop_cleanly(&mut self) {
+        let status = self.stop();
+        assert!(status.success(), "clean exit on SIGTERM:\n{}", self.logs());
+    }
+
     /// SIGTERM, then waits up to [`STOP_TIMEOUT`] for the exit status.
     pub fn stop(&mut self) -> ExitStatus {
         self.signal_term();

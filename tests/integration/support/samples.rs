@@ -13,6 +13,12 @@ pub fn pvc() -> Value {
     json!({"storage": {"format": "PVC", "size": "1Gi"}, "metrics": {"schedule": "5s"}})
 }
 
+/// What ends a migration from a claim to the database, as a change of a spec: no volume name,
+/// no file name (the storage is the database alone).
+pub fn end_of_migration() -> Value {
+    json!({"storage": {"pv": null}, "data": {"filename": null}})
+}
+
 /// DATABASE storage with the credentials in the Secret `secret`.
 pub fn database(secret: &str) -> Value {
     json!({"storage": {"format": "DATABASE", "databaseConfigurations": secret},

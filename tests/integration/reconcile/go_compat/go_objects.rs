@@ -4,7 +4,7 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::ResourceExt;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use trustyai_crds::TrustyAIService;
 
@@ -159,10 +159,8 @@ pub(super) async fn go_service_account(env: &Env, ns: &str, owner: Option<&Trust
             .metadata
             .owner_references
     });
-    env.api::<ServiceAccount>(ns)
-        .create(&PostParams::default(), &account)
-        .await
-        .expect("the Go operator's ServiceAccount");
+    env.create_object(ns, &account, "the Go operator's ServiceAccount")
+        .await;
 }
 
 /// The Go operator's Services (`<cr>` and `<cr>-tls`), its kube-rbac-proxy ConfigMap and the
@@ -193,10 +191,8 @@ pub(super) async fn go_other_objects(env: &Env, ns: &str, tas: &TrustyAIService)
         let mut service: Service = serde_json::from_value(service).expect("a Service");
         service.metadata.owner_references = owner.clone();
         let created = env
-            .api::<Service>(ns)
-            .create(&PostParams::default(), &service)
-            .await
-            .expect("the Go operator's Service");
+            .create_object(ns, &service, "the Go operator's Service")
+            .await;
         uids.extend(created.uid());
     }
     let config = "authorization:\n  resourceAttributes:\n    namespace: NS\n    apiGroup: \"\"\n    resource: services\n    resourceName: tas\n    verb: get\n"
@@ -208,10 +204,8 @@ pub(super) async fn go_other_objects(env: &Env, ns: &str, tas: &TrustyAIService)
     .expect("a ConfigMap");
     map.metadata.owner_references = owner;
     let created = env
-        .api::<ConfigMap>(ns)
-        .create(&PostParams::default(), &map)
-        .await
-        .expect("the Go operator's ConfigMap");
+        .create_object(ns, &map, "the Go operator's ConfigMap")
+        .await;
     uids.extend(created.uid());
     // The status the Go operator wrote: Available since long ago.
     env.services(ns)
@@ -280,7 +274,6 @@ where
 /// Until the Deployment `tas` in `ns` has one available replica and one pod.
 pub(super) async fn go_pods_running(env: &Env, ns: &str) {
     use k8s_openapi::api::core::v1::Pod;
-    use k8s_openapi::api::events::v1::Event;
     let deployments = env.api::<Deployment>(ns);
     let pods = env.api::<Pod>(ns);
     let check = async || {
@@ -294,13 +287,9 @@ pub(super) async fn go_pods_running(env: &Env, ns: &str) {
         .is_none()
     {
         // What kept them: the events of the namespace say it.
-        let events = env
-            .api::<Event>(ns)
-            .list(&Default::default())
+        let notes: Vec<String> = env
+            .all_events(ns)
             .await
-            .expect("events");
-        let notes: Vec<String> = events
-            .items
             .iter()
             .map(|e| {
                 format!(

@@ -8,7 +8,7 @@ use trustyai_crds::TrustyAIService;
 
 use super::remove_registrations;
 use crate::reconcile::env::{Env, condition, note, pvc_spec};
-use crate::support::cluster::merge_patch;
+use crate::support::cluster::set_finalizers;
 
 /// The CRD as the Go operator installed it: no schema rules (its CRD had no validation).
 async fn strip_validation(env: &Env) {
@@ -143,22 +143,14 @@ async fn everything_but_the_invalid_field_can_change(services: &Api<TrustyAIServ
         vec!["example.com/hold".to_owned()],
     ]
     .concat();
-    merge_patch(
-        services,
-        "legacy",
-        json!({"metadata": {"finalizers": finalizers}}),
-    )
-    .await
-    .expect("adding a finalizer");
+    set_finalizers(services, "legacy", &finalizers)
+        .await
+        .expect("adding a finalizer");
     let kept: Vec<String> = finalizers
         .into_iter()
         .filter(|f| f != "example.com/hold")
         .collect();
-    merge_patch(
-        services,
-        "legacy",
-        json!({"metadata": {"finalizers": kept}}),
-    )
-    .await
-    .expect("removing it");
+    set_finalizers(services, "legacy", kept)
+        .await
+        .expect("removing it");
 }
