@@ -1,8 +1,8 @@
 //! One writer per claim, seen on the node: while a TrustyAIService's pod is replaced, no two
-//! TrustyAI service processes ever have its claim's volume mounted, and the data uploaded before
+//! containers' TrustyAI service processes ever have its claim's volume mounted, and the data uploaded before
 //! the replacement is read back after it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -15,10 +15,13 @@ use super::service::ready_pod;
 use super::service_api::uploaded_pvc_demo;
 
 /// The TrustyAI service processes on the node whose mounts include `volume` (its path below
-/// the control plane's folder, as a mount's root names it whatever filesystem holds it).
-fn service_processes_on(volume: &str) -> BTreeSet<u32> {
+/// the control plane's folder, as a mount's root names it whatever filesystem holds it), each
+/// with its mount namespace: one per container, shared by a process the service forks (which
+/// shows the service's command line until it executes another program), so two namespaces are
+/// two containers and two processes of one namespace are one.
+fn service_processes_on(volume: &str) -> BTreeMap<u32, String> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return BTreeSet::new();
+        return BTreeMap::new();
     };
     entries
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
@@ -30,13 +33,20 @@ fn service_processes_on(volume: &str) -> BTreeSet<u32> {
             std::fs::read_to_string(format!("/proc/{pid}/mountinfo"))
                 .is_ok_and(|m| m.contains(volume))
         })
+        .filter_map(|pid| {
+            let namespace = std::fs::read_link(format!("/proc/{pid}/ns/mnt")).ok()?;
+            Some((pid, namespace.display().to_string()))
+        })
         .collect()
 }
 
 /// What a watch of the node's processes saw.
 struct Seen {
+    /// The most containers (mount namespaces) seen with the volume at once.
     most_at_once: usize,
-    every_pid: BTreeSet<u32>,
+    /// A sample with more than one, as `pid → namespace`, for the failure message.
+    crowded: Option<BTreeMap<u32, String>>,
+    every_namespace: BTreeSet<String>,
     samples: u64,
 }
 
@@ -44,13 +54,20 @@ struct Seen {
 fn watch_processes(volume: String, stop: Arc<AtomicBool>) -> Seen {
     let mut seen = Seen {
         most_at_once: 0,
-        every_pid: BTreeSet::new(),
+        crowded: None,
+        every_namespace: BTreeSet::new(),
         samples: 0,
     };
     while !stop.load(Ordering::SeqCst) {
         let now = service_processes_on(&volume);
-        seen.most_at_once = seen.most_at_once.max(now.len());
-        seen.every_pid.extend(now);
+        let containers: BTreeSet<String> = now.values().cloned().collect();
+        if containers.len() > seen.most_at_once {
+            seen.most_at_once = containers.len();
+            if containers.len() > 1 {
+                seen.crowded = Some(now.clone());
+            }
+        }
+        seen.every_namespace.extend(containers);
         seen.samples += 1;
         // A short pause leaves the node's two cores to the kubelet and the pods.
         std::thread::sleep(std::time::Duration::from_millis(10));
@@ -66,10 +83,11 @@ async fn a_deleted_pods_replacement_starts_its_service_only_after_the_old_one_ex
     // The volume `pvc_service` gave the claim, as the node mounts it.
     let volume = format!("/volumes/{ns}-demo ");
     let before = service_processes_on(&volume);
+    let containers_before: BTreeSet<&String> = before.values().collect();
     assert_eq!(
-        before.len(),
+        containers_before.len(),
         1,
-        "one service process on the volume: {before:?}"
+        "one service container on the volume: {before:?}"
     );
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = {
@@ -92,13 +110,14 @@ async fn a_deleted_pods_replacement_starts_its_service_only_after_the_old_one_ex
         seen.samples
     );
     assert!(
-        seen.every_pid.len() >= 2,
-        "the watch saw the old and the new process: {:?}",
-        seen.every_pid
+        seen.every_namespace.len() >= 2,
+        "the watch saw the old and the new container: {:?}",
+        seen.every_namespace
     );
     assert_eq!(
         seen.most_at_once, 1,
-        "two service processes had the volume at once"
+        "two service containers had the volume at once (pid → mount namespace): {:?}",
+        seen.crowded
     );
 
     // The data is still there.
