@@ -76,12 +76,9 @@ impl fmt::Display for CheckResult {
 
 /// Runs the command: every check, one line each; exit 1 when one failed.
 pub async fn run_cli(args: &CheckInstallArgs) -> ExitCode {
-    let client = match crate::kube_client::client(args.kubeconfig.as_deref()).await {
-        Ok(client) => client,
-        Err(e) => {
-            eprintln!("error: {}", crate::error_chain::Chain(&e));
-            return ExitCode::from(2);
-        }
+    let Some(client) = crate::kube_client::client_or_report(args.kubeconfig.as_deref()).await
+    else {
+        return ExitCode::from(2);
     };
     let results = check(client, &args.namespace).await;
     for result in &results {
@@ -256,10 +253,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_refusal_that_is_not_the_webhooks_fails_the_rules_check() {
-        let refusal = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-            "reason": "Forbidden", "code": 403,
-            "message": "trustyaiservices.trustyai.opendatahub.io is forbidden: User cannot create"});
-        let (_api, client) = MockApi::new([Expected::answer(Method::POST, V1, 403, refusal)]);
+        let message = "trustyaiservices.trustyai.opendatahub.io is forbidden: User cannot create";
+        let refusal = Expected::refused(Method::POST, V1, 403, "Forbidden", message);
+        let (_api, client) = MockApi::new([refusal]);
         let outcome = refused(&api(&client, "models", STORAGE_VERSION), "models").await;
         assert!(
             matches!(&outcome, Err(CheckFailure::RefusedOtherwise { message }) if message.contains("forbidden")),

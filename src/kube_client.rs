@@ -49,6 +49,18 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ClientError> {
     Client::try_from(with_user_agent(config)).map_err(ClientError::Client)
 }
 
+/// [`client`] for a one-shot command: `None` once the reason is printed on stderr, for the
+/// command to exit with its own failure code.
+pub async fn client_or_report(kubeconfig: Option<&Path>) -> Option<Client> {
+    match client(kubeconfig).await {
+        Ok(client) => Some(client),
+        Err(e) => {
+            eprintln!("error: {}", crate::error_chain::Chain(&e));
+            None
+        }
+    }
+}
+
 /// The `User-Agent` every request of the operator carries, as Go clients spell theirs:
 /// `trustyai-operator/<version> (<os>/<arch>)`. Audit logs then name the operator's traffic, and
 /// an API Priority and Fairness FlowSchema can match it.

@@ -116,10 +116,9 @@ mod tests {
     #[tokio::test]
     async fn an_api_server_that_refuses_initial_events_gets_a_list_before_each_watch() {
         // What an API server with the WatchList feature gate off answers.
-        let refusal = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-            "reason": "Invalid", "code": 422,
-            "message": "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"});
-        let (_api, client) = MockApi::new([Expected::answer(Method::GET, CRDS, 422, refusal)]);
+        let message = "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled";
+        let refusal = Expected::refused(Method::GET, CRDS, 422, "Invalid", message);
+        let (_api, client) = MockApi::new([refusal]);
         assert_eq!(ask(&client).await, InitialListStrategy::ListWatch);
     }
 

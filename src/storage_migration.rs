@@ -617,12 +617,9 @@ pub async fn migrate_at_start(client: Client) {
 /// Runs `migrate-storage`: prints the report on stdout and exits 0, or prints the error on
 /// stderr and exits 1.
 pub async fn run_cli(args: &MigrateStorageArgs) -> ExitCode {
-    let client = match crate::kube_client::client(args.kubeconfig.as_deref()).await {
-        Ok(client) => client,
-        Err(e) => {
-            eprintln!("error: {}", crate::error_chain::Chain(&e));
-            return ExitCode::FAILURE;
-        }
+    let Some(client) = crate::kube_client::client_or_report(args.kubeconfig.as_deref()).await
+    else {
+        return ExitCode::FAILURE;
     };
     match migrate(&client).await {
         Ok(report) => {

@@ -58,12 +58,9 @@ impl std::fmt::Display for Report {
 
 /// Runs the command.
 pub async fn run_cli(args: &UninstallArgs) -> ExitCode {
-    let client = match crate::kube_client::client(args.kubeconfig.as_deref()).await {
-        Ok(client) => client,
-        Err(e) => {
-            eprintln!("error: {}", crate::error_chain::Chain(&e));
-            return ExitCode::FAILURE;
-        }
+    let Some(client) = crate::kube_client::client_or_report(args.kubeconfig.as_deref()).await
+    else {
+        return ExitCode::FAILURE;
     };
     match uninstall(client, args).await {
         Ok(report) => {

@@ -3,12 +3,15 @@
 //! them itself. Either way they match only TrustyAIService, so `failurePolicy: Fail` can never
 //! block anything else in the cluster.
 
+use k8s_openapi::ClusterResourceScope;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhook,
     ValidatingWebhookConfiguration, WebhookClientConfig,
 };
-use kube::Client;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use kube::{Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use trustyai_certs::ca_bundle_patches::WebhookEndpoint;
 use trustyai_crds::contract::{GROUP, PLURAL, STORAGE_VERSION};
 use trustyai_webhooks::routes;
@@ -58,6 +61,37 @@ fn rules() -> Vec<RuleWithOperations> {
     }]
 }
 
+/// `ValidatingWebhook` and `MutatingWebhook` are two k8s-openapi types with the same fields
+/// (the mutating one has more); both registrations set those fields alike, so one literal
+/// serves both, with the extra `$field: $value`s after the shared ones.
+macro_rules! entry {
+    (
+        $entry:ident, $webhook:expr, $endpoint:expr, $timeout_seconds:expr
+        $(, $field:ident: $value:expr)*
+    ) => {
+        $entry {
+            name: $webhook.entry_name().into(),
+            admission_review_versions: vec!["v1".into()],
+            client_config: $webhook.client_config($endpoint),
+            failure_policy: Some("Fail".into()),
+            match_policy: Some("Equivalent".into()),
+            $($field: $value,)*
+            rules: Some(rules()),
+            side_effects: "None".into(),
+            timeout_seconds: Some($timeout_seconds),
+            ..Default::default()
+        }
+    };
+}
+
+/// The metadata of a registration: a cluster-scoped object known by its name alone.
+fn named(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        ..Default::default()
+    }
+}
+
 /// The ValidatingWebhookConfiguration.
 pub fn validating(
     name: &str,
@@ -65,21 +99,13 @@ pub fn validating(
     timeout_seconds: i32,
 ) -> ValidatingWebhookConfiguration {
     ValidatingWebhookConfiguration {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        webhooks: Some(vec![ValidatingWebhook {
-            name: AdmissionWebhook::Validating.entry_name().into(),
-            admission_review_versions: vec!["v1".into()],
-            client_config: AdmissionWebhook::Validating.client_config(endpoint),
-            failure_policy: Some("Fail".into()),
-            match_policy: Some("Equivalent".into()),
-            rules: Some(rules()),
-            side_effects: "None".into(),
-            timeout_seconds: Some(timeout_seconds),
-            ..Default::default()
-        }]),
+        metadata: named(name),
+        webhooks: Some(vec![entry!(
+            ValidatingWebhook,
+            AdmissionWebhook::Validating,
+            endpoint,
+            timeout_seconds
+        )]),
     }
 }
 
@@ -90,22 +116,14 @@ pub fn mutating(
     timeout_seconds: i32,
 ) -> MutatingWebhookConfiguration {
     MutatingWebhookConfiguration {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        webhooks: Some(vec![MutatingWebhook {
-            name: AdmissionWebhook::Mutating.entry_name().into(),
-            admission_review_versions: vec!["v1".into()],
-            client_config: AdmissionWebhook::Mutating.client_config(endpoint),
-            failure_policy: Some("Fail".into()),
-            match_policy: Some("Equivalent".into()),
-            reinvocation_policy: Some("Never".into()),
-            rules: Some(rules()),
-            side_effects: "None".into(),
-            timeout_seconds: Some(timeout_seconds),
-            ..Default::default()
-        }]),
+        metadata: named(name),
+        webhooks: Some(vec![entry!(
+            MutatingWebhook,
+            AdmissionWebhook::Mutating,
+            endpoint,
+            timeout_seconds,
+            reinvocation_policy: Some("Never".into())
+        )]),
     }
 }
 
@@ -117,20 +135,29 @@ pub async fn apply(
     endpoint: &WebhookEndpoint,
     timeout_seconds: i32,
 ) -> Result<(), kube::Error> {
+    let validating_config = validating(validating_name, endpoint, timeout_seconds);
+    apply_registration(client, validating_name, validating_config).await?;
+    let mutating_config = mutating(mutating_name, endpoint, timeout_seconds);
+    apply_registration(client, mutating_name, mutating_config).await
+}
+
+/// Server-side applies the registration `name`, taking over the fields it sets from any other
+/// manager (a chart that rendered them first).
+async fn apply_registration<K>(
+    client: &Client,
+    name: &str,
+    registration: K,
+) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = (), Scope = ClusterResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug,
+{
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    let v: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    v.patch(
-        validating_name,
-        &params,
-        &Patch::Apply(validating(validating_name, endpoint, timeout_seconds)),
-    )
-    .await?;
-    let m: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    m.patch(
-        mutating_name,
-        &params,
-        &Patch::Apply(mutating(mutating_name, endpoint, timeout_seconds)),
-    )
-    .await?;
+    Api::<K>::all(client.clone())
+        .patch(name, &params, &Patch::Apply(registration))
+        .await?;
     Ok(())
 }

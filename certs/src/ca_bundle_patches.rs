@@ -313,34 +313,36 @@ pub type LiveEntry = (String, ClientConfig);
 
 /// The entries of a ValidatingWebhookConfiguration.
 pub fn validating_entries(config: &admission::ValidatingWebhookConfiguration) -> Vec<LiveEntry> {
-    entries(
-        config
-            .webhooks
-            .iter()
-            .flatten()
-            .map(|w| (&w.name, &w.client_config)),
-    )
+    entries(&config.webhooks)
 }
 
 /// The entries of a MutatingWebhookConfiguration.
 pub fn mutating_entries(config: &admission::MutatingWebhookConfiguration) -> Vec<LiveEntry> {
-    entries(
-        config
-            .webhooks
-            .iter()
-            .flatten()
-            .map(|w| (&w.name, &w.client_config)),
-    )
+    entries(&config.webhooks)
 }
 
-/// The two kinds' webhooks have the same name and client config fields, in different types.
-fn entries<'a>(
-    webhooks: impl Iterator<Item = (&'a String, &'a admission::WebhookClientConfig)>,
-) -> Vec<LiveEntry> {
-    webhooks
-        .map(|(name, client_config)| (name.clone(), ClientConfig::from(client_config)))
-        .collect()
+fn entries<W: AdmissionEntry>(webhooks: &Option<Vec<W>>) -> Vec<LiveEntry> {
+    webhooks.iter().flatten().map(W::live_entry).collect()
 }
+
+/// The two kinds' webhooks have the same name and client config fields, in different types;
+/// both read into one [`LiveEntry`].
+trait AdmissionEntry {
+    fn live_entry(&self) -> LiveEntry;
+}
+
+macro_rules! admission_entry {
+    ($api:ty) => {
+        impl AdmissionEntry for $api {
+            fn live_entry(&self) -> LiveEntry {
+                (self.name.clone(), ClientConfig::from(&self.client_config))
+            }
+        }
+    };
+}
+
+admission_entry!(admission::ValidatingWebhook);
+admission_entry!(admission::MutatingWebhook);
 
 /// Each live entry with the client config it should have.
 pub fn desired_entries(

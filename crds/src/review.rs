@@ -82,16 +82,21 @@ mod tests {
         })
     }
 
-    #[test]
-    fn a_v1alpha1_object_is_judged_in_v1_and_defaulted_only_when_the_step_defaults() {
-        let object = alpha(minimal_spec());
-        let defaulted = review(
-            &object,
+    /// `object` reviewed as a create, defaults included.
+    fn reviewed_at_create(object: &Value) -> Reviewed<'_> {
+        review(
+            object,
             None,
             AdmissionStep::Default(Operation::Create),
             &context(),
         )
-        .expect("converts");
+        .expect("converts")
+    }
+
+    #[test]
+    fn a_v1alpha1_object_is_judged_in_v1_and_defaulted_only_when_the_step_defaults() {
+        let object = alpha(minimal_spec());
+        let defaulted = reviewed_at_create(&object);
         assert_eq!(defaulted.object["apiVersion"], "trustyai.opendatahub.io/v1");
         assert_eq!(defaulted.object["spec"]["replicas"], 1);
         assert!(defaulted.verdict.is_allowed(), "{:?}", defaulted.verdict);
@@ -106,13 +111,7 @@ mod tests {
         let mut spec = minimal_spec();
         spec["metrics"]["schedule"] = json!("500ms");
         let object = alpha(spec);
-        let reviewed = review(
-            &object,
-            None,
-            AdmissionStep::Default(Operation::Create),
-            &context(),
-        )
-        .expect("converts");
+        let reviewed = reviewed_at_create(&object);
         assert!(
             reviewed
                 .verdict

@@ -186,6 +186,21 @@ fn v1_only_fields_are_only_in_v1() {
     );
 }
 
+/// The fixture at `path`, typed as `version_name`'s struct, after checking that the CRD's
+/// schema of that version accepts it and that the struct writes it back unchanged.
+#[track_caller]
+fn fits_and_round_trips<T>(path: &str, version_name: &str) -> T
+where
+    T: serde::Serialize + serde::de::DeserializeOwned,
+{
+    let manifest = fixture(path);
+    assert_schema_accepts(&manifest, version_name);
+    let typed: T = serde_json::from_value(manifest.clone())
+        .unwrap_or_else(|e| panic!("typed {version_name}: {e}"));
+    assert_eq!(serde_json::to_value(&typed).expect("serializes"), manifest);
+    typed
+}
+
 fn assert_schema_accepts(manifest: &Value, version_name: &str) {
     let crd = crd_value();
     let schema = &version(&crd, version_name)["schema"]["openAPIV3Schema"];
@@ -200,24 +215,20 @@ fn assert_schema_accepts(manifest: &Value, version_name: &str) {
 
 #[test]
 fn go_v1_sample_fits_v1_and_round_trips() {
-    let sample = fixture("tests/fixtures/go-operator/v1-sample.yaml");
-    assert_schema_accepts(&sample, "v1");
     let typed: trustyai_crds::v1::TrustyAIService =
-        serde_json::from_value(sample.clone()).expect("typed v1");
+        fits_and_round_trips("tests/fixtures/go-operator/v1-sample.yaml", "v1");
     assert_eq!(typed.spec.storage.format, "PVC");
     assert_eq!(typed.spec.metrics.batch_size, Some(5000));
     assert_eq!(typed.spec.replicas, Some(1));
-    assert_eq!(serde_json::to_value(&typed).expect("serializes"), sample);
 }
 
 #[test]
 fn go_v1alpha1_example_fits_v1alpha1_and_round_trips() {
-    let example = fixture("tests/fixtures/go-operator/v1alpha1-example.yaml");
-    assert_schema_accepts(&example, "v1alpha1");
-    let typed: trustyai_crds::v1alpha1::TrustyAIService =
-        serde_json::from_value(example.clone()).expect("typed v1alpha1");
+    let typed: trustyai_crds::v1alpha1::TrustyAIService = fits_and_round_trips(
+        "tests/fixtures/go-operator/v1alpha1-example.yaml",
+        "v1alpha1",
+    );
     assert_eq!(typed.spec.metrics.schedule, "5s");
-    assert_eq!(serde_json::to_value(&typed).expect("serializes"), example);
 }
 
 #[test]

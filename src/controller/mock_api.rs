@@ -82,12 +82,13 @@ impl Expected {
 
     /// A server-side apply of `path` refused with `status`.
     pub fn apply_refused(path: &str, status: u16, reason: &str, message: &str) -> Self {
-        Self::answer(
-            Method::PATCH,
-            path,
-            status,
-            failure(status, reason, message),
-        )
+        Self::refused(Method::PATCH, path, status, reason, message)
+    }
+
+    /// `method` on `path` refused with `status`, `reason` and `message` (the API server's
+    /// `Status` body).
+    pub fn refused(method: Method, path: &str, status: u16, reason: &str, message: &str) -> Self {
+        Self::answer(method, path, status, failure(status, reason, message))
     }
 
     /// `method` on `path` (a create or a replace), answered with the object written at a new

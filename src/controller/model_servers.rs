@@ -221,39 +221,49 @@ pub async fn unwire(
     if apis.inference_services {
         let isvcs: Api<DynamicObject> =
             Api::namespaced_with(ctx.client.clone(), &ns, &inference_service_api_resource());
-        match isvcs.list(&ListParams::default()).await {
-            Ok(list) => {
-                for isvc in &list.items {
-                    let patch = kserve::remove_logger(isvc, &cr, &ns);
-                    if let Err(e) =
-                        patch_json(&isvcs, "InferenceService", &isvc.name_any(), &patch).await
-                    {
-                        first.get_or_insert(e);
-                    }
-                }
-            }
-            Err(e) => {
-                first.get_or_insert(ReconcileError::kube("listing", "InferenceService", &ns)(e));
-            }
+        let every = ListParams::default();
+        let unwired = patch_each(&isvcs, "InferenceService", every, &ns, |isvc| {
+            kserve::remove_logger(isvc, &cr, &ns)
+        });
+        if let Err(e) = unwired.await {
+            first.get_or_insert(e);
         }
     }
     let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
-    match deployments
-        .list(&ListParams::default().labels(&modelmesh_selector()))
+    let modelmesh_only = ListParams::default().labels(&modelmesh_selector());
+    let unwired = patch_each(
+        &deployments,
+        "Deployment",
+        modelmesh_only,
+        &ns,
+        |deployment| modelmesh::unwire(deployment, &cr, &ns),
+    );
+    if let Err(e) = unwired.await {
+        first.get_or_insert(e);
+    }
+    first.map_or(Ok(()), Err)
+}
+
+/// Patches every object `list` selects in `namespace` with its `patch`, going on past a
+/// failing one; the first error (listing or patching) after all were tried.
+async fn patch_each<K>(
+    api: &Api<K>,
+    kind: &'static str,
+    list: ListParams,
+    namespace: &str,
+    patch: impl Fn(&K) -> JsonPatch,
+) -> Result<(), ReconcileError>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let objects = api
+        .list(&list)
         .await
-    {
-        Ok(list) => {
-            for deployment in &list.items {
-                let patch = modelmesh::unwire(deployment, &cr, &ns);
-                if let Err(e) =
-                    patch_json(&deployments, "Deployment", &deployment.name_any(), &patch).await
-                {
-                    first.get_or_insert(e);
-                }
-            }
-        }
-        Err(e) => {
-            first.get_or_insert(ReconcileError::kube("listing", "Deployment", &ns)(e));
+        .map_err(ReconcileError::kube("listing", kind, namespace))?;
+    let mut first = None;
+    for object in &objects.items {
+        if let Err(e) = patch_json(api, kind, &object.name_any(), &patch(object)).await {
+            first.get_or_insert(e);
         }
     }
     first.map_or(Ok(()), Err)

@@ -33,63 +33,41 @@ const REVIEW_API_VERSION: &str = "apiextensions.k8s.io/v1";
 const REVIEW_KIND: &str = "ConversionReview";
 
 /// What the conversion reads of one condition; the rest is passed.
-const CONDITION: Members = Members {
-    named: &[
-        ("type", Keep::Parse),
-        ("status", Keep::Parse),
-        ("lastTransitionTime", Keep::Parse),
-        ("observedGeneration", Keep::Parse),
-    ],
-    rest: Keep::Pass,
-    otherwise: Keep::Pass,
-};
+const CONDITION: Members = Members::passing_the_rest(&[
+    ("type", Keep::Parse),
+    ("status", Keep::Parse),
+    ("lastTransitionTime", Keep::Parse),
+    ("observedGeneration", Keep::Parse),
+]);
 
-const STATUS: Members = Members {
-    named: &[
-        ("observedGeneration", Keep::Parse),
-        ("image", Keep::Parse),
-        (
-            "conditions",
-            Keep::Array {
-                items: &Keep::Object(&CONDITION),
-                otherwise: &Keep::Pass,
-            },
-        ),
-    ],
-    rest: Keep::Pass,
-    otherwise: Keep::Pass,
-};
+const STATUS: Members = Members::passing_the_rest(&[
+    ("observedGeneration", Keep::Parse),
+    ("image", Keep::Parse),
+    (
+        "conditions",
+        Keep::Array {
+            items: &Keep::Object(&CONDITION),
+            otherwise: &Keep::Pass,
+        },
+    ),
+]);
 
-const STORAGE: Members = Members {
-    named: &[("retention", Keep::Parse)],
-    rest: Keep::Pass,
-    otherwise: Keep::Pass,
-};
+const STORAGE: Members = Members::passing_the_rest(&[("retention", Keep::Parse)]);
 
-const SPEC: Members = Members {
-    named: &[("image", Keep::Parse), ("storage", Keep::Object(&STORAGE))],
-    rest: Keep::Pass,
-    otherwise: Keep::Pass,
-};
+const SPEC: Members =
+    Members::passing_the_rest(&[("image", Keep::Parse), ("storage", Keep::Object(&STORAGE))]);
 
 /// Of the annotations, only the converter's own is read (the others, `kubectl apply`'s copy of
 /// the whole object among them, are passed).
-const ANNOTATIONS: Members = Members {
-    named: &[(CONVERSION_PRESERVED_ANNOTATION, Keep::Parse)],
-    rest: Keep::Pass,
-    otherwise: Keep::Pass,
-};
+const ANNOTATIONS: Members =
+    Members::passing_the_rest(&[(CONVERSION_PRESERVED_ANNOTATION, Keep::Parse)]);
 
 /// `name` and `namespace` name the object in errors; `annotations` holds the converter's own.
-const METADATA: Members = Members {
-    named: &[
-        ("name", Keep::Parse),
-        ("namespace", Keep::Parse),
-        ("annotations", Keep::Object(&ANNOTATIONS)),
-    ],
-    rest: Keep::Pass,
-    otherwise: Keep::Pass,
-};
+const METADATA: Members = Members::passing_the_rest(&[
+    ("name", Keep::Parse),
+    ("namespace", Keep::Parse),
+    ("annotations", Keep::Object(&ANNOTATIONS)),
+]);
 
 /// What conversion reads of an object: exactly the paths `trustyai_crds::conversion` reads or
 /// changes (its `V1_ONLY` fields, the condition statuses and the converter's annotation).
@@ -559,6 +537,14 @@ mod tests {
     }
 
     /// The uid and message of the refusal `body` gets.
+    /// `body` is refused for the review `uid`, with a message that starts with `start`.
+    #[track_caller]
+    fn assert_refused_with(body: &[u8], uid: &str, start: &str) {
+        let (refused_uid, message) = refused(body);
+        assert_eq!(refused_uid, uid);
+        assert!(message.starts_with(start), "{message}");
+    }
+
     fn refused(body: &[u8]) -> (String, String) {
         match answer(body) {
             Err(Failure::Refused { uid, message }) => (uid, message),
@@ -611,12 +597,8 @@ mod tests {
     fn an_object_that_cannot_be_converted_fails_the_batch_naming_it() {
         let mut other = v1("b");
         other["apiVersion"] = json!("example.com/v1");
-        let (uid, message) = refused(&review(json!([v1("a"), other])));
-        assert_eq!(uid, "u-1");
-        assert!(
-            message.starts_with("cannot convert object 1 (ns/b)"),
-            "{message}"
-        );
+        let body = review(json!([v1("a"), other]));
+        assert_refused_with(&body, "u-1", "cannot convert object 1 (ns/b)");
     }
 
     #[test]
@@ -651,12 +633,8 @@ mod tests {
             r#"{{"request":{{"uid":"u-7","desiredAPIVersion":"trustyai.opendatahub.io/v1alpha1","objects":[{},{{"apiVersion":"trustyai.opendatahub.io/v1","spec":{{"image":[{zeros}]}}}}]}}}}"#,
             v1("a")
         );
-        let (uid, message) = refused(body.as_bytes());
-        assert_eq!(uid, "u-7");
-        assert!(
-            message.starts_with("cannot read object 1: request.objects.1.spec.image."),
-            "{message}"
-        );
+        let start = "cannot read object 1: request.objects.1.spec.image.";
+        assert_refused_with(body.as_bytes(), "u-7", start);
     }
 
     #[test]

@@ -81,6 +81,16 @@ pub(crate) struct Members {
 }
 
 impl Members {
+    /// `named` as they say; every other member, and a value that is not an object, passed as
+    /// it came (what conversion does not read, it writes back unchanged).
+    pub(crate) const fn passing_the_rest(named: &'static [(&'static str, Keep)]) -> Self {
+        Self {
+            named,
+            rest: Keep::Pass,
+            otherwise: Keep::Pass,
+        }
+    }
+
     fn plan(&self, key: &str) -> Keep {
         self.named
             .iter()

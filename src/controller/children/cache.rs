@@ -37,6 +37,15 @@ impl Cached {
             Self::Unknown | Self::Absent => None,
         }
     }
+
+    /// Whether the object exists, when the cache can tell.
+    pub fn exists(&self) -> Option<bool> {
+        match self {
+            Self::Present(_) => Some(true),
+            Self::Absent => Some(false),
+            Self::Unknown => None,
+        }
+    }
 }
 
 /// The fields of an object kept beside its version: JSON pointers (e.g. `/status`), each

@@ -32,6 +32,20 @@ enum What {
     Deleted,
 }
 
+impl What {
+    /// The note's heading for the changes of this sort.
+    fn heading(&self) -> &'static str {
+        match self {
+            What::Created => "created",
+            What::Adopted => "adopted (it existed)",
+            What::Updated => "updated",
+            What::Replaced => "re-created (a field that cannot change in place differed)",
+            What::Issued(_) => "issued",
+            What::Deleted => "deleted (no longer wanted)",
+        }
+    }
+}
+
 /// The changes of one reconcile, in the order they happened.
 #[derive(Debug, Default)]
 pub struct Changes {
@@ -130,31 +144,10 @@ impl Changes {
     pub fn note(&self, limit: usize) -> String {
         let mut groups: Vec<(String, Vec<String>)> = Vec::new();
         for change in &self.changes {
-            let (heading, item) = match &change.what {
-                What::Created => (
-                    "created".to_owned(),
-                    format!("{} {}", change.kind.event_name(), change.name),
-                ),
-                What::Adopted => (
-                    "adopted (it existed)".to_owned(),
-                    format!("{} {}", change.kind.event_name(), change.name),
-                ),
-                What::Updated => (
-                    "updated".to_owned(),
-                    format!("{} {}", change.kind.event_name(), change.name),
-                ),
-                What::Replaced => (
-                    "re-created (a field that cannot change in place differed)".to_owned(),
-                    format!("{} {}", change.kind.event_name(), change.name),
-                ),
-                What::Issued(reason) => (
-                    "issued".to_owned(),
-                    format!("certificate Secret {} ({reason})", change.name),
-                ),
-                What::Deleted => (
-                    "deleted (no longer wanted)".to_owned(),
-                    format!("{} {}", change.kind.event_name(), change.name),
-                ),
+            let heading = change.what.heading().to_owned();
+            let item = match &change.what {
+                What::Issued(reason) => format!("certificate Secret {} ({reason})", change.name),
+                _ => format!("{} {}", change.kind.event_name(), change.name),
             };
             match groups.iter_mut().find(|(h, _)| *h == heading) {
                 Some((_, items)) => items.push(item),

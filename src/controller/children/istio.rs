@@ -14,37 +14,52 @@
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind, TypeMeta};
 use serde_json::{Value, json};
 
-use super::declaration::{Applying, Declaration, Lifecycle, Rendered};
-use super::{optional_owned_watch, render_one};
+use super::declaration::{Applying, Declaration, Lifecycle, Render, Rendered, Wanted};
+use super::{RenderInputs, optional_owned_watch, render_one};
+use crate::controller::discovery::OptionalApis;
+use crate::controller::error::ReconcileError;
 use crate::controller::resources::{Instance, labels, names};
 
 /// The DestinationRule's declaration.
-pub const DESTINATION_RULE: Declaration = Declaration {
-    watch: optional_owned_watch(destination_rule_api_resource, |a| a.destination_rules),
-    applies_with: |a| a.destination_rules,
-    lifecycle: Lifecycle::Owned,
-    applying: Applying::Rendered(Rendered::new(|instance, inputs| {
-        if inputs.istio_wanted {
-            render_one(&destination_rule(instance))
-        } else {
-            Ok(Vec::new())
-        }
-    })),
-};
+pub const DESTINATION_RULE: Declaration = istio_declaration(
+    destination_rule_api_resource,
+    |a| a.destination_rules,
+    |instance, inputs| while_istio_wanted(inputs, || destination_rule(instance)),
+);
 
 /// The VirtualService's declaration.
-pub const VIRTUAL_SERVICE: Declaration = Declaration {
-    watch: optional_owned_watch(virtual_service_api_resource, |a| a.virtual_services),
-    applies_with: |a| a.virtual_services,
-    lifecycle: Lifecycle::Owned,
-    applying: Applying::Rendered(Rendered::new(|instance, inputs| {
-        if inputs.istio_wanted {
-            render_one(&virtual_service(instance))
-        } else {
-            Ok(Vec::new())
-        }
-    })),
-};
+pub const VIRTUAL_SERVICE: Declaration = istio_declaration(
+    virtual_service_api_resource,
+    |a| a.virtual_services,
+    |instance, inputs| while_istio_wanted(inputs, || virtual_service(instance)),
+);
+
+/// Both Istio kinds are owned, and watched and applied only while their API is `served`.
+const fn istio_declaration(
+    resource: fn() -> ApiResource,
+    served: fn(&OptionalApis) -> bool,
+    render: Render,
+) -> Declaration {
+    Declaration {
+        watch: optional_owned_watch(resource, served),
+        applies_with: served,
+        lifecycle: Lifecycle::Owned,
+        applying: Applying::Rendered(Rendered::new(render)),
+    }
+}
+
+/// The object while an InferenceService of the namespace logs through Istio; none otherwise,
+/// so an owned one left from before is deleted.
+fn while_istio_wanted(
+    inputs: &RenderInputs<'_>,
+    object: impl FnOnce() -> DynamicObject,
+) -> Result<Vec<Wanted>, ReconcileError> {
+    if inputs.istio_wanted {
+        render_one(&object())
+    } else {
+        Ok(Vec::new())
+    }
+}
 
 /// The DestinationRule API.
 pub fn destination_rule_api_resource() -> ApiResource {
@@ -69,56 +84,57 @@ pub fn internal_host(cr: &str, namespace: &str) -> String {
 
 /// The DestinationRule `<cr>-internal`, owned by the TrustyAIService.
 pub fn destination_rule(instance: &Instance<'_>) -> DynamicObject {
-    let host = internal_host(instance.name(), instance.namespace());
     object(
         instance,
         destination_rule_api_resource(),
-        names::destination_rule(instance.name()),
-        json!({
-            "spec": {
+        names::destination_rule,
+        |host| {
+            json!({
                 "host": host,
                 "trafficPolicy": {
                     "portLevelSettings": [
                         { "port": { "number": 443 }, "tls": { "mode": "SIMPLE" } }
                     ]
                 }
-            }
-        }),
+            })
+        },
     )
 }
 
 /// The VirtualService `<cr>-redirect`, owned by the TrustyAIService.
 pub fn virtual_service(instance: &Instance<'_>) -> DynamicObject {
-    let host = internal_host(instance.name(), instance.namespace());
     object(
         instance,
         virtual_service_api_resource(),
-        names::virtual_service(instance.name()),
-        json!({
-            "spec": {
+        names::virtual_service,
+        |host| {
+            json!({
                 "hosts": [host],
                 "http": [{
                     "match": [{ "port": 80 }],
                     "route": [{ "destination": { "host": host, "port": { "number": 443 } } }]
                 }]
-            }
-        }),
+            })
+        },
     )
 }
 
+/// Both Istio objects are owned by the TrustyAIService, named after it, and route to its
+/// internal Service: `spec` is given that Service's [`internal_host`].
 fn object(
     instance: &Instance<'_>,
     resource: ApiResource,
-    name: String,
-    data: Value,
+    name: fn(&str) -> String,
+    spec: impl FnOnce(&str) -> Value,
 ) -> DynamicObject {
+    let host = internal_host(instance.name(), instance.namespace());
     DynamicObject {
         types: Some(TypeMeta {
             api_version: resource.api_version,
             kind: resource.kind,
         }),
-        metadata: instance.owned_meta(name, labels::metadata(instance)),
-        data,
+        metadata: instance.owned_meta(name(instance.name()), labels::metadata(instance)),
+        data: json!({ "spec": spec(&host) }),
     }
 }
 

@@ -447,14 +447,12 @@ pub async fn custom_ca_bundle_exists(
     ctx: &Context,
     namespace: &str,
 ) -> Result<bool, ReconcileError> {
-    match ctx
-        .children
-        .input(WatchedInput::CaBundles)
+    let cache = ctx.children.input(WatchedInput::CaBundles);
+    if let Some(exists) = cache
         .lookup(Some(namespace), custom_ca_bundle::CONFIG_MAP)
+        .exists()
     {
-        cache::Cached::Present(_) => return Ok(true),
-        cache::Cached::Absent => return Ok(false),
-        cache::Cached::Unknown => {}
+        return Ok(exists);
     }
     let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(ctx.client.clone(), namespace);
@@ -475,8 +473,6 @@ pub async fn custom_ca_bundle_exists(
     }))
 }
 
-/// Whether the Secret `name` exists in `namespace` (metadata only: its content is not needed).
-/// The Secret cache answers once it has listed them.
 /// The serving certificate Secrets of `instance` that do not exist.
 pub async fn missing_serving_secrets(
     ctx: &Context,
@@ -491,19 +487,16 @@ pub async fn missing_serving_secrets(
     Ok(missing)
 }
 
+/// Whether the Secret `name` exists in `namespace` (metadata only: its content is not needed).
+/// The Secret cache answers once it has listed them.
 pub async fn secret_exists(
     ctx: &Context,
     namespace: &str,
     name: &str,
 ) -> Result<bool, ReconcileError> {
-    match ctx
-        .children
-        .cache(Kind::Secret)
-        .lookup(Some(namespace), name)
-    {
-        cache::Cached::Present(_) => return Ok(true),
-        cache::Cached::Absent => return Ok(false),
-        cache::Cached::Unknown => {}
+    let cache = ctx.children.cache(Kind::Secret);
+    if let Some(exists) = cache.lookup(Some(namespace), name).exists() {
+        return Ok(exists);
     }
     let api: Api<k8s_openapi::api::core::v1::Secret> =
         Api::namespaced(ctx.client.clone(), namespace);

@@ -33,22 +33,16 @@ use super::super::status::PvcObservation;
 use super::super::wiring::json_patch::JsonPatch;
 use super::cache::Projection;
 use super::declaration::{
-    Applying, Declaration, Kind, Lifecycle, Mapping, Rendered, WatchSpec, always, ours,
+    Applying, Declaration, Kind, Lifecycle, Mapping, Rendered, WatchSpec, always,
 };
-use super::memory::Tracking;
-use super::{built_in, delete_ignoring_absent};
+use super::{built_in, delete_ignoring_absent, owned_watch};
 use crate::controller::context::Context;
 use crate::controller::resources::{BuildError, Instance, labels, names, non_empty};
 
 /// The declaration.
 pub const DECLARATION: Declaration = Declaration {
     watch: WatchSpec {
-        resource: built_in::<PersistentVolumeClaim>,
-        namespaced: true,
-        selector: Some(ours),
-        served: None,
         mapping: Mapping::Claim,
-        tracking: Tracking::ResourceVersion,
         // The spec and the owner references for the apply's plan, the phase and the creation
         // time for the status.
         projection: Projection(&[
@@ -57,6 +51,7 @@ pub const DECLARATION: Declaration = Declaration {
             "/status/phase",
             "/metadata/creationTimestamp",
         ]),
+        ..owned_watch(built_in::<PersistentVolumeClaim>)
     },
     applies_with: always,
     lifecycle: Lifecycle::Data { at_deletion },

@@ -215,6 +215,14 @@ mod tests {
         .expect("isvc")
     }
 
+    /// A RawDeployment InferenceService whose logger sends everything to `url`.
+    fn raw_deployment_logging_to(url: &str) -> DynamicObject {
+        isvc(
+            Some("RawDeployment"),
+            Some(json!({"mode": "all", "url": url})),
+        )
+    }
+
     fn patched(object: &DynamicObject, patch: &JsonPatch) -> DynamicObject {
         let mut value = serde_json::to_value(object).expect("json");
         apply(&mut value, patch).expect("applies");
@@ -309,10 +317,7 @@ mod tests {
 
     #[test]
     fn foreign_logger_is_a_conflict_and_never_removed() {
-        let object = isvc(
-            Some("RawDeployment"),
-            Some(json!({"mode": "all", "url": "https://other.models.svc.cluster.local"})),
-        );
+        let object = raw_deployment_logging_to("https://other.models.svc.cluster.local");
         assert_eq!(
             set_logger(&object, "tas", "models", &logger_url("tas", "models", true)),
             LoggerChange::Conflict {
@@ -324,10 +329,7 @@ mod tests {
 
     #[test]
     fn our_url_under_the_other_scheme_is_replaced_and_removable() {
-        let object = isvc(
-            Some("RawDeployment"),
-            Some(json!({"mode": "all", "url": "http://tas.models.svc.cluster.local"})),
-        );
+        let object = raw_deployment_logging_to("http://tas.models.svc.cluster.local");
         assert!(!remove_logger(&object, "tas", "models").is_empty());
         let url = logger_url("tas", "models", true);
         let LoggerChange::Patch(patch) = set_logger(&object, "tas", "models", &url) else {

@@ -22,7 +22,7 @@
 //! empty when the Deployment is already as wanted, so applying twice is a no-op.
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Container, EnvVar};
+use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, VolumeMount};
 use serde_json::{Value, json};
 use trustyai_crds::contract::modelmesh;
 
@@ -51,21 +51,15 @@ pub fn is_ready(deployment: &Deployment) -> bool {
 
 /// The patch that wires the TrustyAIService `cr` in `namespace` into `deployment`.
 pub fn wire(deployment: &Deployment, cr: &str, namespace: &str) -> JsonPatch {
-    let Some(pod) = deployment.spec.template.spec.as_ref() else {
+    let Some((pod, volume, url, mut patch)) = starting_point(deployment, cr, namespace) else {
         return JsonPatch::default();
     };
-    let volume = names::internal(cr);
-    let url = payload_processor_url(cr, namespace);
-    let mut patch = Builder::guarded_by(deployment.metadata.resource_version.as_deref());
     let mut mounted = false;
     for (i, container) in pod.containers.iter().enumerate() {
-        let mut ops = Builder::default();
-        ops.test(container_path(i, &["name"]), json!(container.name));
+        let mut ops = container_ops(i, container);
         let mounts = container.volume_mounts.as_deref().unwrap_or_default();
         let ours = mounts.iter().any(|m| m.name == volume);
-        let path_taken = mounts
-            .iter()
-            .any(|m| m.name != volume && m.mount_path == modelmesh::TLS_MOUNT_PATH);
+        let path_taken = tls_path_mounted_by_another(mounts, &volume);
         if !ours && !path_taken {
             let mount = json!({
                 "name": volume, "mountPath": modelmesh::TLS_MOUNT_PATH, "readOnly": true
@@ -97,15 +91,11 @@ pub fn wire(deployment: &Deployment, cr: &str, namespace: &str) -> JsonPatch {
 /// The patch that removes what [`wire`] added for `cr` in `namespace` from `deployment`,
 /// leaving everything of other TrustyAIServices in place.
 pub fn unwire(deployment: &Deployment, cr: &str, namespace: &str) -> JsonPatch {
-    let Some(pod) = deployment.spec.template.spec.as_ref() else {
+    let Some((pod, volume, url, mut patch)) = starting_point(deployment, cr, namespace) else {
         return JsonPatch::default();
     };
-    let volume = names::internal(cr);
-    let url = payload_processor_url(cr, namespace);
-    let mut patch = Builder::guarded_by(deployment.metadata.resource_version.as_deref());
     for (i, container) in pod.containers.iter().enumerate() {
-        let mut ops = Builder::default();
-        ops.test(container_path(i, &["name"]), json!(container.name));
+        let mut ops = container_ops(i, container);
         let mounts = container.volume_mounts.as_deref().unwrap_or_default();
         let ours: Vec<usize> = indices(mounts.iter().map(|m| m.name == volume));
         remove_items(
@@ -115,9 +105,7 @@ pub fn unwire(deployment: &Deployment, cr: &str, namespace: &str) -> JsonPatch {
             mounts.len(),
             |j| json!(mounts[j].name),
         );
-        let path_still_mounted = mounts
-            .iter()
-            .any(|m| m.name != volume && m.mount_path == modelmesh::TLS_MOUNT_PATH);
+        let path_still_mounted = tls_path_mounted_by_another(mounts, &volume);
         unwire_env(&mut ops, i, container, &url, path_still_mounted);
         patch.extend(ops);
     }
@@ -131,6 +119,40 @@ pub fn unwire(deployment: &Deployment, cr: &str, namespace: &str) -> JsonPatch {
         |j| json!(volumes[j].name),
     );
     patch.finish()
+}
+
+/// What both [`wire`] and [`unwire`] start from: the pod template, the TrustyAIService's
+/// volume name and payload processor URL, and a patch guarded by the Deployment's
+/// resourceVersion (so a Deployment changed since it was read is not patched). `None` for a
+/// Deployment without a pod spec: nothing to patch.
+fn starting_point<'a>(
+    deployment: &'a Deployment,
+    cr: &str,
+    namespace: &str,
+) -> Option<(&'a PodSpec, String, String, Builder)> {
+    let pod = deployment.spec.template.spec.as_ref()?;
+    let patch = Builder::guarded_by(deployment.metadata.resource_version.as_deref());
+    Some((
+        pod,
+        names::internal(cr),
+        payload_processor_url(cr, namespace),
+        patch,
+    ))
+}
+
+/// The operations on container `i`, starting with a test of its name: they address it by
+/// index, and must edit the container they were computed for.
+fn container_ops(i: usize, container: &Container) -> Builder {
+    let mut ops = Builder::default();
+    ops.test(container_path(i, &["name"]), json!(container.name));
+    ops
+}
+
+/// Whether another TrustyAIService's volume is mounted at the TLS path, which holds one.
+fn tls_path_mounted_by_another(mounts: &[VolumeMount], volume: &str) -> bool {
+    mounts
+        .iter()
+        .any(|m| m.name != volume && m.mount_path == modelmesh::TLS_MOUNT_PATH)
 }
 
 fn wire_env(ops: &mut Builder, i: usize, container: &Container, url: &str) {

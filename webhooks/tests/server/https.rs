@@ -34,6 +34,13 @@ async fn serve(cert: Arc<ServingCertificate>) -> TestServer {
     TestServer::start(test_router(hold), cert, HttpsOptions::default()).await
 }
 
+/// A server presenting a new leaf of `ca`, and that leaf.
+async fn serve_a_leaf_of(ca: &TestCa) -> (Leaf, TestServer) {
+    let leaf = ca.leaf();
+    let server = serve(leaf.serving_certificate()).await;
+    (leaf, server)
+}
+
 /// A connection trusting `ca`, offering `alpn`.
 async fn connect(server: &TestServer, ca: &TestCa, alpn: &[u8]) -> HttpClient {
     HttpClient::connect(
@@ -233,8 +240,7 @@ async fn a_handler_past_the_deadline_gets_503() {
 #[tokio::test]
 async fn a_new_certificate_serves_new_connections_without_dropping_old_ones() {
     let old_ca = TestCa::new("old CA");
-    let old_leaf = old_ca.leaf();
-    let server = serve(old_leaf.serving_certificate()).await;
+    let (old_leaf, server) = serve_a_leaf_of(&old_ca).await;
 
     let mut old_client = connect_to(&server, &old_ca, HTTP11, &old_leaf).await;
     assert_eq!(old_client.status("/version").await, StatusCode::OK);
@@ -264,8 +270,7 @@ async fn a_new_certificate_serves_new_connections_without_dropping_old_ones() {
 #[tokio::test]
 async fn refused_material_leaves_the_old_certificate_serving() {
     let ca = TestCa::new("test CA");
-    let leaf = ca.leaf();
-    let server = serve(leaf.serving_certificate()).await;
+    let (leaf, server) = serve_a_leaf_of(&ca).await;
 
     let garbage = server
         .cert

@@ -37,11 +37,9 @@ use serde_json::Value;
 use trustyai_crds::defaults::DEFAULT_REPLICAS;
 
 use super::cache::Projection;
-use super::declaration::{
-    Applying, Declaration, Lifecycle, Mapping, Rendered, WatchSpec, always, ours,
-};
+use super::declaration::{Applying, Declaration, Lifecycle, Rendered, WatchSpec, always};
 use super::memory::Tracking;
-use super::{built_in, render_one};
+use super::{built_in, owned_watch, render_one};
 use crate::controller::children::config_map::ServiceAccess;
 use crate::controller::children::services::PROMETHEUS_ANNOTATIONS;
 use crate::controller::resources::images::Images;
@@ -87,13 +85,9 @@ const RENDERED: &str = "rendered";
 /// The declaration.
 pub const DECLARATION: Declaration = Declaration {
     watch: WatchSpec {
-        resource: built_in::<Deployment>,
-        namespaced: true,
-        selector: Some(ours),
-        served: None,
-        mapping: Mapping::OwnerReferences,
         tracking: Tracking::GenerationAndMetadata,
         projection: PROJECTION,
+        ..owned_watch(built_in::<Deployment>)
     },
     applies_with: always,
     lifecycle: Lifecycle::Owned,

@@ -9,14 +9,17 @@ use crate::controller::test_support::{
     VERSION, database_service, migration_service, pvc_instance, pvc_service, with_spec,
 };
 
+const SERVICE_IMAGE: &str = "quay.io/trustyai/trustyai-service:v1";
+const PROXY_IMAGE: &str = "quay.io/opendatahub/odh-kube-rbac-proxy:v2";
+
 fn images() -> Images {
     Images {
         service: ResolvedImage {
-            image: "quay.io/trustyai/trustyai-service:v1".into(),
+            image: SERVICE_IMAGE.into(),
             source: ImageSource::ConfigMap,
         },
         kube_rbac_proxy: ResolvedImage {
-            image: "quay.io/opendatahub/odh-kube-rbac-proxy:v2".into(),
+            image: PROXY_IMAGE.into(),
             source: ImageSource::Environment,
         },
     }
@@ -61,6 +64,14 @@ fn volume_names(deployment: &Deployment) -> Vec<String> {
         .map(|v| v.name.clone())
         .collect()
 }
+
+/// The volumes of a Deployment that keeps its data on the PVC (PVC and migration modes).
+const PVC_MODE_VOLUMES: [&str; 4] = [
+    "volume",
+    "tas-tls",
+    "tas-internal",
+    "kube-rbac-proxy-config",
+];
 
 fn volume<'a>(deployment: &'a Deployment, name: &str) -> &'a Volume {
     pod(deployment)
@@ -167,15 +178,8 @@ fn with_the_data_on_a_claim_one_gated_pod_runs() {
         "replicas": 3, "storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}
     }));
     let gates = |d: &Deployment| {
-        d.spec
-            .template
-            .spec
-            .as_ref()
-            .and_then(|s| s.scheduling_gates.clone())
-            .unwrap_or_default()
-            .into_iter()
-            .map(|g| g.name)
-            .collect::<Vec<_>>()
+        let gates = pod(d).scheduling_gates.iter().flatten();
+        gates.map(|g| g.name.clone()).collect::<Vec<_>>()
     };
     let rendered = render(&three_on_a_claim);
     assert_eq!(rendered.spec.replicas, Some(1));
@@ -241,10 +245,7 @@ fn restricted_security_profile() {
 fn service_container() {
     let d = render(&pvc_service());
     let c = container(&d, "trustyai-service");
-    assert_eq!(
-        c.image.as_deref(),
-        Some("quay.io/trustyai/trustyai-service:v1")
-    );
+    assert_eq!(c.image.as_deref(), Some(SERVICE_IMAGE));
     let ready = c
         .readiness_probe
         .as_ref()
@@ -281,10 +282,7 @@ fn a_slow_start_of_the_service_is_not_cut_short_by_its_liveness_probe() {
 fn proxy_container() {
     let d = render(&pvc_service());
     let c = container(&d, "kube-rbac-proxy");
-    assert_eq!(
-        c.image.as_deref(),
-        Some("quay.io/opendatahub/odh-kube-rbac-proxy:v2")
-    );
+    assert_eq!(c.image.as_deref(), Some(PROXY_IMAGE));
     assert_eq!(
         c.args.as_deref().expect("args"),
         [
@@ -332,15 +330,7 @@ fn proxy_container() {
 #[test]
 fn pvc_mode_volumes_and_env() {
     let d = render(&pvc_service());
-    assert_eq!(
-        volume_names(&d),
-        [
-            "volume",
-            "tas-tls",
-            "tas-internal",
-            "kube-rbac-proxy-config"
-        ]
-    );
+    assert_eq!(volume_names(&d), PVC_MODE_VOLUMES);
     let claim = volume(&d, "volume")
         .persistent_volume_claim
         .as_ref()
@@ -438,15 +428,7 @@ fn database_mode_with_db_ca_mounts_it() {
 #[test]
 fn migration_mode_has_pvc_and_database() {
     let d = render(&migration_service());
-    assert_eq!(
-        volume_names(&d),
-        [
-            "volume",
-            "tas-tls",
-            "tas-internal",
-            "kube-rbac-proxy-config"
-        ]
-    );
+    assert_eq!(volume_names(&d), PVC_MODE_VOLUMES);
     let c = container(&d, "trustyai-service");
     assert!(mounts(c).contains(&("volume".to_owned(), "/inputs".to_owned())));
     let names = env_names(c);

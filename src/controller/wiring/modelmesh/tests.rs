@@ -97,6 +97,16 @@ fn volumes(deployment: &Deployment) -> Vec<String> {
         .collect()
 }
 
+/// `container`'s `MM_PAYLOAD_PROCESSORS` in `deployment` is `expected`.
+#[track_caller]
+fn assert_processors(deployment: &Deployment, container: &str, expected: &str) {
+    assert_eq!(
+        env(deployment, container, "MM_PAYLOAD_PROCESSORS").as_deref(),
+        Some(expected),
+        "{container}"
+    );
+}
+
 /// The Deployment without resourceVersion, for before/after comparisons.
 fn content(deployment: &Deployment) -> Value {
     let mut value = serde_json::to_value(deployment).expect("json");
@@ -127,14 +137,8 @@ fn wire_adds_url_mount_volume_and_cert_path() {
         ))
     );
     let d = patched(&original, &patch);
-    assert_eq!(
-        env(&d, "mm", "MM_PAYLOAD_PROCESSORS").as_deref(),
-        Some(format!("http://other.example/consume {URL_A}").as_str())
-    );
-    assert_eq!(
-        env(&d, "ovms", "MM_PAYLOAD_PROCESSORS").as_deref(),
-        Some(URL_A)
-    );
+    assert_processors(&d, "mm", &format!("http://other.example/consume {URL_A}"));
+    assert_processors(&d, "ovms", URL_A);
     assert_eq!(
         env(&d, "mm", "MM_TLS_KEY_CERT_PATH").as_deref(),
         Some("/etc/trustyai/tls/tls.crt")
@@ -174,14 +178,12 @@ fn two_services_add_up_and_remove_independently() {
     let original = modelmesh_deployment();
     let a = patched(&original, &wire(&original, "tas-a", "models"));
     let ab = patched(&a, &wire(&a, "tas-b", "models"));
-    assert_eq!(
-        env(&ab, "mm", "MM_PAYLOAD_PROCESSORS").as_deref(),
-        Some(format!("http://other.example/consume {URL_A} {URL_B}").as_str())
+    assert_processors(
+        &ab,
+        "mm",
+        &format!("http://other.example/consume {URL_A} {URL_B}"),
     );
-    assert_eq!(
-        env(&ab, "ovms", "MM_PAYLOAD_PROCESSORS").as_deref(),
-        Some(format!("{URL_A} {URL_B}").as_str())
-    );
+    assert_processors(&ab, "ovms", &format!("{URL_A} {URL_B}"));
     // One mount per path: B finds it taken by A and mounts nothing, so adds no volume.
     assert_eq!(
         mounts(&ab, "ovms"),
@@ -193,14 +195,8 @@ fn two_services_add_up_and_remove_independently() {
 
     // Removing A keeps B's URL and the foreign one; A's mount, volume and the cert path go.
     let b = patched(&ab, &unwire(&ab, "tas-a", "models"));
-    assert_eq!(
-        env(&b, "mm", "MM_PAYLOAD_PROCESSORS").as_deref(),
-        Some(format!("http://other.example/consume {URL_B}").as_str())
-    );
-    assert_eq!(
-        env(&b, "ovms", "MM_PAYLOAD_PROCESSORS").as_deref(),
-        Some(URL_B)
-    );
+    assert_processors(&b, "mm", &format!("http://other.example/consume {URL_B}"));
+    assert_processors(&b, "ovms", URL_B);
     assert!(mounts(&b, "ovms").is_empty());
     assert_eq!(
         mounts(&b, "mm"),
@@ -245,10 +241,7 @@ fn unwire_on_an_untouched_deployment_is_empty() {
     .expect("deployment");
     assert!(unwire(&bare, "tas-a", "models").is_empty());
     let wired = patched(&bare, &wire(&bare, "tas-a", "models"));
-    assert_eq!(
-        env(&wired, "mm", "MM_PAYLOAD_PROCESSORS").as_deref(),
-        Some(URL_A)
-    );
+    assert_processors(&wired, "mm", URL_A);
     assert_eq!(volumes(&wired), ["tas-a-internal"]);
 }
 
