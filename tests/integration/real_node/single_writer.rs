@@ -16,9 +16,9 @@ use super::service_api::uploaded_pvc_demo;
 
 /// The TrustyAI service processes on the node whose mounts include `volume` (its path below
 /// the control plane's folder, as a mount's root names it whatever filesystem holds it), each
-/// with its mount namespace: one per container, shared by a process the service forks (which
-/// shows the service's command line until it executes another program), so two namespaces are
-/// two containers and two processes of one namespace are one.
+/// with the container it runs in ([`container_of`]): a process the service forks shows the
+/// service's command line and mounts until it executes another program, so two processes of
+/// one container are one writer, and two containers are two.
 fn service_processes_on(volume: &str) -> BTreeMap<u32, String> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return BTreeMap::new();
@@ -33,20 +33,47 @@ fn service_processes_on(volume: &str) -> BTreeMap<u32, String> {
             std::fs::read_to_string(format!("/proc/{pid}/mountinfo"))
                 .is_ok_and(|m| m.contains(volume))
         })
-        .filter_map(|pid| {
-            let namespace = std::fs::read_link(format!("/proc/{pid}/ns/mnt")).ok()?;
-            Some((pid, namespace.display().to_string()))
-        })
+        .filter_map(|pid| Some((pid, container_of(pid)?)))
         .collect()
+}
+
+/// The parent pid and the start time (clock ticks after boot) of process `pid`, from
+/// `/proc/<pid>/stat`, whose second field (the command) may hold spaces and parentheses.
+fn parent_and_start(pid: u32) -> Option<(u32, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `fields[0]` is field 3 (state): the parent pid is field 4, the start time field 22.
+    Some((fields.get(1)?.parse().ok()?, fields.get(19)?.parse().ok()?))
+}
+
+/// The container process `pid` runs in, named by that container's first process (the child
+/// of its `containerd-shim`): its pid and start time, which no later process shares. (A mount
+/// namespace does not name a container: the kernel gives a new namespace the number a gone one
+/// had, so a replacement container shows its predecessor's.)
+fn container_of(pid: u32) -> Option<String> {
+    let mut current = pid;
+    for _ in 0..32 {
+        let (parent, started) = parent_and_start(current)?;
+        let parent_command = std::fs::read_to_string(format!("/proc/{parent}/comm")).ok()?;
+        if parent_command.starts_with("containerd-shim") {
+            return Some(format!("pid {current} started at tick {started}"));
+        }
+        if parent <= 1 {
+            return None;
+        }
+        current = parent;
+    }
+    None
 }
 
 /// What a watch of the node's processes saw.
 struct Seen {
-    /// The most containers (mount namespaces) seen with the volume at once.
+    /// The most containers seen with the volume at once.
     most_at_once: usize,
-    /// A sample with more than one, as `pid → namespace`, for the failure message.
+    /// A sample with more than one, as `pid → container`, for the failure message.
     crowded: Option<BTreeMap<u32, String>>,
-    every_namespace: BTreeSet<String>,
+    every_container: BTreeSet<String>,
     samples: u64,
 }
 
@@ -55,7 +82,7 @@ fn watch_processes(volume: String, stop: Arc<AtomicBool>) -> Seen {
     let mut seen = Seen {
         most_at_once: 0,
         crowded: None,
-        every_namespace: BTreeSet::new(),
+        every_container: BTreeSet::new(),
         samples: 0,
     };
     while !stop.load(Ordering::SeqCst) {
@@ -67,7 +94,7 @@ fn watch_processes(volume: String, stop: Arc<AtomicBool>) -> Seen {
                 seen.crowded = Some(now.clone());
             }
         }
-        seen.every_namespace.extend(containers);
+        seen.every_container.extend(containers);
         seen.samples += 1;
         // A short pause leaves the node's two cores to the kubelet and the pods.
         std::thread::sleep(std::time::Duration::from_millis(10));
@@ -110,13 +137,13 @@ async fn a_deleted_pods_replacement_starts_its_service_only_after_the_old_one_ex
         seen.samples
     );
     assert!(
-        seen.every_namespace.len() >= 2,
+        seen.every_container.len() >= 2,
         "the watch saw the old and the new container: {:?}",
-        seen.every_namespace
+        seen.every_container
     );
     assert_eq!(
         seen.most_at_once, 1,
-        "two service containers had the volume at once (pid → mount namespace): {:?}",
+        "two service containers had the volume at once (pid → container): {:?}",
         seen.crowded
     );
 
