@@ -507,11 +507,16 @@ const CHART_MEMORY_LIMIT: usize = 256 * MIB;
 async fn sixty_four_concurrent_thousand_object_reviews_stay_under_the_charts_limit() -> Result<()> {
     // As the API server calls the webhook when many clients list v1alpha1 at once: one HTTP/2
     // connection, 64 streams, 1,000 stored objects per review (1.9 MB). The default budget,
-    // but no deadline on the queue: what is measured is the memory, and how long the last of
-    // 64 reviews waits depends on the machine (a debug build on a loaded machine needs more
-    // than the default 25 s; the queueing itself is
+    // but no deadline on the queue or the request: what is measured is the memory, and how long
+    // the last of 64 reviews waits depends on the machine (a debug build on a loaded machine
+    // needs more than the default 25 s queue and 30 s deadline; the queueing itself is
     // `conversions_past_the_budget_wait_for_room_instead_of_getting_429`'s).
-    let server = Server::start(&["--queue-timeout-ms", "600000"])?;
+    let server = Server::start(&[
+        "--queue-timeout-ms",
+        "600000",
+        "--request-timeout-ms",
+        "600000",
+    ])?;
     let connection = server.connect(Protocol::H2).await?;
     valid_requests_still_work(&connection).await?;
     let body = Bytes::from(serde_json::to_vec(&fixtures::conversion_review(

@@ -182,7 +182,11 @@ pub async fn convert(
 /// The desired version, the number of objects and the answer's bytes.
 fn answer(body: &[u8]) -> Result<(String, usize, Vec<u8>), Failure> {
     let mut answer = Answer {
-        out: Vec::with_capacity(body.len() + 256),
+        // Room for the answer up front: an object converted to v1alpha1 carries its v1-only
+        // fields again, escaped, in an annotation, so the answer can outgrow the body, and a
+        // buffer grown by doubling holds the old and the new copy at once. Pages never
+        // written are never resident, so the spare room costs address space only.
+        out: Vec::with_capacity(body.len() + body.len() / 2 + 256),
         uid: None,
         body_len: body.len(),
         count: 0,

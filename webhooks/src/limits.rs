@@ -201,7 +201,7 @@ pub(crate) async fn admit(
         }
     };
     let (parts, body) = request.into_parts();
-    let bytes = match read_body(body, admission.max_body_bytes).await {
+    let bytes = match read_body(body, declared, admission.max_body_bytes).await {
         Ok(bytes) => bytes,
         Err(BodyError::TooLarge) => {
             admission.events.refused(Refusal::BodyTooLarge);
@@ -270,8 +270,16 @@ enum BodyError {
     Read,
 }
 
-async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, BodyError> {
-    let mut kept: Vec<u8> = Vec::new();
+/// Reads `body` whole within `limit`. The buffer is sized by the declared length up front: grown
+/// by doubling instead, a 3 MiB body is copied a dozen times and, at the last growth, held twice
+/// over (the old buffer and the new one), which an allocator without in-place growth of large
+/// blocks turns into a peak of three times the body.
+async fn read_body(
+    mut body: Body,
+    declared: Option<usize>,
+    limit: usize,
+) -> Result<Bytes, BodyError> {
+    let mut kept: Vec<u8> = Vec::with_capacity(declared.unwrap_or(0).min(limit));
     let mut seen = 0usize;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|_| BodyError::Read)?;

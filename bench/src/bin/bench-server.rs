@@ -28,6 +28,9 @@ struct Args {
     /// Queue time for room in the budget, ms, of every path.
     #[arg(long)]
     queue_timeout_ms: Option<u64>,
+    /// Deadline of every request, its queue time included, ms, of every path.
+    #[arg(long)]
+    request_timeout_ms: Option<u64>,
     /// Idle timeout of connections, ms.
     #[arg(long)]
     idle_timeout_ms: Option<u64>,
@@ -59,6 +62,13 @@ impl Args {
             options.queue_timeout = queue;
             for path in &mut options.path_limits {
                 path.queue_timeout = queue;
+            }
+        }
+        if let Some(ms) = self.request_timeout_ms {
+            let deadline = std::time::Duration::from_millis(ms);
+            options.request_timeout = deadline;
+            for path in &mut options.path_limits {
+                path.request_timeout = deadline;
             }
         }
         if let Some(ms) = self.idle_timeout_ms {
