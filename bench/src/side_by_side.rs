@@ -57,6 +57,10 @@ pub struct Cell {
     pub fixed_rate_per_second: f64,
     pub ours: Side,
     pub go: Side,
+    /// Our server's CPU per object (µs) answering the same body on `/baseline/json`, which
+    /// parses the review into JSON values and writes it back unchanged: what any conversion
+    /// costs at least, on the same TLS, HTTP and request layers.
+    pub json_round_trip_cpu_us_per_object: Option<f64>,
 }
 
 impl Cell {
@@ -68,6 +72,11 @@ impl Cell {
     /// Our CPU per object over the Go server's.
     pub fn cpu_ratio(&self) -> Option<f64> {
         Some(self.ours.cpu_us_per_object? / self.go.cpu_us_per_object?)
+    }
+
+    /// Our CPU per object on `/convert` over the JSON round trip's.
+    pub fn json_round_trip_ratio(&self) -> Option<f64> {
+        Some(self.ours.cpu_us_per_object? / self.json_round_trip_cpu_us_per_object?)
     }
 
     /// Our fixed-rate p99 over the Go server's.
@@ -167,8 +176,14 @@ pub async fn run(
                         objects,
                         seconds,
                     };
-                    let (ours_side, _) = load.closed_loop(&ours_connections, ours.pid()).await?;
-                    let (go_side, go_rps) = load.closed_loop(&go_connections, go.pid()).await?;
+                    let (ours_side, _) = load
+                        .closed_loop(&ours_connections, ours.pid(), CONVERT)
+                        .await?;
+                    let (round_trip, _) = load
+                        .closed_loop(&ours_connections, ours.pid(), JSON_ROUND_TRIP)
+                        .await?;
+                    let (go_side, go_rps) =
+                        load.closed_loop(&go_connections, go.pid(), CONVERT).await?;
                     let rate = go_rps / 2.0;
                     let mut cell = Cell {
                         objects,
@@ -179,6 +194,7 @@ pub async fn run(
                         fixed_rate_per_second: rate,
                         ours: ours_side,
                         go: go_side,
+                        json_round_trip_cpu_us_per_object: round_trip.cpu_us_per_object,
                     };
                     (cell.ours.fixed_rate_p99_us, cell.ours.fixed_rate_errors) =
                         load.open_loop(&ours_connections, rate).await?;
@@ -212,6 +228,27 @@ pub async fn run(
     })
 }
 
+/// What a cell sends its requests to.
+#[derive(Clone, Copy)]
+struct Endpoint {
+    path: &'static str,
+    /// Whether an answer (status and body) is a success.
+    succeeded: fn(u16, &[u8]) -> bool,
+}
+
+/// Both servers' conversion webhook.
+const CONVERT: Endpoint = Endpoint {
+    path: "/convert",
+    succeeded,
+};
+
+/// `bench-server`'s JSON round trip of the same body (it answers the review unchanged, so
+/// only the status tells success).
+const JSON_ROUND_TRIP: Endpoint = Endpoint {
+    path: "/baseline/json",
+    succeeded: |status, _| status == 200,
+};
+
 /// One cell's requests.
 struct Load {
     concurrency: usize,
@@ -236,11 +273,19 @@ fn succeeded(status: u16, body: &[u8]) -> bool {
 impl Load {
     /// `concurrency` senders, each sending its next request when its last is answered, for
     /// `seconds`; the server's side of the cell and its requests per second.
-    async fn closed_loop(&self, connections: &[Connection], pid: u32) -> Result<(Side, f64)> {
-        let warm = connections[0].post("/convert", self.body.clone()).await?;
-        if !succeeded(warm.0, &warm.1) {
+    async fn closed_loop(
+        &self,
+        connections: &[Connection],
+        pid: u32,
+        endpoint: Endpoint,
+    ) -> Result<(Side, f64)> {
+        let warm = connections[0]
+            .post(endpoint.path, self.body.clone())
+            .await?;
+        if !(endpoint.succeeded)(warm.0, &warm.1) {
             bail!(
-                "/convert answered HTTP {}: {}",
+                "{} answered HTTP {}: {}",
+                endpoint.path,
                 warm.0,
                 String::from_utf8_lossy(&warm.1)
             );
@@ -255,11 +300,11 @@ impl Load {
         } = closed_loop(
             connections,
             self.concurrency,
-            "/convert",
+            endpoint.path,
             self.body.clone(),
             self.seconds,
             usize::MAX,
-            succeeded,
+            endpoint.succeeded,
         )
         .await?;
         let cpu = cpu_seconds(pid).zip(cpu_before).map(|(a, b)| a - b);
@@ -363,6 +408,11 @@ pub fn markdown(r: &SideBySide) -> String {
         .collect();
     let p99: Vec<f64> = r.cells.iter().map(Cell::fixed_rate_p99_ratio).collect();
     let refused: usize = r.cells.iter().map(|c| c.ours.too_many_requests).sum();
+    let round_trip: Vec<f64> = r
+        .cells
+        .iter()
+        .filter_map(Cell::json_round_trip_ratio)
+        .collect();
     let fmt = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.2}"));
     let max = |v: &[f64]| v.iter().copied().reduce(f64::max);
     let min = |v: &[f64]| v.iter().copied().reduce(f64::min);
@@ -395,17 +445,24 @@ pub fn markdown(r: &SideBySide) -> String {
         "| median p99 at half Go's rate ≤ ⅓ of Go's | median ×{} |",
         fmt(median(p99))
     );
-    let _ = writeln!(md, "| no 429 | {refused} 429s from ours |\n");
+    let _ = writeln!(md, "| no 429 | {refused} 429s from ours |");
     let _ = writeln!(
         md,
-        "| objects | direction | protocol | c | ours req/s | Go req/s | × | ours µs CPU/object | Go µs CPU/object | × | ours peak RSS MiB | Go peak RSS MiB | rate/s | ours p99 ms | Go p99 ms | × | ours errors (429) | Go errors (429) |"
+        "| (for reference) our CPU per object over the JSON round trip's | ×{}–×{} (median ×{}) |\n",
+        fmt(min(&round_trip)),
+        fmt(max(&round_trip)),
+        fmt(median(round_trip.clone()))
     );
-    let _ = writeln!(md, "|{}", "---|".repeat(18));
+    let _ = writeln!(
+        md,
+        "| objects | direction | protocol | c | ours req/s | Go req/s | × | ours µs CPU/object | Go µs CPU/object | × | JSON round trip µs CPU/object | ours × round trip | ours peak RSS MiB | Go peak RSS MiB | rate/s | ours p99 ms | Go p99 ms | × | ours errors (429) | Go errors (429) |"
+    );
+    let _ = writeln!(md, "|{}", "---|".repeat(20));
     for c in &r.cells {
         let mib = |k: Option<u64>| fmt(k.map(|k| k as f64 / 1024.0));
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {:.0} | {:.0} | {:.2} | {} | {} | {} | {} | {} | {:.0} | {:.1} | {:.1} | {:.2} | {} ({}) | {} ({}) |",
+            "| {} | {} | {} | {} | {:.0} | {:.0} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.1} | {:.1} | {:.2} | {} ({}) | {} ({}) |",
             c.objects,
             c.direction,
             c.protocol.name(),
@@ -416,6 +473,8 @@ pub fn markdown(r: &SideBySide) -> String {
             fmt(c.ours.cpu_us_per_object),
             fmt(c.go.cpu_us_per_object),
             fmt(c.cpu_ratio()),
+            fmt(c.json_round_trip_cpu_us_per_object),
+            fmt(c.json_round_trip_ratio()),
             mib(c.ours.peak_rss_kib),
             mib(c.go.peak_rss_kib),
             c.fixed_rate_per_second,

@@ -34,9 +34,9 @@ use crate::middleware::RequestLimits;
 pub const COST_PER_BODY_BYTE: usize = 8;
 /// Peak memory of a conversion (`/convert`) per byte of its body: the body, the answer (about
 /// the body again) and the tree of one object at a time. Measured with the hostile corpus of
-/// `bench/tests/hostile.rs`: up to 4.4 times the body over three runs (an object whose members
-/// that conversion reads are a 3 MB array, or 240,000 keys), the allocator's state making a
-/// run differ by a third; the rest is margin.
+/// `bench/tests/hostile.rs`: up to 3.1 times the body (an object whose members that conversion
+/// reads are a 3 MB array, or 240,000 keys), the allocator's state making one run differ from
+/// another by up to a third; the rest is margin.
 pub const CONVERSION_COST_PER_BODY_BYTE: usize = 6;
 /// Smallest reservation: headers, buffers and the tree of a tiny review.
 const MIN_RESERVATION: usize = 64 * 1024;
