@@ -353,3 +353,36 @@ async fn a_serving_secret_made_by_someone_else_is_left_alone() {
             .is_some_and(|due| due > now() + Duration::days(29))
     );
 }
+
+#[tokio::test]
+async fn the_rendering_holds_the_trust_bundle_and_says_when_the_operand_ca_changes() {
+    let ca = ca();
+    let harness = harness(&ca, []).await;
+    let inputs = harness.inputs_wanting_istio(OptionalApis::default(), false);
+    let rendering = Kind::Secret
+        .declaration()
+        .applying
+        .render
+        .render(&harness.ctx, &pvc_instance(), &inputs)
+        .await
+        .expect("rendered");
+    assert_eq!(
+        rendering.changes_at,
+        Some(trust(&harness).await.changes_at())
+    );
+    let names: Vec<String> = rendering
+        .wanted
+        .iter()
+        .map(|w| w.object.metadata.name.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["tas-tls", "tas-internal"]);
+    for wanted in &rendering.wanted {
+        let secret = serde_json::to_value(&wanted.object).expect("encodes");
+        assert_eq!(data(&secret, CA_CRT), ca.trust.bundle_pem.as_bytes());
+        assert!(
+            data(&secret, TLS_CRT).is_empty(),
+            "issued only by adapt_to_live"
+        );
+    }
+    assert_eq!(harness.api.calls(), Vec::<String>::new());
+}
