@@ -86,21 +86,9 @@ pub fn update_params() -> PatchParams {
     }
 }
 
-/// Applies `object` whose live resourceVersion (`None`: absent) the caller already read.
-pub async fn apply_after<K>(
-    api: &Api<K>,
-    kind: &'static str,
-    object: &K,
-    live_resource_version: Option<String>,
-) -> Result<Applied<K>, ReconcileError>
-where
-    K: Resource + Clone + Debug + Serialize + DeserializeOwned,
-{
-    apply_taking_over(api, kind, object, live_resource_version, false).await
-}
-
-/// [`apply_after`], where the caller knows whether the live object is another's that this
-/// apply takes over: a change is then [`ApplyOutcome::Adopted`], in the log as in the event.
+/// Applies `object` whose live resourceVersion (`None`: absent) the caller already read;
+/// `taking_over`: the live object is another's, which this apply takes over (a change is then
+/// [`ApplyOutcome::Adopted`], in the log as in the event).
 pub async fn apply_taking_over<K>(
     api: &Api<K>,
     kind: &'static str,

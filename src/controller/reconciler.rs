@@ -193,7 +193,7 @@ async fn converge(service: &TrustyAIService, ctx: &Context) -> Result<Action, Re
         ctx,
         service,
         recheck,
-        provisioned.applied.renew_at,
+        provisioned.applied.due,
     )))
 }
 
@@ -457,21 +457,20 @@ const SINGLE_WRITER_RECHECK: Duration = Duration::from_secs(5);
 const NOT_READY_RECHECK: Duration = Duration::from_secs(15);
 
 /// When to look again without a change: the jittered safety requeue, or earlier for a claim
-/// still pending or a certificate due.
+/// still pending or a child due (a certificate, the operand CA).
 fn next_check(
     ctx: &Context,
     service: &TrustyAIService,
     pending_recheck: Option<Duration>,
-    renew_at: Option<OffsetDateTime>,
+    due: Option<OffsetDateTime>,
 ) -> Duration {
     let uid = service.uid().unwrap_or_default();
     let mut next = backoff::jittered(ctx.config.safety_requeue, &uid);
     if let Some(recheck) = pending_recheck {
         next = next.min(recheck);
     }
-    if let Some(renew_at) = renew_at {
-        let until =
-            (renew_at - OffsetDateTime::now_utc()).max(trustyai_certs::time::Duration::ZERO);
+    if let Some(due) = due {
+        let until = (due - OffsetDateTime::now_utc()).max(trustyai_certs::time::Duration::ZERO);
         next = next.min(Duration::try_from(until).unwrap_or(Duration::ZERO));
     }
     next

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use trustyai_crds::TrustyAIService;
 
 use super::changes::Changes;
-use super::declaration::{Applying, Kind};
+use super::declaration::Kind;
 use super::memory::Owner;
 use super::rendered::KindApplied;
 use super::{Children, RenderInputs, apply_all, rendered};
@@ -55,7 +55,7 @@ fn openshift() -> OptionalApis {
 
 pub(super) struct Harness {
     pub(super) api: MockApi,
-    ctx: Arc<Context>,
+    pub(super) ctx: Arc<Context>,
     images: Images,
 }
 
@@ -153,10 +153,12 @@ impl Harness {
         inputs: RenderInputs<'_>,
     ) -> Result<KindApplied, ReconcileError> {
         let instance = Instance::new(service, VERSION).expect("an instance");
-        let Applying::Rendered(hooks) = &kind.declaration().applying else {
-            panic!("{kind:?} is not a rendered kind");
-        };
-        let wanted = (hooks.render)(&instance, &inputs)?;
+        let hooks = &kind.declaration().applying;
+        let wanted = hooks
+            .render
+            .render(&self.ctx, &instance, &inputs)
+            .await?
+            .wanted;
         let mut changes = Changes::default();
         let result =
             rendered::apply_kind(&self.ctx, kind, &instance, wanted, hooks, &mut changes).await;

@@ -70,9 +70,9 @@ impl Changes {
         self.push(kind, name, What::Replaced);
     }
 
-    /// The certificate Secret `name` was issued for `reason`.
-    pub fn issued(&mut self, name: &str, reason: &str) {
-        self.push(Kind::Secret, name, What::Issued(reason.to_owned()));
+    /// The child `name` of `kind` (a certificate Secret) was issued for `reason`.
+    pub fn issued(&mut self, kind: Kind, name: &str, reason: &str) {
+        self.push(kind, name, What::Issued(reason.to_owned()));
     }
 
     /// `kind` `name` was deleted: no longer wanted.
@@ -215,7 +215,7 @@ mod tests {
         let mut changes = Changes::default();
         changes.applied(Kind::Service, "tas-tls", ApplyOutcome::Created);
         changes.applied(Kind::Service, "tas-internal", ApplyOutcome::Created);
-        changes.issued("tas-tls", "no certificate yet");
+        changes.issued(Kind::Secret, "tas-tls", "no certificate yet");
         changes.applied(Kind::Deployment, "tas", ApplyOutcome::Created);
         assert_eq!(changes.reason().as_deref(), Some("ChildrenChanged"));
         assert_eq!(

@@ -13,7 +13,7 @@ pub use trustyai_crds::contract::PROXY_CLUSTER_ROLE as DEFAULT_PROXY_CLUSTER_ROL
 use trustyai_crds::contract::owner_labels;
 
 use super::cache::Projection;
-use super::declaration::{Applying, Declaration, Lifecycle, Mapping, Rendered, WatchSpec, always};
+use super::declaration::{Declaration, Lifecycle, Mapping, Rendered, WatchSpec, always};
 use super::memory::Tracking;
 use super::{built_in, render_one};
 use crate::controller::resources::{Instance, labels, names};
@@ -33,12 +33,12 @@ pub const DECLARATION: Declaration = Declaration {
     lifecycle: Lifecycle::ClusterScoped {
         name: names::proxy_cluster_role_binding,
     },
-    applying: Applying::Rendered(Rendered {
+    applying: Rendered {
         must_replace: Some(|live, desired| live.get("roleRef") != desired.data.get("roleRef")),
         ..Rendered::new(|instance, inputs| {
             render_one(&cluster_role_binding(instance, inputs.proxy_cluster_role))
         })
-    }),
+    },
 };
 
 /// The ClusterRoleBinding of `<cr>-proxy` to `cluster_role` (by default

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::ConfigMap;
 use trustyai_crds::contract::labels as contract_labels;
 
-use super::declaration::{Applying, Declaration, Lifecycle, Rendered, always};
+use super::declaration::{Declaration, Lifecycle, Rendered, always};
 use super::{built_in, owned_watch, render_one};
 use crate::controller::resources::{Instance, labels, names};
 
@@ -24,9 +24,9 @@ pub const DECLARATION: Declaration = Declaration {
     watch: owned_watch(built_in::<ConfigMap>),
     applies_with: always,
     lifecycle: Lifecycle::Owned,
-    applying: Applying::Rendered(Rendered::new(|instance, inputs| {
+    applying: Rendered::new(|instance, inputs| {
         render_one(&kube_rbac_proxy_config(instance, inputs.service_access))
-    })),
+    }),
 };
 
 /// Key of the configuration file in the ConfigMap.

@@ -6,6 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
 use kube::core::ApiResource;
 use serde_json::Value;
+use trustyai_certs::time::OffsetDateTime;
 use trustyai_crds::TrustyAIService;
 use trustyai_crds::contract::{labels, owner_labels};
 
@@ -180,8 +181,55 @@ pub struct Wanted {
     pub shared: bool,
 }
 
-/// The objects of a rendered kind that `instance` wants.
+/// The objects of a rendered kind that `instance` wants, from the TrustyAIService and the
+/// inputs alone.
 pub type Render = fn(&Instance<'_>, &RenderInputs<'_>) -> Result<Vec<Wanted>, ReconcileError>;
+
+/// The objects of a kind that `instance` wants, from what the kind reads itself when it is
+/// applied as well (the serving Secrets: the operand CA, which may be read, made or rotated
+/// then).
+pub type ReadingRender = for<'a> fn(
+    &'a Context,
+    &'a Instance<'a>,
+    &'a RenderInputs<'a>,
+) -> BoxFuture<'a, Result<Rendering, ReconcileError>>;
+
+/// How a kind's wanted objects are made.
+#[derive(Debug, Clone, Copy)]
+pub enum Renderer {
+    /// A pure function of the TrustyAIService and the inputs.
+    Pure(Render),
+    /// Reads what it renders from first.
+    Reading(ReadingRender),
+}
+
+impl Renderer {
+    /// The objects `instance` wants now.
+    pub async fn render(
+        self,
+        ctx: &Context,
+        instance: &Instance<'_>,
+        inputs: &RenderInputs<'_>,
+    ) -> Result<Rendering, ReconcileError> {
+        match self {
+            Self::Pure(render) => Ok(Rendering {
+                wanted: render(instance, inputs)?,
+                changes_at: None,
+            }),
+            Self::Reading(render) => render(ctx, instance, inputs).await,
+        }
+    }
+}
+
+/// What a rendering wants.
+#[derive(Debug, Default)]
+pub struct Rendering {
+    /// The objects.
+    pub wanted: Vec<Wanted>,
+    /// When what they were rendered from changes by itself (the operand CA's next step): the
+    /// reconcile looks again then. `None`: only when something it watches changes.
+    pub changes_at: Option<OffsetDateTime>,
+}
 
 /// Whether the live object (its projected fields) must be deleted before `desired` can be
 /// applied: a field that cannot change in place differs.
@@ -203,11 +251,44 @@ pub type PrepareLive = fn(&Instance<'_>, &Value) -> Option<JsonPatch>;
 /// an apply of the wanted object succeeds); `None` when the refusal stands.
 pub type OnRefused = fn(&ReconcileError, &DynamicObject, &Value) -> Option<(DynamicObject, String)>;
 
-/// A rendered kind: its objects and the hooks its apply takes.
+/// Completes `desired` from the whole live object (`None`: absent), read for it because no
+/// cache holds an object's data: for content made when it is applied rather than rendered,
+/// which stands until a time (a serving certificate and key, issued from the operand CA and
+/// renewed when due). Runs only when the skip rule did not skip the object.
+pub type AdaptToLive = for<'a> fn(
+    &'a Context,
+    &'a Instance<'a>,
+    DynamicObject,
+    Option<&'a DynamicObject>,
+) -> BoxFuture<'a, Result<Adapted, ReconcileError>>;
+
+/// What [`AdaptToLive`] decided for one object.
+#[derive(Debug)]
+pub enum Adapted {
+    /// Apply `object`, made for `reason` (reported as issued, with it); what it holds stands
+    /// until `valid_until`.
+    Issue {
+        /// The object to apply (boxed: it is much larger than the other answers).
+        object: Box<DynamicObject>,
+        /// Why it is issued (the event's note says it).
+        reason: String,
+        /// When it must be looked at again.
+        valid_until: OffsetDateTime,
+    },
+    /// The live object stands as it is until `valid_until`: nothing to apply.
+    Keep {
+        /// When it must be looked at again.
+        valid_until: OffsetDateTime,
+    },
+    /// Someone else's: left alone, and not remembered (it is looked at again next time).
+    Foreign,
+}
+
+/// How a kind is applied: its objects and the hooks its apply takes.
 #[derive(Debug, Clone, Copy)]
 pub struct Rendered {
     /// The objects wanted.
-    pub render: Render,
+    pub render: Renderer,
     /// What of the live object the apply keeps.
     pub keep_live: Option<KeepLive>,
     /// When the live object must be replaced instead (after `keep_live`).
@@ -216,29 +297,23 @@ pub struct Rendered {
     pub prepare_live: Option<PrepareLive>,
     /// What to apply when the wanted object is refused.
     pub on_refused: Option<OnRefused>,
+    /// What completes the object from the whole live object (read, then, on every apply that
+    /// is not skipped).
+    pub adapt_to_live: Option<AdaptToLive>,
 }
 
 impl Rendered {
     /// Objects applied as rendered, with no hook.
     pub const fn new(render: Render) -> Self {
         Self {
-            render,
+            render: Renderer::Pure(render),
             keep_live: None,
             must_replace: None,
             prepare_live: None,
             on_refused: None,
+            adapt_to_live: None,
         }
     }
-}
-
-/// How the kind is applied.
-#[derive(Debug, Clone, Copy)]
-pub enum Applying {
-    /// Rendered and server-side applied; skipped when the cache shows it as the last apply
-    /// left it.
-    Rendered(Rendered),
-    /// Issued and renewed from the operand CA (the serving certificates).
-    Issued,
 }
 
 impl Kind {
@@ -262,8 +337,8 @@ pub struct Declaration {
     pub applies_with: fn(&OptionalApis) -> bool,
     /// What happens to objects no longer wanted.
     pub lifecycle: Lifecycle,
-    /// How it is applied.
-    pub applying: Applying,
+    /// How it is applied: through the one path of every kind (`rendered.rs`), with its hooks.
+    pub applying: Rendered,
 }
 
 /// For [`Declaration::applies_with`]: wanted on every cluster.

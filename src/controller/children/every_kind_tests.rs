@@ -1,14 +1,15 @@
 //! What the one apply path does with every rendered kind, driven by the list of kinds rather
 //! than by a request script per kind: each behaviour is asserted the same way for each kind,
-//! so a new kind is covered by being declared. The serving Secrets are issued rather than
-//! rendered: their requests are `serving_secrets`' to test; their watch and lifecycle are here.
+//! so a new kind is covered by being declared. The serving Secrets' rendering reads the operand
+//! CA and their content is issued: their requests are `serving_secrets`' to test; their watch
+//! and lifecycle are here.
 
 use kube::Resource;
 use kube::api::DynamicObject;
 use serde_json::{Value, json};
 
 use super::apply_tests::{Harness, owner};
-use super::declaration::{Applying, Kind, Lifecycle, Wanted};
+use super::declaration::{Kind, Lifecycle, Render, Renderer, Wanted};
 use super::{Children, RenderInputs};
 use crate::controller::children::cluster_role_binding::DEFAULT_PROXY_CLUSTER_ROLE;
 use crate::controller::children::config_map::ServiceAccess;
@@ -36,22 +37,31 @@ fn inputs(harness: &Harness) -> RenderInputs<'_> {
     harness.inputs_wanting_istio(everything(), true)
 }
 
-/// The rendered kinds.
+/// The kinds rendered from the TrustyAIService and the inputs alone (all but the serving
+/// Secrets).
 fn rendered_kinds() -> impl Iterator<Item = Kind> {
     Kind::ALL
         .iter()
         .copied()
-        .filter(|kind| matches!(kind.declaration().applying, Applying::Rendered(_)))
+        .filter(|kind| pure_render(*kind).is_some())
+}
+
+/// The rendering of `kind`, when it is a pure function.
+fn pure_render(kind: Kind) -> Option<Render> {
+    match kind.declaration().applying.render {
+        Renderer::Pure(render) => Some(render),
+        Renderer::Reading(_) => None,
+    }
 }
 
 /// What `kind` wants for the PVC-mode TrustyAIService, with each object's API path.
 fn wanted(kind: Kind) -> Vec<(String, Wanted)> {
     let harness = Harness::new([]);
     let instance = pvc_instance();
-    let Applying::Rendered(hooks) = &kind.declaration().applying else {
+    let Some(render) = pure_render(kind) else {
         return Vec::new();
     };
-    let wanted = (hooks.render)(&instance, &inputs(&harness)).expect("rendered");
+    let wanted = render(&instance, &inputs(&harness)).expect("rendered");
     assert!(!wanted.is_empty(), "{kind:?} renders nothing");
     wanted
         .into_iter()
@@ -230,10 +240,10 @@ fn render_all(service: &TrustyAIService) -> Vec<Value> {
     };
     rendered_kinds()
         .flat_map(|kind| {
-            let Applying::Rendered(hooks) = &kind.declaration().applying else {
+            let Some(render) = pure_render(kind) else {
                 return Vec::new();
             };
-            let wanted = (hooks.render)(&instance, &inputs).expect("rendered");
+            let wanted = render(&instance, &inputs).expect("rendered");
             wanted
                 .into_iter()
                 .map(|w| serde_json::to_value(&w.object).expect("encodes"))

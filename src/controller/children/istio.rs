@@ -14,7 +14,7 @@
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind, TypeMeta};
 use serde_json::{Value, json};
 
-use super::declaration::{Applying, Declaration, Lifecycle, Render, Rendered, Wanted};
+use super::declaration::{Declaration, Lifecycle, Render, Rendered, Wanted};
 use super::{RenderInputs, optional_owned_watch, render_one};
 use crate::controller::discovery::OptionalApis;
 use crate::controller::error::ReconcileError;
@@ -44,7 +44,7 @@ const fn istio_declaration(
         watch: optional_owned_watch(resource, served),
         applies_with: served,
         lifecycle: Lifecycle::Owned,
-        applying: Applying::Rendered(Rendered::new(render)),
+        applying: Rendered::new(render),
     }
 }
 

@@ -5,7 +5,9 @@
 //! whose rendering still has the recorded fingerprint, is exactly as this operator left it:
 //! applying it again would be a no-op, so the reconcile skips the read and the apply. Any
 //! change by anyone moves the version, and its watch event reconciles the owner, which then
-//! applies again: drift is still corrected, only no-op round trips go.
+//! applies again: drift is still corrected, only no-op round trips go. What an apply made that
+//! stands only until a time (a serving certificate, until it is due) is remembered with that
+//! time ([`ValidUntil`]), and is current only before it.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -13,6 +15,7 @@ use std::sync::{Mutex, PoisonError};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
+use trustyai_certs::time::OffsetDateTime;
 
 use super::cache::Cached;
 use super::declaration::Kind;
@@ -86,6 +89,11 @@ impl Owner {
         Self::new(instance.namespace(), instance.name())
     }
 }
+
+/// Until when what an apply left stands without a look at the live object: `None` for what is
+/// rendered (until the object or its rendering changes), the time for what was issued (a
+/// certificate, until it is due).
+pub type ValidUntil = Option<OffsetDateTime>;
 
 /// One child of an owner.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -207,11 +215,30 @@ impl<V: Clone> AppliedMemory<V> {
     }
 }
 
+impl AppliedMemory<ValidUntil> {
+    /// Until when the last apply's result stands, when `cached` shows the child as that apply
+    /// left it, its rendering still has `fingerprint`, and it still stands at `now`: the skip
+    /// rule of the apply path. `None`: look at it.
+    pub fn current_at(
+        &self,
+        owner: &Owner,
+        kind: Kind,
+        name: &str,
+        fingerprint: u64,
+        cached: &Cached,
+        now: OffsetDateTime,
+    ) -> Option<ValidUntil> {
+        self.current(owner, kind, name, fingerprint, cached)
+            .filter(|valid_until| valid_until.is_none_or(|until| now < until))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Service;
     use kube::core::PartialObjectMeta;
+    use trustyai_certs::time;
 
     fn owner() -> Owner {
         Owner::new("ns", "tas")
@@ -286,6 +313,20 @@ mod tests {
             memory.current(&owner(), Kind::Secret, "tas-tls", 8, &present),
             None
         );
+    }
+
+    #[test]
+    fn what_stands_until_a_time_is_current_only_before_it() {
+        let memory = AppliedMemory::<ValidUntil>::default();
+        let present = Cached::Present("7".to_owned());
+        let now = OffsetDateTime::now_utc();
+        let at = |when| memory.current_at(&owner(), Kind::Secret, "tas-tls", 9, &present, when);
+        memory.record(&owner(), Kind::Secret, "tas-tls", 9, Some("7"), Some(now));
+        assert_eq!(at(now - time::Duration::SECOND), Some(Some(now)));
+        assert_eq!(at(now), None);
+        // What is rendered stands until it or its rendering changes.
+        memory.record(&owner(), Kind::Secret, "tas-tls", 9, Some("7"), None);
+        assert_eq!(at(now + time::Duration::DAY), Some(None));
     }
 
     #[test]

@@ -14,9 +14,11 @@
 //! and its RBAC in the chart.
 //!
 //! Every apply goes through one path (`rendered`): a child the cache shows exactly as the
-//! last apply of the same rendering left it is skipped (no request); one whose immutable
-//! fields differ is replaced; objects of the owner that are no longer wanted are deleted,
-//! except claims, which hold data. What changed is reported in one event per reconcile
+//! last apply of the same rendering left it is skipped (no request) while what that apply
+//! made stands (a serving certificate: until it is due); one whose immutable fields differ is
+//! replaced; one whose content is made from the live object (a certificate, issued or kept)
+//! is read and adapted; objects of the owner that are no longer wanted are deleted, except
+//! claims and serving Secrets. What changed is reported in one event per reconcile
 //! ([`changes`]).
 
 pub mod cache;
@@ -60,9 +62,9 @@ use super::resources::Instance;
 use super::resources::images::Images;
 use cache::KindCache;
 use changes::Changes;
-use declaration::{Applying, Mapping, Wanted, WatchSpec, ours};
+use declaration::{Mapping, Wanted, WatchSpec, ours};
 use inputs::WatchedInput;
-use memory::{AppliedMemory, Owner, Tracking};
+use memory::{AppliedMemory, Owner, Tracking, ValidUntil};
 use process_watches::ProcessWatches;
 
 pub use deployment::template_kept;
@@ -150,10 +152,8 @@ pub struct Children {
     /// The watches of the whole process whose caches these share, if any.
     process: Option<ProcessWatches>,
     inputs: Vec<Arc<KindCache>>,
-    /// The last applies.
-    pub applied: AppliedMemory,
-    /// The operand serving certificates last found good (or issued), with when they are due.
-    pub certificates: AppliedMemory<OffsetDateTime>,
+    /// The last applies (and looks at what stands until a time, with that time).
+    pub applied: AppliedMemory<ValidUntil>,
     /// The verdicts on the database credentials Secrets.
     pub db_credentials: AppliedMemory<Result<(), DbSecretError>>,
 }
@@ -182,7 +182,6 @@ impl Children {
             process,
             inputs: WatchedInput::ALL.iter().map(|i| cache(i.watch())).collect(),
             applied: AppliedMemory::default(),
-            certificates: AppliedMemory::default(),
             db_credentials: AppliedMemory::default(),
         }
     }
@@ -226,7 +225,6 @@ impl Children {
     /// Forgets what is remembered about `owner`'s children (it is being deleted).
     pub fn forget_owner(&self, owner: &Owner) {
         self.applied.forget_owner(owner);
-        self.certificates.forget_owner(owner);
         self.db_credentials.forget_owner(owner);
     }
 }
@@ -234,8 +232,9 @@ impl Children {
 /// What the children's application leaves for the status and the requeue.
 #[derive(Debug, Default)]
 pub struct ChildrenApplied {
-    /// When an operand certificate must be renewed next.
-    pub renew_at: Option<OffsetDateTime>,
+    /// When a child must be looked at again although nothing changed: an operand certificate
+    /// falls due, or the operand CA takes its next step.
+    pub due: Option<OffsetDateTime>,
     /// The Deployment as the API server answered its apply (status included); `None` when
     /// the apply was skipped as a no-op.
     pub deployment: Option<Deployment>,
@@ -292,17 +291,12 @@ async fn apply_declared(
         if !(declaration.applies_with)(&inputs.apis) {
             continue;
         }
-        match &declaration.applying {
-            Applying::Rendered(hooks) => {
-                let wanted = (hooks.render)(instance, &inputs)?;
-                let applied =
-                    rendered::apply_kind(ctx, kind, instance, wanted, hooks, changes).await?;
-                keep_answers(kind, applied, &mut out)?;
-            }
-            Applying::Issued => {
-                out.renew_at = serving_secrets::apply(ctx, instance, changes).await?;
-            }
-        }
+        let hooks = &declaration.applying;
+        let rendering = hooks.render.render(ctx, instance, &inputs).await?;
+        let applied =
+            rendered::apply_kind(ctx, kind, instance, rendering.wanted, hooks, changes).await?;
+        out.due = rendered::earliest([out.due, rendering.changes_at, applied.due]);
+        keep_answers(kind, applied, &mut out)?;
     }
     Ok(out)
 }

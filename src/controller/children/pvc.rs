@@ -32,9 +32,7 @@ use super::super::pvc_plan;
 use super::super::status::PvcObservation;
 use super::super::wiring::json_patch::JsonPatch;
 use super::cache::Projection;
-use super::declaration::{
-    Applying, Declaration, Kind, Lifecycle, Mapping, Rendered, WatchSpec, always,
-};
+use super::declaration::{Declaration, Kind, Lifecycle, Mapping, Rendered, WatchSpec, always};
 use super::{built_in, delete_ignoring_absent, owned_watch};
 use crate::controller::context::Context;
 use crate::controller::resources::{BuildError, Instance, labels, names, non_empty};
@@ -55,7 +53,7 @@ pub const DECLARATION: Declaration = Declaration {
     },
     applies_with: always,
     lifecycle: Lifecycle::Data { at_deletion },
-    applying: Applying::Rendered(Rendered {
+    applying: Rendered {
         keep_live: Some(keep_live_settings),
         prepare_live: Some(drop_retained_owner),
         on_refused: Some(keep_live_size),
@@ -66,7 +64,7 @@ pub const DECLARATION: Declaration = Declaration {
                 .into_iter()
                 .collect()
         })
-    }),
+    },
 };
 
 /// What the apply left.

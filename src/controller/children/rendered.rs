@@ -1,19 +1,21 @@
-//! The one path of every rendered child: skip what the cache shows as the last apply left
-//! it, replace what cannot change in place, apply the rest, delete what is no longer wanted.
+//! The one path of every child: skip what the cache shows as the last apply left it (while
+//! what that apply made stands), replace what cannot change in place, adapt to the live object
+//! what its kind makes from it, apply the rest, delete what is no longer wanted.
 
 use std::collections::HashSet;
 
 use kube::api::{Api, DynamicObject};
 use kube::core::ApiResource;
 use kube::{Client, ResourceExt};
+use trustyai_certs::time::OffsetDateTime;
 
 use super::super::apply::{self, Applied};
 use super::super::error::ReconcileError;
 use super::super::resources::Instance;
 use super::cache::{Cached, KindCache};
 use super::changes::Changes;
-use super::declaration::{Declaration, Kind, Rendered, Wanted};
-use super::memory::{Owner, fingerprint};
+use super::declaration::{Adapted, Declaration, Kind, Rendered, Wanted};
+use super::memory::{Owner, ValidUntil, fingerprint};
 use super::{Children, count, delete_ignoring_absent};
 use crate::controller::context::Context;
 
@@ -38,6 +40,14 @@ pub struct KindApplied {
     /// Why a wanted object could not be applied as rendered, when its kind's `on_refused`
     /// applied another instead.
     pub refused: Option<String>,
+    /// When one of the objects must be looked at again although nothing changed (a
+    /// certificate falls due); `None`: only when something changes.
+    pub due: Option<OffsetDateTime>,
+}
+
+/// The earliest of `times`, if any.
+pub fn earliest(times: impl IntoIterator<Item = Option<OffsetDateTime>>) -> Option<OffsetDateTime> {
+    times.into_iter().flatten().min()
 }
 
 /// Applies the `wanted` objects of `kind` for `instance`, with the kind's `hooks`, then
@@ -76,7 +86,9 @@ pub async fn apply_kind(
                 .then(|| wanted.object.namespace().unwrap_or_default()),
             name,
         };
-        if let Some((applied, refused)) = child.apply(&wanted, changes).await? {
+        let done = child.apply(&wanted, changes).await?;
+        out.due = earliest([out.due, done.valid_until]);
+        if let Some((applied, refused)) = done.applied {
             out.answers.push(applied.object);
             out.refused = out.refused.or(refused);
         }
@@ -85,6 +97,16 @@ pub async fn apply_kind(
         remove_orphans(ctx, kind, &resource, owner, &names, changes).await?;
     }
     Ok(out)
+}
+
+/// What became of one object.
+#[derive(Default)]
+struct ChildApplied {
+    /// The apply's answer and, when `on_refused` applied another object, why the wanted one
+    /// was refused; `None` when no apply was made (skipped, kept as it is, or someone else's).
+    applied: Option<(Applied<DynamicObject>, Option<String>)>,
+    /// Until when it stands without a look at it.
+    valid_until: ValidUntil,
 }
 
 /// One object of a kind, for one owner.
@@ -113,13 +135,13 @@ impl Child<'_> {
         api(&self.ctx.client, self.resource, self.namespace.as_deref())
     }
 
-    /// The apply's answer and, when `on_refused` applied another object, why the wanted one
-    /// was refused; `None` when skipped.
+    /// Applies `wanted` unless the last apply left it current, adapting it to the live object
+    /// first as its kind's hooks say.
     async fn apply(
         &self,
         wanted: &Wanted,
         changes: &mut Changes,
-    ) -> Result<Option<(Applied<DynamicObject>, Option<String>)>, ReconcileError> {
+    ) -> Result<ChildApplied, ReconcileError> {
         let kind = self.kind;
         let memory = &self.children().applied;
         let rendered = fingerprint(&wanted.object).map_err(|source| ReconcileError::Encode {
@@ -127,12 +149,15 @@ impl Child<'_> {
             source,
         })?;
         let cached = self.cache().lookup(self.namespace.as_deref(), &self.name);
-        if memory
-            .current(&self.owner, kind, &self.name, rendered, &cached)
-            .is_some()
+        let now = OffsetDateTime::now_utc();
+        if let Some(valid_until) =
+            memory.current_at(&self.owner, kind, &self.name, rendered, &cached, now)
         {
             count(self.ctx, kind, "skipped");
-            return Ok(None);
+            return Ok(ChildApplied {
+                applied: None,
+                valid_until,
+            });
         }
         let api = self.api();
         let mut live = self.live(&api, &cached).await?;
@@ -151,13 +176,46 @@ impl Child<'_> {
             // Gone: no hook below may patch it or plan from it.
             live = None;
         }
+        let mut issued: Option<(String, OffsetDateTime)> = None;
+        if let Some(adapt) = self.hooks.adapt_to_live {
+            let whole = live.as_ref().and_then(|l| l.object.as_ref());
+            match adapt(self.ctx, self.instance, object, whole).await? {
+                Adapted::Foreign => return Ok(ChildApplied::default()),
+                Adapted::Keep { valid_until } => {
+                    count(self.ctx, kind, "unchanged");
+                    let tracking = self.declaration.watch.tracking;
+                    memory.record(
+                        &self.owner,
+                        kind,
+                        &self.name,
+                        rendered,
+                        whole.and_then(|o| tracking.version(&o.metadata)).as_deref(),
+                        Some(valid_until),
+                    );
+                    return Ok(ChildApplied {
+                        applied: None,
+                        valid_until: Some(valid_until),
+                    });
+                }
+                Adapted::Issue {
+                    object: adapted,
+                    reason,
+                    valid_until,
+                } => {
+                    object = *adapted;
+                    issued = Some((reason, valid_until));
+                }
+            }
+        }
         // It exists, but not as this TrustyAIService's, or made by another operator (the Go
         // operator's children name the TrustyAIService as their owner too): the apply takes
-        // it over.
+        // it over. A kind that adapts to the live object has judged whose it is (someone
+        // else's is left alone): its apply takes nothing over.
         let taking_over = taken_over
-            || live.as_ref().is_some_and(|l| {
-                !wanted.shared && (l.owner.as_ref() != Some(&self.owner) || !l.applied_by_us)
-            });
+            || self.hooks.adapt_to_live.is_none()
+                && live.as_ref().is_some_and(|l| {
+                    !wanted.shared && (l.owner.as_ref() != Some(&self.owner) || !l.applied_by_us)
+                });
         if let (Some(prepare), Some(live)) = (self.hooks.prepare_live, &live)
             && let Some(patch) = prepare(self.instance, &live.with_version())
         {
@@ -207,7 +265,7 @@ impl Child<'_> {
                 &self.name,
                 rendered,
                 tracking.version(&applied.object.metadata).as_deref(),
-                (),
+                issued.as_ref().map(|(_, valid_until)| *valid_until),
             );
         }
         // Written through: a reconcile before the watch event sees what this apply left.
@@ -229,20 +287,33 @@ impl Child<'_> {
                 .written_through(self.namespace.as_deref(), &self.name, entry);
         }
         if !wanted.shared {
-            changes.applied(kind, &self.name, applied.outcome);
+            match &issued {
+                Some((reason, _)) => changes.issued(kind, &self.name, reason),
+                None => changes.applied(kind, &self.name, applied.outcome),
+            }
         }
-        Ok(Some((applied, refused)))
+        Ok(ChildApplied {
+            valid_until: issued.map(|(_, valid_until)| valid_until),
+            applied: Some((applied, refused)),
+        })
     }
 
     /// The live object's resourceVersion and projected fields: from the cache when it
     /// knows; not read when surely absent (the cache has listed and does not show it, and
     /// this process never applied it, else the cache might only lag behind that apply).
+    /// For a kind that adapts to the live object, always read: its hook judges the object's
+    /// data, which no cache holds (and a Secret made by someone else just now is theirs).
     async fn live(
         &self,
         api: &Api<DynamicObject>,
         cached: &Cached,
     ) -> Result<Option<Live>, ReconcileError> {
         let kind = self.kind;
+        let cached = if self.hooks.adapt_to_live.is_some() {
+            &Cached::Unknown
+        } else {
+            cached
+        };
         match cached {
             Cached::Present(_) => {
                 let projected = self.declaration.watch.projection.needs_objects();
@@ -256,6 +327,7 @@ impl Child<'_> {
                         applied_by_us: entry.applied_by_us,
                         resource_version: entry.resource_version,
                         fields: entry.fields.map(|f| f.value()).unwrap_or_default(),
+                        object: None,
                     }));
                 }
             }
@@ -281,6 +353,7 @@ impl Child<'_> {
                     .projection
                     .project(&value)
                     .unwrap_or_default(),
+                object: Some(object),
             }
         }))
     }
@@ -294,6 +367,8 @@ struct Live {
     applied_by_us: bool,
     resource_version: Option<String>,
     fields: serde_json::Value,
+    /// The whole object, when it was read (always, for a kind that adapts to it).
+    object: Option<DynamicObject>,
 }
 
 impl Live {

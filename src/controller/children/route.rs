@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use trustyai_crds::contract::labels as contract_labels;
 
 use super::cache::Projection;
-use super::declaration::{Applying, Declaration, Lifecycle, Rendered, WatchSpec};
+use super::declaration::{Declaration, Lifecycle, Rendered, WatchSpec};
 use super::memory::Tracking;
 use super::services;
 use super::{optional_owned_watch, render_one};
@@ -29,7 +29,7 @@ pub const DECLARATION: Declaration = Declaration {
     },
     applies_with: |a| a.routes,
     lifecycle: Lifecycle::Owned,
-    applying: Applying::Rendered(Rendered::new(|instance, _| render_one(&route(instance)))),
+    applying: Rendered::new(|instance, _| render_one(&route(instance))),
 };
 
 /// The Route API.

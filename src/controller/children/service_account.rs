@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::ServiceAccount;
 
-use super::declaration::{Applying, Declaration, Lifecycle, Rendered, always};
+use super::declaration::{Declaration, Lifecycle, Rendered, always};
 use super::{built_in, owned_watch, render_one};
 use crate::controller::resources::{Instance, labels, names};
 
@@ -12,9 +12,7 @@ pub const DECLARATION: Declaration = Declaration {
     watch: owned_watch(built_in::<ServiceAccount>),
     applies_with: always,
     lifecycle: Lifecycle::Owned,
-    applying: Applying::Rendered(Rendered::new(|instance, _| {
-        render_one(&service_account(instance))
-    })),
+    applying: Rendered::new(|instance, _| render_one(&service_account(instance))),
 };
 
 /// The ServiceAccount `<cr>-proxy`, owned by the TrustyAIService.

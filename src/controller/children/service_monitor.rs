@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use trustyai_crds::contract::{CENTRAL_SERVICE_MONITOR, labels as contract_labels};
 
 use super::super::resources::images::is_java_service;
-use super::declaration::{Applying, Declaration, Lifecycle, Rendered, Wanted};
+use super::declaration::{Declaration, Lifecycle, Rendered, Wanted};
 use super::services;
 use super::{optional_owned_watch, wanted};
 use crate::controller::resources::{Instance, labels, names};
@@ -37,7 +37,7 @@ pub const DECLARATION: Declaration = Declaration {
     watch: optional_owned_watch(api_resource, |a| a.service_monitors),
     applies_with: |a| a.service_monitors,
     lifecycle: Lifecycle::Owned,
-    applying: Applying::Rendered(Rendered::new(|instance, inputs| {
+    applying: Rendered::new(|instance, inputs| {
         Ok(vec![
             wanted(&local(
                 instance,
@@ -49,7 +49,7 @@ pub const DECLARATION: Declaration = Declaration {
                 ..wanted(&central(inputs.operator_namespace))?
             },
         ])
-    })),
+    }),
 };
 
 /// The ServiceMonitor API.

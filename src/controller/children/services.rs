@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use trustyai_crds::contract::labels as contract_labels;
 
-use super::declaration::{Applying, Declaration, Lifecycle, Rendered, always};
+use super::declaration::{Declaration, Lifecycle, Rendered, always};
 use super::{built_in, owned_watch, wanted};
 use crate::controller::resources::{Instance, labels, names};
 
@@ -23,12 +23,12 @@ pub const DECLARATION: Declaration = Declaration {
     watch: owned_watch(built_in::<Service>),
     applies_with: always,
     lifecycle: Lifecycle::Owned,
-    applying: Applying::Rendered(Rendered::new(|instance, _| {
+    applying: Rendered::new(|instance, _| {
         [tls_service(instance), internal_service(instance)]
             .iter()
             .map(wanted)
             .collect()
-    })),
+    }),
 };
 
 /// OpenShift service-ca annotation naming the serving certificate Secret to create.

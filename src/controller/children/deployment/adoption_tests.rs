@@ -123,10 +123,10 @@ fn live(match_labels: Value) -> Value {
 }
 
 fn replaced(live: &Value, desired: &DynamicObject) -> bool {
-    let Applying::Rendered(Rendered {
+    let Rendered {
         must_replace: Some(must_replace),
         ..
-    }) = DECLARATION.applying
+    } = DECLARATION.applying
     else {
         panic!("the Deployment is rendered and may be replaced");
     };

@@ -37,7 +37,7 @@ use serde_json::Value;
 use trustyai_crds::defaults::DEFAULT_REPLICAS;
 
 use super::cache::Projection;
-use super::declaration::{Applying, Declaration, Lifecycle, Rendered, WatchSpec, always};
+use super::declaration::{Declaration, Lifecycle, Rendered, WatchSpec, always};
 use super::memory::Tracking;
 use super::{built_in, owned_watch, render_one};
 use crate::controller::children::config_map::ServiceAccess;
@@ -91,7 +91,7 @@ pub const DECLARATION: Declaration = Declaration {
     },
     applies_with: always,
     lifecycle: Lifecycle::Owned,
-    applying: Applying::Rendered(Rendered {
+    applying: Rendered {
         keep_live: Some(adopt_in_place),
         // A selector is immutable: one that is not ours plus labels is replaced.
         must_replace: Some(|live, desired| {
@@ -108,7 +108,7 @@ pub const DECLARATION: Declaration = Declaration {
                 },
             )?)
         })
-    }),
+    },
 };
 
 /// Adapts the rendered Deployment to a Go operator's one (see the module documentation);
