@@ -25,10 +25,12 @@ lint:
 control-plane:
 	dev/control-plane/build.sh
 
-## Regenerates the committed CRD and the chart's copy of it.
+## Regenerates the committed CRDs and the chart's copies of them.
 crd:
 	cargo run -q -- crd > crds/trustyaiservices.yaml
 	cp crds/trustyaiservices.yaml charts/trustyai-operator/files/trustyaiservices.yaml
+	cargo run -q -- crd --kind TrustyAIMetric > crds/trustyaimetrics.yaml
+	cp crds/trustyaimetrics.yaml charts/trustyai-operator/files/trustyaimetrics.yaml
 
 ## The operator on an embedded local control plane, with a sample TrustyAIService applied.
 ## `make run ARGS="--kubeconfig ~/.kube/config"` runs it against that cluster instead;

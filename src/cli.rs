@@ -22,8 +22,9 @@ pub struct Cli {
 pub enum Command {
     /// Run the operator: webhook server, certificate maintenance and the reconcile loop.
     Run(Box<RunArgs>),
-    /// Print the TrustyAIService CustomResourceDefinition (both versions, v1 stored) as YAML.
-    Crd,
+    /// Print a CustomResourceDefinition as YAML: TrustyAIService's (both versions, v1 stored)
+    /// unless `--kind TrustyAIMetric`.
+    Crd(CrdArgs),
     /// Print the operator's version.
     Version,
     /// Default and validate TrustyAIService manifests offline, with the webhooks' rules
@@ -44,6 +45,25 @@ pub enum Command {
     /// TrustyAIServices (server-side dry runs: nothing is stored). The chart's `helm test` runs
     /// it (exit 0: all answered as they should, 1: a check failed, 2: no cluster to ask).
     CheckInstall(CheckInstallArgs),
+}
+
+/// Options of `crd`.
+#[derive(Debug, Args)]
+pub struct CrdArgs {
+    /// The kind whose CRD to print.
+    #[arg(long, value_enum, default_value_t = CrdKind::TrustyAIService)]
+    pub kind: CrdKind,
+}
+
+/// The kinds the operator defines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CrdKind {
+    /// `trustyaiservices.trustyai.opendatahub.io`.
+    #[value(name = "TrustyAIService")]
+    TrustyAIService,
+    /// `trustyaimetrics.trustyai.opendatahub.io`.
+    #[value(name = "TrustyAIMetric")]
+    TrustyAIMetric,
 }
 
 /// Options of `validate`.

@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use trustyai_operator::cli::{Cli, Command};
+use trustyai_operator::cli::{Cli, Command, CrdKind};
 use trustyai_operator::error_chain::Chain;
 use trustyai_operator::{VERSION, telemetry};
 
@@ -25,7 +25,10 @@ fn main() -> ExitCode {
         tracing::warn!(notice = %notice, "the Go operator's command line, translated");
     }
     match cli.command {
-        Command::Crd => match trustyai_crds::crd::crd_yaml() {
+        Command::Crd(args) => match match args.kind {
+            CrdKind::TrustyAIService => trustyai_crds::crd::crd_yaml(),
+            CrdKind::TrustyAIMetric => trustyai_crds::metric::crd::crd_yaml(),
+        } {
             Ok(yaml) => {
                 print!("{yaml}");
                 ExitCode::SUCCESS

@@ -248,7 +248,7 @@ fairness metrics and explanations computed from their inference data.";
 /// Removes `nullable` from the generated schema (an unset field is
 /// absent, and a `null` sent by a client is pruned, as in the Go operator's CRD), and makes each
 /// description prose (`kubectl explain` wraps it itself).
-fn tidy_schema(node: &mut Value) {
+pub(crate) fn tidy_schema(node: &mut Value) {
     match node {
         Value::Object(map) => {
             map.remove("nullable");

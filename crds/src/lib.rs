@@ -8,6 +8,7 @@ pub mod crd;
 pub mod defaults;
 pub mod limits;
 pub mod manifests;
+pub mod metric;
 pub mod patterns;
 pub mod quantity;
 mod quote;

@@ -1,0 +1,113 @@
+//! The metric types a TrustyAIMetric can schedule, spelled as the TrustyAI service's routes
+//! spell them (`/metrics/group/fairness/<type>` and `/metrics/drift/<type>`), with the
+//! service's deprecated aliases and the name its Prometheus gauge carries.
+
+/// Whether a metric compares groups of one attribute (fairness) or a model's inputs against a
+/// reference (drift): they take different parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// Group fairness: protected attribute, privileged and unprivileged values, outcome.
+    Fairness,
+    /// Data drift: a reference tag and the columns to compare.
+    Drift,
+}
+
+/// One metric type the service schedules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricType {
+    /// The name in `spec.type`: the last segment of the service's route.
+    pub name: &'static str,
+    /// Fairness or drift.
+    pub family: Family,
+    /// The route the type's computations are scheduled on (`<base>/request`, `POST` to add,
+    /// `DELETE` with `{"requestId"}` to remove).
+    pub route: &'static str,
+    /// The gauge the service publishes the type's values as, on `/q/metrics`
+    /// (`trustyai_` + its metric name in lower case).
+    pub gauge: &'static str,
+}
+
+/// Every metric type, in the order error messages list them.
+pub const METRIC_TYPES: [MetricType; 7] = [
+    fairness("spd", "trustyai_spd"),
+    fairness("dir", "trustyai_dir"),
+    drift("comparemeans", "trustyai_comparemeans"),
+    drift("kstest", "trustyai_kstest"),
+    drift("ksteststreaming", "trustyai_ksteststreaming"),
+    drift("jensenshannon", "trustyai_jensenshannon"),
+    drift("mmd", "trustyai_mmd"),
+];
+
+/// The service's deprecated names (still routed, scheduled as the type they alias): the
+/// defaulting webhook replaces them with the current name and warns.
+pub const ALIASES: [(&str, &str); 3] = [
+    ("meanshift", "comparemeans"),
+    ("approxkstest", "ksteststreaming"),
+    ("fouriermmd", "mmd"),
+];
+
+const fn fairness(name: &'static str, gauge: &'static str) -> MetricType {
+    MetricType {
+        name,
+        family: Family::Fairness,
+        route: match name.as_bytes() {
+            b"spd" => "/metrics/group/fairness/spd",
+            _ => "/metrics/group/fairness/dir",
+        },
+        gauge,
+    }
+}
+
+const fn drift(name: &'static str, gauge: &'static str) -> MetricType {
+    MetricType {
+        name,
+        family: Family::Drift,
+        route: match name.as_bytes() {
+            b"comparemeans" => "/metrics/drift/comparemeans",
+            b"kstest" => "/metrics/drift/kstest",
+            b"ksteststreaming" => "/metrics/drift/ksteststreaming",
+            b"jensenshannon" => "/metrics/drift/jensenshannon",
+            _ => "/metrics/drift/mmd",
+        },
+        gauge,
+    }
+}
+
+/// The metric type named `name` (current names only).
+pub fn metric_type(name: &str) -> Option<&'static MetricType> {
+    METRIC_TYPES.iter().find(|t| t.name == name)
+}
+
+/// The current name an alias stands for.
+pub fn alias_of(name: &str) -> Option<&'static str> {
+    ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == name)
+        .map(|(_, current)| *current)
+}
+
+/// The names `spec.type` accepts, in order.
+pub fn names() -> Vec<&'static str> {
+    METRIC_TYPES.iter().map(|t| t.name).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_end_in_the_type_name() {
+        for t in METRIC_TYPES {
+            assert!(t.route.ends_with(&format!("/{}", t.name)), "{t:?}");
+            assert_eq!(t.gauge, format!("trustyai_{}", t.name), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn every_alias_names_a_current_type() {
+        for (alias, current) in ALIASES {
+            assert!(metric_type(current).is_some(), "{alias}");
+            assert!(metric_type(alias).is_none(), "{alias}");
+        }
+    }
+}
