@@ -15,3 +15,16 @@ pub mod types;
 pub mod validation;
 
 pub use types::{TrustyAIMetric, TrustyAIMetricSpec, TrustyAIMetricStatus};
+
+/// The operator's finalizer on a TrustyAIMetric: removes the metric's requests from the
+/// service before the object goes, and never waits for a service or pod that is gone.
+pub const FINALIZER: &str = "trustyai.opendatahub.io/metric-requests";
+
+/// The condition types of a TrustyAIMetric's status.
+pub mod conditions {
+    /// `True` when the metric is scheduled in every ready pod of its service.
+    pub const REGISTERED: &str = "Registered";
+    /// `True` when the last value is within bounds, `False` when not, `Unknown` before a value
+    /// or without bounds.
+    pub const WITHIN_BOUNDS: &str = "WithinBounds";
+}
