@@ -1184,7 +1184,7 @@ fn is_being_deleted(object: &Value) -> bool {
 
 /// Total length of a schedule that matched [`SCHEDULE`], in milliseconds, saturating (any
 /// overflow is far above the minimum).
-fn schedule_millis(schedule: &str) -> u128 {
+pub fn schedule_millis(schedule: &str) -> u128 {
     SCHEDULE_GROUP
         .captures_iter(schedule)
         .map(|group| {

@@ -97,7 +97,18 @@ pub async fn run_controller(
         )
         .graceful_shutdown_on(stop.clone().cancelled_owned());
     tracing::info!("controller started");
-    run_until_stopped(controller, context, store, &stop).await
+    let series = context
+        .config
+        .metrics
+        .as_ref()
+        .map(|m| m.metric_series())
+        .unwrap_or_default();
+    let metrics = crate::metric_controller::run_when_served(client.clone(), series, stop.clone());
+    let (result, ()) = tokio::join!(
+        run_until_stopped(controller, context, store, &stop),
+        metrics
+    );
+    result
 }
 
 /// Discovers the optional APIs, and keeps discovering them until `stop`.

@@ -6,6 +6,7 @@
 mod exposition;
 mod process;
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
@@ -89,6 +90,7 @@ pub struct Metrics {
     refusals: Family<RefusalLabel, Counter>,
     certificate_expiry: Gauge<i64, AtomicI64>,
     leader: Gauge,
+    metric_series: Arc<crate::metric_controller::series::Series>,
 }
 
 impl Default for Metrics {
@@ -115,6 +117,7 @@ impl Metrics {
             refusals: Family::default(),
             certificate_expiry: Gauge::default(),
             leader: Gauge::default(),
+            metric_series: Arc::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -189,9 +192,15 @@ impl Metrics {
                 version: crate::VERSION,
             }),
         );
+        m.metric_series.register(&mut registry);
         let m = Self { registry, ..m };
         m.create_every_series();
         m
+    }
+
+    /// The series of TrustyAIMetrics, which the metric controller keeps.
+    pub fn metric_series(&self) -> Arc<crate::metric_controller::series::Series> {
+        self.metric_series.clone()
     }
 
     /// The registry and the process metrics in `format`.

@@ -1,0 +1,181 @@
+//! The TrustyAIMetric controller: keeps each declared metric scheduled in every ready process
+//! of its TrustyAI service (the service holds schedules in memory only, so a restart, rollout
+//! or migration empties them), and reports the last value and whether it is within bounds.
+//!
+//! - [`plan`]: which processes to register with, keep, or forget (pure).
+//! - [`status`]: the next status and its bounds events (pure).
+//! - [`processes`]: the service's processes from its pods and EndpointSlices.
+//! - [`service_api`]: HTTPS calls to one process, verified against the operand trust bundle.
+//! - [`scrapes`], [`exposition`]: one `/q/metrics` read per process per interval.
+//! - [`series`]: the operator's own series per metric, for alerts.
+//! - [`reconcile`]: one reconcile, and the cleanup at deletion.
+//!
+//! | Watch | Scope | Reconciles |
+//! |---|---|---|
+//! | TrustyAIMetrics | all | itself |
+//! | TrustyAIServices | all, metadata only | the metrics of its namespace |
+//! | Pods | `app.kubernetes.io/part-of=trustyai`, metadata only | the metrics of its namespace |
+//! | EndpointSlices | `app.kubernetes.io/part-of=trustyai`, metadata only | the metrics of its namespace |
+
+pub mod exposition;
+pub mod plan;
+pub mod processes;
+pub mod reconcile;
+pub mod scrapes;
+pub mod series;
+pub mod service_api;
+pub mod status;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Api, Client, ResourceExt};
+use tokio_util::sync::CancellationToken;
+use trustyai_crds::TrustyAIService;
+use trustyai_crds::contract::labels;
+use trustyai_crds::metric::TrustyAIMetric;
+
+use scrapes::Scrapes;
+use series::Series;
+
+/// Reconciles at most this many metrics at once.
+const CONCURRENCY: u16 = 4;
+/// Retry delay after a failed reconcile.
+const ERROR_REQUEUE: Duration = Duration::from_secs(15);
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricError {
+    /// An API call failed.
+    #[error("{action} {name}")]
+    Kube {
+        /// What was attempted.
+        action: &'static str,
+        /// On what.
+        name: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// A value the operator built did not serialize.
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+impl MetricError {
+    fn kube(action: &'static str, name: &str, source: kube::Error) -> Self {
+        Self::Kube {
+            action,
+            name: name.to_owned(),
+            source,
+        }
+    }
+}
+
+/// What every reconcile shares.
+pub struct Context {
+    client: Client,
+    recorder: Recorder,
+    scrapes: Scrapes,
+    series: Arc<Series>,
+}
+
+/// How often the operator looks again for the TrustyAIMetric API when it is not served.
+const API_POLL: Duration = Duration::from_secs(30);
+
+/// Runs the TrustyAIMetric controller until `stop`, once the API server serves TrustyAIMetrics
+/// (a cluster whose CRDs are managed by hand may not have it yet).
+pub async fn run_when_served(client: Client, series: Arc<Series>, stop: CancellationToken) {
+    let api: Api<TrustyAIMetric> = Api::all(client.clone());
+    let mut told = false;
+    loop {
+        match api
+            .list_metadata(&kube::api::ListParams::default().limit(1))
+            .await
+        {
+            Ok(_) => break,
+            Err(e) => {
+                if !told {
+                    tracing::info!(error = %crate::error_chain::Chain(&e), "TrustyAIMetrics are not served: the metric controller waits for the API");
+                    told = true;
+                }
+            }
+        }
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(API_POLL) => {}
+        }
+    }
+    run(client, series, stop).await;
+}
+
+/// Runs the TrustyAIMetric controller until `stop`.
+pub async fn run(client: Client, series: Arc<Series>, stop: CancellationToken) {
+    let metrics: Api<TrustyAIMetric> = Api::all(client.clone());
+    let controller = Controller::new(metrics, watcher::Config::default().any_semantic());
+    let store = controller.store();
+    let selector = format!("{}={}", labels::PART_OF, labels::PART_OF_VALUE);
+    let in_namespace = |store: Store<TrustyAIMetric>| {
+        move |namespace: Option<String>| {
+            store
+                .state()
+                .iter()
+                .filter(|m| m.namespace() == namespace)
+                .map(|m| ObjectRef::from_obj(m.as_ref()))
+                .collect::<Vec<_>>()
+        }
+    };
+    let by_service = in_namespace(store.clone());
+    let by_pod = in_namespace(store.clone());
+    let by_slice = in_namespace(store.clone());
+    let context = Arc::new(Context {
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: trustyai_crds::contract::EVENT_REPORTER.into(),
+                instance: None,
+            },
+        ),
+        client: client.clone(),
+        scrapes: Scrapes::default(),
+        series,
+    });
+    let run = controller
+        .watches(
+            Api::<TrustyAIService>::all(client.clone()),
+            watcher::Config::default(),
+            move |s| by_service(s.namespace()),
+        )
+        .watches(
+            Api::<Pod>::all(client.clone()),
+            watcher::Config::default().labels(&selector),
+            move |p| by_pod(p.namespace()),
+        )
+        .watches(
+            Api::<EndpointSlice>::all(client.clone()),
+            watcher::Config::default().labels(&selector),
+            move |s| by_slice(s.namespace()),
+        )
+        .with_config(controller::Config::default().concurrency(CONCURRENCY))
+        .graceful_shutdown_on(stop.cancelled_owned())
+        .run(reconcile::reconcile, error_policy, context)
+        .for_each(|result| async move {
+            if let Err(controller::Error::ReconcilerFailed(error, object)) = result {
+                tracing::warn!(%object, error = %crate::error_chain::Chain(&error), "metric reconcile failed");
+            }
+        });
+    tracing::info!("metric controller started");
+    run.await;
+}
+
+fn error_policy(_: Arc<TrustyAIMetric>, _: &MetricError, _: Arc<Context>) -> Action {
+    Action::requeue(ERROR_REQUEUE)
+}
