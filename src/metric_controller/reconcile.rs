@@ -114,7 +114,9 @@ async fn reconcile_in_span(
             "TrustyAIService {cr} has no ready pod to schedule the metric in"
         ));
         write_status(&api, &metric, &ctx, &observed).await?;
-        return Ok(Action::requeue(WAITING_REQUEUE));
+        return Ok(Action::requeue(
+            interval.clamp(Duration::from_secs(5), WAITING_REQUEUE),
+        ));
     }
     let service_api = match ServiceApi::of(&ctx.client, &namespace, &cr).await {
         Ok(service_api) => service_api,

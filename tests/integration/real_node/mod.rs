@@ -12,6 +12,7 @@ mod image_change;
 mod images;
 mod kserve_logger;
 mod load;
+mod metrics;
 mod pods;
 mod release;
 mod scrape;

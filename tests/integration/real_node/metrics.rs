@@ -1,0 +1,259 @@
+//! TrustyAIMetrics with the real TrustyAI service on the real node: the operator (in its pod,
+//! installed by the chart) schedules the declared metric in the service's pod over the internal
+//! TLS port, reads its value from the service's `/q/metrics`, says in the status and events
+//! whether the model is within bounds, schedules it again in the replacement of a deleted pod,
+//! and removes it from the service when the object is deleted.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use trustyai_crds::metric::TrustyAIMetric;
+use trustyai_crds::metric::types::TrustyAIMetricStatus;
+
+use super::release::{installed_namespace, wait_for};
+use super::service::ready_pod;
+use super::service_api::{EXPECTED_SPD, MODEL, User, uploaded_pvc_demo};
+use crate::support::cluster::events_regarding;
+
+/// The metric the tests declare: the reference conversation's SPD, under the default bounds
+/// (±0.1), which −0.3 is outside of.
+fn spd_metric(name: &str) -> TrustyAIMetric {
+    serde_json::from_value(json!({
+        "apiVersion": "trustyai.opendatahub.io/v1alpha1",
+        "kind": "TrustyAIMetric",
+        "metadata": {"name": name},
+        "spec": {"model": MODEL, "type": "spd", "protectedAttribute": "gender",
+                 "privilegedValue": 1, "unprivilegedValue": 0, "outcomeName": "income",
+                 "favorableOutcome": 1, "batchSize": 100},
+    }))
+    .expect("a TrustyAIMetric")
+}
+
+fn condition<'a>(status: &'a TrustyAIMetricStatus, type_: &str) -> Option<(&'a str, &'a str)> {
+    let c = status
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)?;
+    Some((c.status.as_str(), c.reason.as_deref().unwrap_or("")))
+}
+
+/// The series of the service's SPD gauge named `request_name`, from its `/q/metrics` as the
+/// user reads it through `<cr>-tls`.
+async fn spd_series(user: &User, request_name: &str) -> Option<Vec<String>> {
+    let (code, body) = user
+        .api
+        .call(&user.token, "GET", "/q/metrics", None)
+        .await
+        .ok()?;
+    if code != 200 {
+        return None;
+    }
+    let text = match body {
+        Value::String(text) => text,
+        other => other.to_string(),
+    };
+    let label = format!("requestName=\"{request_name}\"");
+    Some(
+        text.lines()
+            .filter(|l| l.starts_with("trustyai_spd{") && l.contains(&label))
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+/// The SPD requests the service's pod schedules now.
+async fn scheduled_spd(user: &User) -> Option<usize> {
+    let (code, body) = user
+        .api
+        .call(
+            &user.token,
+            "GET",
+            "/metrics/group/fairness/spd/requests",
+            None,
+        )
+        .await
+        .ok()?;
+    (code == 200).then(|| body["requests"].as_array().map_or(0, Vec::len))
+}
+
+#[tokio::test]
+async fn a_declared_metric_follows_its_service_through_a_restart() {
+    let (_claim, cp, client, ns) = installed_namespace(false, "metrics").await;
+    let (pod, user) = uploaded_pvc_demo(cp, &client, &ns).await;
+    let metrics: Api<TrustyAIMetric> = Api::namespaced(client.clone(), &ns);
+    metrics
+        .create(&PostParams::default(), &spd_metric("demo-spd"))
+        .await
+        .expect("created");
+    let request_name = format!("{ns}/demo-spd");
+
+    // The value appears in the status, outside its bounds, and a Warning says so.
+    let status = wait_for(cp, "demo-spd's value in its status", async || {
+        let status = metrics.get("demo-spd").await.ok()?.status?;
+        (status.value.is_some() && condition(&status, "Registered")? == ("True", "Registered"))
+            .then_some(status)
+    })
+    .await;
+    let value = status.value.unwrap_or(f64::NAN);
+    assert!((value - EXPECTED_SPD).abs() < 1e-9, "{status:?}");
+    assert_eq!(
+        condition(&status, "WithinBounds"),
+        Some(("False", "OutsideBounds"))
+    );
+    assert_eq!(status.within_bounds.as_deref(), Some("False"));
+    assert_eq!(status.registrations.len(), 1, "{status:?}");
+    assert_eq!(
+        status.registrations[0].pod_uid,
+        pod.metadata.uid.clone().expect("a uid")
+    );
+    wait_for(cp, "an OutsideBounds Warning", async || {
+        let events = events_regarding(&client, &ns, "demo-spd", "OutsideBounds").await;
+        events
+            .iter()
+            .any(|e| e.type_.as_deref() == Some("Warning"))
+            .then_some(())
+    })
+    .await;
+    // The service itself publishes it, once.
+    let series = wait_for(cp, "the service's gauge of demo-spd", async || {
+        spd_series(&user, &request_name)
+            .await
+            .filter(|s| !s.is_empty())
+    })
+    .await;
+    assert_eq!(series.len(), 1, "{series:?}");
+    // What an ML team sees (the note of issue 37 quotes it).
+    let (_, table, _) = cp.kubectl(&["get", "tam", "-n", &ns, "-o", "wide"], None);
+    let (_, events, _) = cp.kubectl(
+        &[
+            "get",
+            "events",
+            "-n",
+            &ns,
+            "--field-selector",
+            "involvedObject.name=demo-spd",
+        ],
+        None,
+    );
+    println!("$ kubectl get tam -o wide\n{table}\n$ kubectl get events\n{events}");
+
+    // The pod is replaced: the new process gets the metric, once, and the value comes back.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let old = pod.metadata.name.clone().expect("a name");
+    pods.delete(&old, &DeleteParams::default())
+        .await
+        .expect("deleted");
+    let replacement = ready_pod(cp, &pods, "demo", Some(&old)).await;
+    let new_uid = replacement.metadata.uid.clone().expect("a uid");
+    wait_for(
+        cp,
+        "demo-spd registered with the replacement pod",
+        async || {
+            let status = metrics.get("demo-spd").await.ok()?.status?;
+            (status.registrations.len() == 1
+                && status.registrations[0].pod_uid == new_uid
+                && condition(&status, "Registered")? == ("True", "Registered"))
+                .then_some(())
+        },
+    )
+    .await;
+    user.api.wait_reachable(&user.token).await;
+    let series = wait_for(cp, "the replacement's gauge of demo-spd", async || {
+        spd_series(&user, &request_name)
+            .await
+            .filter(|s| !s.is_empty())
+    })
+    .await;
+    assert_eq!(series.len(), 1, "one request after the restart: {series:?}");
+    assert_eq!(scheduled_spd(&user).await, Some(1));
+
+    // A wider threshold puts the value within bounds, and a Normal event says so.
+    metrics
+        .patch(
+            "demo-spd",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"thresholdDelta": 0.4}})),
+        )
+        .await
+        .expect("patched");
+    wait_for(cp, "demo-spd within its wider bounds", async || {
+        let status = metrics.get("demo-spd").await.ok()?.status?;
+        (condition(&status, "WithinBounds")? == ("True", "WithinBounds")).then_some(())
+    })
+    .await;
+    wait_for(cp, "a WithinBounds event", async || {
+        let events = events_regarding(&client, &ns, "demo-spd", "WithinBounds").await;
+        events
+            .iter()
+            .any(|e| e.type_.as_deref() == Some("Normal"))
+            .then_some(())
+    })
+    .await;
+    // The changed spec replaced the request: still one.
+    wait_for(cp, "one scheduled SPD after the change", async || {
+        (scheduled_spd(&user).await? == 1).then_some(())
+    })
+    .await;
+
+    // Deleting the object removes the metric from the service.
+    metrics
+        .delete("demo-spd", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    wait_for(cp, "demo-spd gone", async || {
+        metrics
+            .get_opt("demo-spd")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    wait_for(cp, "no SPD scheduled in the service", async || {
+        (scheduled_spd(&user).await? == 0).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_metric_without_its_service_says_why_and_its_deletion_does_not_wait() {
+    let (_claim, cp, client, ns) = installed_namespace(false, "metrics-orphan").await;
+    let metrics: Api<TrustyAIMetric> = Api::namespaced(client.clone(), &ns);
+    let mut metric = spd_metric("orphan");
+    metric.spec.service = Some("absent".into());
+    metrics
+        .create(&PostParams::default(), &metric)
+        .await
+        .expect("created");
+    let status = wait_for(cp, "orphan's Registered condition", async || {
+        let status = metrics.get("orphan").await.ok()?.status?;
+        (condition(&status, "Registered")?.1 == "ServiceNotFound").then_some(status)
+    })
+    .await;
+    let message = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "Registered")
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(message.contains("absent"), "{message}");
+    assert_eq!(
+        condition(&status, "WithinBounds"),
+        Some(("Unknown", "NoValueYet"))
+    );
+    metrics
+        .delete("orphan", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    wait_for(cp, "orphan gone", async || {
+        metrics
+            .get_opt("orphan")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+}
