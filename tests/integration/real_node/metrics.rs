@@ -158,6 +158,11 @@ async fn a_declared_metric_follows_its_service_through_a_restart() {
         },
     )
     .await;
+    // Reported, not asserted (a measurement, not a deadline): the note of issue 37 quotes it.
+    println!(
+        "re-registration: {:?} after the replacement pod was seen Ready",
+        replacement_ready.elapsed()
+    );
     user.api.wait_reachable(&user.token).await;
     let series = wait_for(cp, "the replacement's gauge of demo-spd", async || {
         spd_series(&user, &request_name)
