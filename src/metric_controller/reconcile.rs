@@ -420,6 +420,7 @@ async fn write_status(
     let patch = json!({
         "apiVersion": TrustyAIMetric::api_version(&()),
         "kind": TrustyAIMetric::kind(&()),
+        "metadata": {"name": name},
         "status": next,
     });
     api.patch_status(
