@@ -23,8 +23,8 @@ use kube::runtime::reflector;
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 use trustyai_crds::TrustyAIService;
-use trustyai_crds::metric::{self, TrustyAIMetric};
 use trustyai_crds::contract::CENTRAL_SERVICE_MONITOR;
+use trustyai_crds::metric::{self, TrustyAIMetric};
 
 use crate::cli::UninstallArgs;
 use crate::controller::apply::update_params;

@@ -29,8 +29,8 @@ use std::process::ExitCode;
 use serde_json::Value;
 use trustyai_crds::contract::{DEPRECATED_VERSION, GROUP, KIND, STORAGE_VERSION};
 use trustyai_crds::defaults::Operation;
-use trustyai_crds::metric;
 use trustyai_crds::manifests::{ManifestError, TextFormat, parse_documents, render_documents};
+use trustyai_crds::metric;
 use trustyai_crds::review::{AdmissionStep, review};
 use trustyai_crds::validation::{FieldError, Rule, ValidationContext, Verdict};
 
@@ -833,7 +833,10 @@ mod tests {
         assert!(report.is_valid(), "{}", lines(&report));
         let text = lines(&report);
         assert!(text.contains("document 1 (ns/m): valid"), "{text}");
-        assert!(text.contains("; 1 TrustyAIMetric checked: 1 valid, 0 invalid"), "{text}");
+        assert!(
+            text.contains("; 1 TrustyAIMetric checked: 1 valid, 0 invalid"),
+            "{text}"
+        );
         assert_eq!(report.defaulted_objects().len(), 1);
     }
 
@@ -842,21 +845,38 @@ mod tests {
         let text = METRIC.replace("type: spd, protectedAttribute: gender, privilegedValue: 1, unprivilegedValue: 0, outcomeName: income, favorableOutcome: 1", "type: meanshift");
         let report = validate_text(&text, None, &options()).expect("report");
         assert!(report.is_valid(), "{}", lines(&report));
-        assert_eq!(report.defaulted_objects()[0]["spec"]["type"], "comparemeans");
+        assert_eq!(
+            report.defaulted_objects()[0]["spec"]["type"],
+            "comparemeans"
+        );
         let out = lines(&report);
-        assert!(out.contains("(ns/m): warning: spec.type: \"meanshift\""), "{out}");
+        assert!(
+            out.contains("(ns/m): warning: spec.type: \"meanshift\""),
+            "{out}"
+        );
     }
 
     #[test]
     fn a_broken_metric_gets_a_line_per_field() {
-        let text = METRIC.replace("protectedAttribute: gender, ", "").replace("model: demo-model", "model: ''");
+        let text = METRIC
+            .replace("protectedAttribute: gender, ", "")
+            .replace("model: demo-model", "model: ''");
         let report = validate_text(&text, None, &options()).expect("report");
         assert_eq!(report.exit_code(), EXIT_INVALID);
         let out = lines(&report);
-        for field in ["spec.model: Required value", "spec.protectedAttribute: Required value"] {
-            assert!(out.contains(&format!("document 1 (ns/m): {field}")), "{out}");
+        for field in [
+            "spec.model: Required value",
+            "spec.protectedAttribute: Required value",
+        ] {
+            assert!(
+                out.contains(&format!("document 1 (ns/m): {field}")),
+                "{out}"
+            );
         }
-        assert!(out.contains("1 TrustyAIMetric checked: 0 valid, 1 invalid"), "{out}");
+        assert!(
+            out.contains("1 TrustyAIMetric checked: 0 valid, 1 invalid"),
+            "{out}"
+        );
     }
 
     #[test]
@@ -864,7 +884,11 @@ mod tests {
         let text = METRIC.replace("v1alpha1", "v9");
         let report = validate_text(&text, None, &options()).expect("report");
         assert_eq!(report.exit_code(), EXIT_INVALID);
-        assert!(lines(&report).contains("apiVersion: Unsupported value"), "{}", lines(&report));
+        assert!(
+            lines(&report).contains("apiVersion: Unsupported value"),
+            "{}",
+            lines(&report)
+        );
     }
 
     #[test]

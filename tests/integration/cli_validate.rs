@@ -278,6 +278,7 @@ fn metrics_are_judged_as_the_webhooks_judge_them() {
             "document 3 (team-a/broken): spec.privilegedValue: Required value: fairness metrics need the privileged group's value",
             "document 3 (team-a/broken): spec.unprivilegedValue: Required value: fairness metrics need the unprivileged group's value",
             "document 3 (team-a/broken): spec.outcomeName: Required value: fairness metrics need the output the groups are compared on",
+            "document 3 (team-a/broken): spec.favorableOutcome: Required value: fairness metrics need the favourable outcome's value",
             "0 TrustyAIServices checked: 0 valid, 0 invalid; 3 TrustyAIMetrics checked: 2 valid, 1 invalid",
         ]
     );

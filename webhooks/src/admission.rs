@@ -153,13 +153,7 @@ fn mutate_metric(state: &WebhookState, req: &Request) -> (ReviewOutcome, Respons
     match judge_metric(state, req, &defaulted, changes.warnings.clone()) {
         (ReviewOutcome::Allowed, _) => (
             ReviewOutcome::Allowed,
-            review(
-                &req.uid,
-                true,
-                None,
-                Some(changes.patch),
-                changes.warnings,
-            ),
+            review(&req.uid, true, None, Some(changes.patch), changes.warnings),
         ),
         denied => denied,
     }
@@ -819,29 +813,44 @@ mod tests {
 
     #[tokio::test]
     async fn mutate_denies_a_broken_metric_as_validate_does_after_defaulting() {
-        let spec = json!({"model": "demo-model", "type": "meanshift", "protectedAttribute": "gender"});
+        let spec =
+            json!({"model": "demo-model", "type": "meanshift", "protectedAttribute": "gender"});
         let (_, answer) = call("mutate", metric_request("CREATE", tam(spec))).await;
         assert_eq!(answer["response"]["allowed"], false, "{answer}");
         assert!(answer["response"].get("patch").is_none(), "{answer}");
         // Judged as defaulted: the alias is no error, the fairness field is; the warning stays.
         let fields = cause_fields(&answer);
         assert!(!fields.iter().any(|f| f == "spec.type"), "{fields:?}");
-        assert!(fields.iter().any(|f| f == "spec.protectedAttribute"), "{fields:?}");
-        assert!(answer["response"]["warnings"].to_string().contains("meanshift"));
+        assert!(
+            fields.iter().any(|f| f == "spec.protectedAttribute"),
+            "{fields:?}"
+        );
+        assert!(
+            answer["response"]["warnings"]
+                .to_string()
+                .contains("meanshift")
+        );
     }
 
     #[tokio::test]
     async fn a_metric_review_must_carry_a_metric() {
         let (_, answer) = call("validate", metric_request("CREATE", tas(json!({})))).await;
         assert_eq!(answer["response"]["allowed"], false, "{answer}");
-        let message = answer["response"]["status"]["message"].as_str().unwrap_or_default();
-        assert!(message.contains("not a trustyai.opendatahub.io TrustyAIMetric"), "{message}");
+        let message = answer["response"]["status"]["message"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            message.contains("not a trustyai.opendatahub.io TrustyAIMetric"),
+            "{message}"
+        );
         let mut other_version = tam(spd());
         other_version["apiVersion"] = json!("trustyai.opendatahub.io/v1");
         let (_, answer) = call("mutate", metric_request("CREATE", other_version)).await;
         assert_eq!(answer["response"]["allowed"], false, "{answer}");
         let (_, answer) = call("mutate", metric_request("CREATE", json!([]))).await;
-        let message = answer["response"]["status"]["message"].as_str().unwrap_or_default();
+        let message = answer["response"]["status"]["message"]
+            .as_str()
+            .unwrap_or_default();
         assert!(message.contains("TrustyAIMetric object"), "{message}");
     }
 

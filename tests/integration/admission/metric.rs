@@ -51,13 +51,18 @@ fn spd() -> Value {
 
 /// Creates `object` through `api`, retrying while the API server does not serve the kind yet
 /// (404: the CRD was applied at the operator's start); the first other answer is returned.
-async fn create(api: &Api<DynamicObject>, object: &DynamicObject) -> Result<DynamicObject, kube::Error> {
-    support::wait::until("the TrustyAIMetric kind to be served", SERVED, async || {
-        match api.create(&PostParams::default(), object).await {
+async fn create(
+    api: &Api<DynamicObject>,
+    object: &DynamicObject,
+) -> Result<DynamicObject, kube::Error> {
+    support::wait::until(
+        "the TrustyAIMetric kind to be served",
+        SERVED,
+        async || match api.create(&PostParams::default(), object).await {
             Err(kube::Error::Api(status)) if status.code == 404 => None,
             other => Some(other),
-        }
-    })
+        },
+    )
     .await
 }
 
@@ -83,7 +88,10 @@ async fn an_invalid_metric_is_refused_with_every_field_error() {
     let api = metric_api(client, ns);
     // A fairness metric without its group parameters, with an empty model and a batch of 0.
     let spec = json!({"model": "", "type": "spd", "batchSize": 0});
-    let status = refusal(create(&api, &metric("bad", spec)).await, "an invalid metric");
+    let status = refusal(
+        create(&api, &metric("bad", spec)).await,
+        "an invalid metric",
+    );
     assert_invalid(
         &status,
         &[
@@ -100,6 +108,7 @@ async fn an_invalid_metric_is_refused_with_every_field_error() {
         fields,
         [
             "spec.batchSize",
+            "spec.favorableOutcome",
             "spec.model",
             "spec.outcomeName",
             "spec.privilegedValue",
@@ -118,9 +127,12 @@ async fn a_deprecated_type_is_replaced_with_a_warning() {
     let (_, cp, client, ns) = &start;
     let api = metric_api(client, ns);
     // kube's client does not hand warnings back: kubectl prints them, as a CR author sees them.
-    let created = create(&api, &metric("alias", json!({"model": "demo-model", "type": "meanshift"})))
-        .await
-        .expect("an alias is admitted");
+    let created = create(
+        &api,
+        &metric("alias", json!({"model": "demo-model", "type": "meanshift"})),
+    )
+    .await
+    .expect("an alias is admitted");
     assert_eq!(created.data["spec"]["type"], "comparemeans", "{created:?}");
     let manifest = r#"{"apiVersion": "trustyai.opendatahub.io/v1alpha1", "kind": "TrustyAIMetric",
         "metadata": {"name": "alias-kubectl"}, "spec": {"model": "demo-model", "type": "fouriermmd"}}"#;

@@ -89,7 +89,9 @@ fn verbs(rules: &[Value], group: &str, resource: &str) -> Vec<String> {
     let mut verbs: Vec<String> = rules
         .iter()
         .filter(|r| {
-            r["apiGroups"].as_array().is_some_and(|g| g.contains(&json!(group)))
+            r["apiGroups"]
+                .as_array()
+                .is_some_and(|g| g.contains(&json!(group)))
                 && r["resources"]
                     .as_array()
                     .is_some_and(|g| g.contains(&json!(resource)))
@@ -118,15 +120,24 @@ fn the_operator_gets_what_the_metric_controller_needs() {
         verbs(&rules, group, "trustyaimetrics/status"),
         ["get", "patch", "update"]
     );
-    assert_eq!(verbs(&rules, group, "trustyaimetrics/finalizers"), ["update"]);
+    assert_eq!(
+        verbs(&rules, group, "trustyaimetrics/finalizers"),
+        ["update"]
+    );
     assert_eq!(
         verbs(&rules, "discovery.k8s.io", "endpointslices"),
         ["get", "list", "watch"]
     );
-    for (resource, needed) in [("pods", ["get", "list", "watch"].as_slice()), ("secrets", &["get"])] {
+    for (resource, needed) in [
+        ("pods", ["get", "list", "watch"].as_slice()),
+        ("secrets", &["get"]),
+    ] {
         let granted = verbs(&rules, "", resource);
         for verb in needed {
-            assert!(granted.iter().any(|g| g == verb), "{resource} {verb}: {granted:?}");
+            assert!(
+                granted.iter().any(|g| g == verb),
+                "{resource} {verb}: {granted:?}"
+            );
         }
     }
 }
@@ -139,7 +150,9 @@ fn users_roles_cover_trustyaimetrics() {
     let editor = cluster_role_rules(&objects, "trustyai-trustyai-operator-editor");
     assert_eq!(
         verbs(&editor, group, "trustyaimetrics"),
-        ["create", "delete", "get", "list", "patch", "update", "watch"]
+        [
+            "create", "delete", "get", "list", "patch", "update", "watch"
+        ]
     );
     assert_eq!(verbs(&editor, group, "trustyaimetrics/status"), ["get"]);
     let viewer = cluster_role_rules(&objects, "trustyai-trustyai-operator-viewer");
