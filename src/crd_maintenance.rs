@@ -1,6 +1,7 @@
-//! CRD maintenance: at start the operator applies its own CRD, so upgrading the operator
-//! upgrades the CRD even where Helm would not (Helm never upgrades `crds/`). Platform teams that
-//! manage CRDs themselves turn it off with `--no-crd-maintenance`.
+//! CRD maintenance: at start the operator applies its own CRDs (TrustyAIService, then
+//! TrustyAIMetric), so upgrading the operator upgrades the CRDs even where Helm would not (Helm
+//! never upgrades `crds/`). Platform teams that manage CRDs themselves turn it off with
+//! `--no-crd-maintenance`.
 //!
 //! The conversion settings (`spec.conversion`) are left out: the caBundle publisher owns them
 //! under a field manager of its own, and two managers writing one field would fight.
@@ -16,6 +17,9 @@ use std::time::Duration;
 
 use trustyai_crds::contract::CRD_NAME;
 
+/// The TrustyAIMetric CRD's name.
+pub const METRIC_CRD_NAME: &str = "trustyaimetrics.trustyai.opendatahub.io";
+
 /// Field manager of the CRD's schema, names and versions.
 pub const FIELD_MANAGER: &str = "trustyai-operator";
 
@@ -24,12 +28,12 @@ pub const FIELD_MANAGER: &str = "trustyai-operator";
 pub enum CrdMaintenanceError {
     #[error("building the CRD")]
     Build(#[from] trustyai_crds::crd::CrdError),
-    #[error("applying CRD {CRD_NAME}")]
-    Apply(#[source] kube::Error),
-    #[error("the watch of CRD {CRD_NAME} ended before it was Established")]
-    WatchEnded,
-    #[error("CRD {CRD_NAME} did not become Established within {0:?}")]
-    NotEstablished(Duration),
+    #[error("applying CRD {0}")]
+    Apply(&'static str, #[source] kube::Error),
+    #[error("the watch of CRD {0} ended before it was Established")]
+    WatchEnded(&'static str),
+    #[error("CRD {0} did not become Established within {1:?}")]
+    NotEstablished(&'static str, Duration),
 }
 
 /// The CRD as this operator applies it: everything but `spec.conversion`.
@@ -58,6 +62,9 @@ fn last_applied_removal(crd: &CustomResourceDefinition) -> Option<serde_json::Va
 /// it and point conversion back at the other operator. A failure is only logged: the CRD is
 /// applied, and the next start tries again.
 async fn forget_last_applied(api: &Api<CustomResourceDefinition>, crd: &CustomResourceDefinition) {
+    let Some(name) = crd.metadata.name.as_deref() else {
+        return;
+    };
     let Some(patch) = last_applied_removal(crd) else {
         return;
     };
@@ -70,7 +77,7 @@ async fn forget_last_applied(api: &Api<CustomResourceDefinition>, crd: &CustomRe
     };
     match api
         .patch(
-            CRD_NAME,
+            name,
             &PatchParams {
                 field_manager: Some(FIELD_MANAGER.to_owned()),
                 ..PatchParams::default()
@@ -79,45 +86,63 @@ async fn forget_last_applied(api: &Api<CustomResourceDefinition>, crd: &CustomRe
         )
         .await
     {
-        Ok(_) => tracing::info!("removed {LAST_APPLIED} from CRD {CRD_NAME}"),
+        Ok(_) => tracing::info!("removed {LAST_APPLIED} from CRD {name}"),
         Err(error) => {
-            tracing::warn!(error = %crate::error_chain::Chain(&error), "could not remove {LAST_APPLIED} from CRD {CRD_NAME}")
+            tracing::warn!(error = %crate::error_chain::Chain(&error), "could not remove {LAST_APPLIED} from CRD {name}")
         }
     }
 }
 
-/// Applies the CRD (server-side apply, forced: it takes the fields over from Helm or kubectl)
-/// and waits until it is Established.
+/// The TrustyAIMetric CRD as this operator applies it (it has one version, so no conversion).
+pub fn metric_crd() -> Result<CustomResourceDefinition, CrdMaintenanceError> {
+    Ok(trustyai_crds::metric::crd::crd()?)
+}
+
+/// Applies both CRDs (server-side apply, forced: it takes the fields over from Helm or
+/// kubectl) and waits until each is Established. The TrustyAIService CRD goes first: nothing
+/// of the TrustyAIMetric one is needed to serve TrustyAIServices.
 #[tracing::instrument(skip(client))]
 pub async fn apply_crd(client: &Client) -> Result<(), CrdMaintenanceError> {
+    apply_one(client, CRD_NAME, &crd_without_conversion()?).await?;
+    apply_one(client, METRIC_CRD_NAME, &metric_crd()?).await
+}
+
+/// Applies `crd`, named `name`, and waits until it is Established.
+async fn apply_one(
+    client: &Client,
+    name: &'static str,
+    crd: &CustomResourceDefinition,
+) -> Result<(), CrdMaintenanceError> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = crd_without_conversion()?;
     let applied = api
         .patch(
-            CRD_NAME,
+            name,
             &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&crd),
+            &Patch::Apply(crd),
         )
         .await
-        .map_err(CrdMaintenanceError::Apply)?;
+        .map_err(|e| CrdMaintenanceError::Apply(name, e))?;
     forget_last_applied(&api, &applied).await;
     // Already served (the usual restart): no watch needed to see it.
     if conditions::is_crd_established().matches_object(Some(&applied)) {
-        tracing::info!("CRD {CRD_NAME} applied and Established");
+        tracing::info!("CRD {name} applied and Established");
         return Ok(());
     }
     let timeout = Duration::from_secs(30);
-    tokio::time::timeout(timeout, established(api))
+    tokio::time::timeout(timeout, established(api, name))
         .await
-        .map_err(|_| CrdMaintenanceError::NotEstablished(timeout))??;
-    tracing::info!("CRD {CRD_NAME} applied and Established");
+        .map_err(|_| CrdMaintenanceError::NotEstablished(name, timeout))??;
+    tracing::info!("CRD {name} applied and Established");
     Ok(())
 }
 
-/// Waits until the watch of our CRD shows it Established (its errors are retried with backoff).
-async fn established(api: Api<CustomResourceDefinition>) -> Result<(), CrdMaintenanceError> {
-    let config =
-        crate::list_strategy::watcher_config().fields(&format!("metadata.name={CRD_NAME}"));
+/// Waits until the watch of the CRD `name` shows it Established (its errors are retried with
+/// backoff).
+async fn established(
+    api: Api<CustomResourceDefinition>,
+    name: &'static str,
+) -> Result<(), CrdMaintenanceError> {
+    let config = crate::list_strategy::watcher_config().fields(&format!("metadata.name={name}"));
     let crds = watcher::watcher(api, config)
         .default_backoff()
         .applied_objects();
@@ -131,7 +156,7 @@ async fn established(api: Api<CustomResourceDefinition>) -> Result<(), CrdMainte
             }
         }
     }
-    Err(CrdMaintenanceError::WatchEnded)
+    Err(CrdMaintenanceError::WatchEnded(name))
 }
 
 #[cfg(test)]
@@ -150,5 +175,12 @@ mod tests {
             patch[1]["path"],
             "/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration"
         );
+    }
+
+    #[test]
+    fn the_metric_crd_is_applied_under_its_own_name() {
+        let crd = metric_crd().expect("the metric CRD");
+        assert_eq!(crd.metadata.name.as_deref(), Some(METRIC_CRD_NAME));
+        assert!(crd.spec.conversion.is_none());
     }
 }

@@ -4,7 +4,9 @@
 //! Once the operator is gone (`helm uninstall`, or an outage), a TrustyAIService being deleted
 //! keeps its finalizer and its namespace stays `Terminating`. This command releases every
 //! TrustyAIService (undoes the wiring, deletes its ClusterRoleBindings, removes this
-//! operator's finalizer; the objects themselves stay: they are the users'), then deletes what
+//! operator's finalizer; the objects themselves stay: they are the users') and every
+//! TrustyAIMetric (removes the metric finalizer: the service the finalizer would unregister the
+//! metric from goes with the release, or keeps it in memory only), then deletes what
 //! the operator created cluster-wide or in its namespace: every ClusterRoleBinding it made,
 //! the shared ServiceMonitor, its certificate Secrets, its leader Lease, and the webhook
 //! registrations it created. The CRD and retained claims stay, by design: they hold data.
@@ -22,6 +24,7 @@ use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 use trustyai_crds::TrustyAIService;
 use trustyai_crds::contract::CENTRAL_SERVICE_MONITOR;
+use trustyai_crds::metric::{self, TrustyAIMetric};
 
 use crate::cli::UninstallArgs;
 use crate::controller::apply::update_params;
@@ -38,6 +41,8 @@ use crate::controller::reconciler::undo;
 pub struct Report {
     /// TrustyAIServices released (`namespace/name`).
     pub released: Vec<String>,
+    /// TrustyAIMetrics whose finalizer was removed (`namespace/name`).
+    pub released_metrics: Vec<String>,
     /// Objects deleted (`Kind namespace/name` or `Kind name`).
     pub deleted: Vec<String>,
 }
@@ -47,6 +52,17 @@ impl std::fmt::Display for Report {
         writeln!(f, "released {} TrustyAIService(s)", self.released.len())?;
         for name in &self.released {
             writeln!(f, "  {name}")?;
+        }
+        // Only when there were any: the output of a cluster without metrics stays as it was.
+        if !self.released_metrics.is_empty() {
+            writeln!(
+                f,
+                "released {} TrustyAIMetric(s)",
+                self.released_metrics.len()
+            )?;
+            for name in &self.released_metrics {
+                writeln!(f, "  {name}")?;
+            }
         }
         writeln!(f, "deleted {} object(s)", self.deleted.len())?;
         for name in &self.deleted {
@@ -85,6 +101,7 @@ pub async fn uninstall(client: Client, args: &UninstallArgs) -> Result<Report, R
         delete_registrations(&client, args, &mut report).await?;
     }
     release_all(&ctx, &mut report).await?;
+    release_metrics(&client, &mut report).await?;
     delete_leftovers(&client, args, apis, &mut report).await?;
     Ok(report)
 }
@@ -120,6 +137,44 @@ async fn release_all(ctx: &Context, report: &mut Report) -> Result<(), Reconcile
             .await
             .map_err(ReconcileError::kube("patching", "TrustyAIService", &name))?;
         report.released.push(format!("{namespace}/{name}"));
+    }
+    Ok(())
+}
+
+/// The finalizers `meta` keeps once the metric finalizer is removed; `None` when it has none.
+fn without_metric_finalizer(meta: &kube::api::ObjectMeta) -> Option<Vec<String>> {
+    let current = meta.finalizers.as_deref().unwrap_or_default();
+    current.iter().any(|f| f == metric::FINALIZER).then(|| {
+        current
+            .iter()
+            .filter(|f| *f != metric::FINALIZER)
+            .cloned()
+            .collect()
+    })
+}
+
+/// Removes the metric finalizer from every TrustyAIMetric. Without the CRD (an operator older
+/// than TrustyAIMetric, or the CRD deleted already) there is nothing to release.
+async fn release_metrics(client: &Client, report: &mut Report) -> Result<(), ReconcileError> {
+    let api: Api<TrustyAIMetric> = Api::all(client.clone());
+    let metrics = match api.list(&ListParams::default()).await {
+        Ok(list) => list.items,
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+        Err(e) => return Err(ReconcileError::kube("listing", "TrustyAIMetric", "all")(e)),
+    };
+    for item in &metrics {
+        let Some(remaining) = without_metric_finalizer(&item.metadata) else {
+            continue;
+        };
+        let (name, namespace) = (item.name_any(), item.namespace().unwrap_or_default());
+        // The resourceVersion makes a concurrent change a conflict instead of dropping someone
+        // else's finalizer.
+        let body = finalizer::patch(item.metadata.resource_version.as_deref(), &remaining);
+        Api::<TrustyAIMetric>::namespaced(client.clone(), &namespace)
+            .patch(&name, &update_params(), &Patch::Merge(&body))
+            .await
+            .map_err(ReconcileError::kube("patching", "TrustyAIMetric", &name))?;
+        report.released_metrics.push(format!("{namespace}/{name}"));
     }
     Ok(())
 }
@@ -202,4 +257,42 @@ where
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::ObjectMeta;
+
+    use super::*;
+
+    fn meta(finalizers: &[&str]) -> ObjectMeta {
+        ObjectMeta {
+            finalizers: Some(finalizers.iter().map(|f| (*f).to_owned()).collect()),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn only_the_metric_finalizer_is_removed() {
+        let remaining = without_metric_finalizer(&meta(&["other/keep", metric::FINALIZER]));
+        assert_eq!(remaining, Some(vec!["other/keep".to_owned()]));
+    }
+
+    #[test]
+    fn a_metric_without_it_is_left_alone() {
+        assert_eq!(without_metric_finalizer(&meta(&["other/keep"])), None);
+        assert_eq!(without_metric_finalizer(&ObjectMeta::default()), None);
+    }
+
+    #[test]
+    fn the_report_names_released_metrics_only_when_there_are_some() {
+        let mut report = Report::default();
+        assert!(!report.to_string().contains("TrustyAIMetric"));
+        report.released_metrics.push("ns/m".to_owned());
+        assert!(
+            report
+                .to_string()
+                .contains("released 1 TrustyAIMetric(s)\n  ns/m\n")
+        );
+    }
 }

@@ -1,7 +1,8 @@
 //! The admission webhook registrations. The Helm chart renders them; in local mode
 //! (`--create-webhook-configurations`, used by `make run` and the tests) the operator applies
-//! them itself. Either way they match only TrustyAIService, so `failurePolicy: Fail` can never
-//! block anything else in the cluster.
+//! them itself. Either way they match only TrustyAIService and TrustyAIMetric (one entry per
+//! registration, one rule per resource), so `failurePolicy: Fail` can never block anything else
+//! in the cluster.
 
 use k8s_openapi::ClusterResourceScope;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -51,14 +52,26 @@ impl AdmissionWebhook {
     }
 }
 
+/// The TrustyAIMetric's resource name and its one version, which its rule matches.
+pub const METRIC_PLURAL: &str = "trustyaimetrics";
+/// See [`METRIC_PLURAL`].
+pub const METRIC_VERSION: &str = "v1alpha1";
+
+/// The resources both webhooks admit. The entries keep their TrustyAIService names (the chart,
+/// the caBundle publisher and the API server's refusals know them by those); TrustyAIMetric is
+/// one more rule on the same entries, routed by the server on the review's resource.
 fn rules() -> Vec<RuleWithOperations> {
-    vec![RuleWithOperations {
+    let rule = |version: &str, plural: &str| RuleWithOperations {
         api_groups: Some(vec![GROUP.into()]),
-        api_versions: Some(vec![STORAGE_VERSION.into()]),
+        api_versions: Some(vec![version.into()]),
         operations: Some(vec!["CREATE".into(), "UPDATE".into()]),
-        resources: Some(vec![PLURAL.into()]),
+        resources: Some(vec![plural.into()]),
         scope: Some("Namespaced".into()),
-    }]
+    };
+    vec![
+        rule(STORAGE_VERSION, PLURAL),
+        rule(METRIC_VERSION, METRIC_PLURAL),
+    ]
 }
 
 /// `ValidatingWebhook` and `MutatingWebhook` are two k8s-openapi types with the same fields

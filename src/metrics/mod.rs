@@ -251,6 +251,10 @@ impl Metrics {
                 rule: rule.as_str(),
             }));
         }
+        // TrustyAIMetric denials share one label (their field paths are in the log).
+        drop(self.denials.get_or_create(&RuleLabel {
+            rule: trustyai_webhooks::admission::METRIC_DENIAL_RULE,
+        }));
         for to_version in ["v1", "v1alpha1"] {
             drop(self.converted.get_or_create(&VersionLabel { to_version }));
         }

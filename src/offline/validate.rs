@@ -4,7 +4,10 @@
 //!
 //! Each TrustyAIService (v1, or v1alpha1 converted to v1 first, as the API server does for the
 //! webhooks) is defaulted and validated with CREATE semantics, or with UPDATE semantics when
-//! `--old` holds a stored object of the same namespace and name. Documents of other kinds are
+//! `--old` holds a stored object of the same namespace and name. Each TrustyAIMetric
+//! (`v1alpha1`) is judged as the webhooks judge it on CREATE: a deprecated `spec.type` replaced
+//! by its current name, with the webhook's warning, then every rule (`--old` is not consulted
+//! for TrustyAIMetrics). Documents of other kinds are
 //! skipped with a note: GitOps folders mix kinds, and they are not this tool's to judge.
 //! `kind: List` documents (what `kubectl get -o yaml` writes) are expanded into their items.
 //!
@@ -14,8 +17,8 @@
 //!
 //! Output: diagnostics (one line per violation, warnings, skipped documents, a summary) go to
 //! stderr; `--show-defaults` prints the defaulted objects as a YAML stream on stdout, so that it
-//! can be piped. Exit status: 0 when every TrustyAIService is valid, 1 when any is not, 2 when
-//! the input cannot be read.
+//! can be piped. Exit status: 0 when every TrustyAIService and TrustyAIMetric is valid, 1 when
+//! any is not, 2 when the input cannot be read.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -27,6 +30,7 @@ use serde_json::Value;
 use trustyai_crds::contract::{DEPRECATED_VERSION, GROUP, KIND, STORAGE_VERSION};
 use trustyai_crds::defaults::Operation;
 use trustyai_crds::manifests::{ManifestError, TextFormat, parse_documents, render_documents};
+use trustyai_crds::metric;
 use trustyai_crds::review::{AdmissionStep, review};
 use trustyai_crds::validation::{FieldError, Rule, ValidationContext, Verdict};
 
@@ -125,6 +129,15 @@ pub enum DocumentVerdict {
         /// The object in v1 with the defaults the mutating webhook adds.
         defaulted: Value,
     },
+    /// A TrustyAIMetric, defaulted and validated with CREATE semantics.
+    Metric {
+        /// Every violated rule, in the field-error style (`spec.model: Required value: ...`).
+        errors: Vec<String>,
+        /// The mutating webhook's warnings (a deprecated type name replaced).
+        warnings: Vec<String>,
+        /// The object as the mutating webhook leaves it.
+        defaulted: Value,
+    },
 }
 
 /// One document of the input and its outcome.
@@ -152,6 +165,7 @@ impl Report {
             DocumentVerdict::Skipped { .. } => true,
             DocumentVerdict::Unusable { .. } => false,
             DocumentVerdict::Checked { verdict, .. } => verdict.is_allowed(),
+            DocumentVerdict::Metric { errors, .. } => errors.is_empty(),
         })
     }
 
@@ -169,6 +183,7 @@ impl Report {
     pub fn diagnostics(&self) -> Vec<String> {
         let mut lines = Vec::new();
         let (mut valid, mut invalid, mut skipped) = (0usize, 0usize, 0usize);
+        let (mut valid_metrics, mut invalid_metrics) = (0usize, 0usize);
         for doc in &self.documents {
             let head = format!("{} ({})", doc.location, doc.label);
             match &doc.outcome {
@@ -206,6 +221,18 @@ impl Report {
                             .map(|w| format!("{head}: warning: {w}")),
                     );
                 }
+                DocumentVerdict::Metric {
+                    errors, warnings, ..
+                } => {
+                    if errors.is_empty() {
+                        valid_metrics += 1;
+                        lines.push(format!("{head}: valid"));
+                    } else {
+                        invalid_metrics += 1;
+                    }
+                    lines.extend(errors.iter().map(|e| format!("{head}: {e}")));
+                    lines.extend(warnings.iter().map(|w| format!("{head}: warning: {w}")));
+                }
             }
         }
         let checked = valid + invalid;
@@ -213,6 +240,15 @@ impl Report {
             "{checked} {KIND}{} checked: {valid} valid, {invalid} invalid",
             plural(checked)
         );
+        // Named only when there are any: a manifest without metrics reads as it always did.
+        let metrics = valid_metrics + invalid_metrics;
+        if metrics > 0 {
+            summary.push_str(&format!(
+                "; {metrics} {}{} checked: {valid_metrics} valid, {invalid_metrics} invalid",
+                metric::validation::KIND,
+                plural(metrics)
+            ));
+        }
         if skipped > 0 {
             summary.push_str(&format!(
                 "; {skipped} other document{} skipped",
@@ -223,12 +259,14 @@ impl Report {
         lines
     }
 
-    /// The defaulted objects of the checked TrustyAIServices, in input order.
+    /// The defaulted objects of the checked TrustyAIServices and TrustyAIMetrics, in input
+    /// order.
     pub fn defaulted_objects(&self) -> Vec<Value> {
         self.documents
             .iter()
             .filter_map(|doc| match &doc.outcome {
-                DocumentVerdict::Checked { defaulted, .. } => Some(defaulted.clone()),
+                DocumentVerdict::Checked { defaulted, .. }
+                | DocumentVerdict::Metric { defaulted, .. } => Some(defaulted.clone()),
                 _ => None,
             })
             .collect()
@@ -363,6 +401,9 @@ fn check(
         label,
         outcome,
     };
+    if let Some(outcome) = check_metric(document) {
+        return report(object_label(document), outcome);
+    }
     match classify(document) {
         Document::Other => {
             let type_meta = |key: &str| document.get(key).and_then(Value::as_str);
@@ -450,6 +491,48 @@ fn check(
             defaulted,
         },
     )
+}
+
+/// The verdict on `document` when it is a TrustyAIMetric of our group; `None` for any other
+/// kind. Defaulting is the mutating webhook's, so the warning and the judged object are its.
+fn check_metric(document: &Value) -> Option<DocumentVerdict> {
+    let kind = metric::validation::KIND;
+    if document.get("kind").and_then(Value::as_str) != Some(kind) {
+        return None;
+    }
+    let metric_version = format!("{GROUP}/v1alpha1");
+    match document.get("apiVersion").map(|v| v.as_str()) {
+        None => {
+            return Some(DocumentVerdict::Unusable {
+                problems: vec![missing_api_version()],
+            });
+        }
+        Some(Some(v)) if v == metric_version => {}
+        Some(Some(v)) if v.starts_with(&format!("{GROUP}/")) => {
+            let problem = FieldError::not_supported(
+                Rule::Structure,
+                "apiVersion",
+                v,
+                &[metric_version.as_str()],
+            );
+            return Some(DocumentVerdict::Unusable {
+                problems: vec![problem.to_string()],
+            });
+        }
+        // Another group's kind of that name: not ours to judge.
+        Some(_) => return None,
+    }
+    let mut defaulted = document.clone();
+    let changes = metric::defaults::apply_defaults(&mut defaulted);
+    let errors = metric::validation::validate_object(&defaulted)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    Some(DocumentVerdict::Metric {
+        errors,
+        warnings: changes.warnings,
+        defaulted,
+    })
 }
 
 /// A TrustyAIService from `--old`, in v1.
@@ -740,6 +823,72 @@ mod tests {
         let err = validate_text(VALID, Some(&format!("{a}---\n{a}")), &options())
             .expect_err("a duplicate stored object");
         assert!(err.to_string().contains("appears twice"), "{err}");
+    }
+
+    const METRIC: &str = "apiVersion: trustyai.opendatahub.io/v1alpha1\nkind: TrustyAIMetric\nmetadata: {name: m, namespace: ns}\nspec: {model: demo-model, type: spd, protectedAttribute: gender, privilegedValue: 1, unprivilegedValue: 0, outcomeName: income, favorableOutcome: 1}\n";
+
+    #[test]
+    fn a_valid_metric_passes_and_is_counted_apart() {
+        let report = validate_text(METRIC, None, &options()).expect("report");
+        assert!(report.is_valid(), "{}", lines(&report));
+        let text = lines(&report);
+        assert!(text.contains("document 1 (ns/m): valid"), "{text}");
+        assert!(
+            text.contains("; 1 TrustyAIMetric checked: 1 valid, 0 invalid"),
+            "{text}"
+        );
+        assert_eq!(report.defaulted_objects().len(), 1);
+    }
+
+    #[test]
+    fn a_metric_alias_is_defaulted_with_the_webhooks_warning() {
+        let text = METRIC.replace("type: spd, protectedAttribute: gender, privilegedValue: 1, unprivilegedValue: 0, outcomeName: income, favorableOutcome: 1", "type: meanshift");
+        let report = validate_text(&text, None, &options()).expect("report");
+        assert!(report.is_valid(), "{}", lines(&report));
+        assert_eq!(
+            report.defaulted_objects()[0]["spec"]["type"],
+            "comparemeans"
+        );
+        let out = lines(&report);
+        assert!(
+            out.contains("(ns/m): warning: spec.type: \"meanshift\""),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_broken_metric_gets_a_line_per_field() {
+        let text = METRIC
+            .replace("protectedAttribute: gender, ", "")
+            .replace("model: demo-model", "model: ''");
+        let report = validate_text(&text, None, &options()).expect("report");
+        assert_eq!(report.exit_code(), EXIT_INVALID);
+        let out = lines(&report);
+        for field in [
+            "spec.model: Required value",
+            "spec.protectedAttribute: Required value",
+        ] {
+            assert!(
+                out.contains(&format!("document 1 (ns/m): {field}")),
+                "{out}"
+            );
+        }
+        assert!(
+            out.contains("1 TrustyAIMetric checked: 0 valid, 1 invalid"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_metric_in_an_unknown_version_is_invalid() {
+        let text = METRIC.replace("v1alpha1", "v9");
+        let report = validate_text(&text, None, &options()).expect("report");
+        assert_eq!(report.exit_code(), EXIT_INVALID);
+        assert!(
+            lines(&report).contains("apiVersion: Unsupported value"),
+            "{}",
+            lines(&report)
+        );
     }
 
     #[test]

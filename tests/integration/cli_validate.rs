@@ -263,3 +263,26 @@ fn warnings_are_printed_and_do_not_fail() {
         run.stderr
     );
 }
+
+#[test]
+fn metrics_are_judged_as_the_webhooks_judge_them() {
+    let run = validate(&["-f", &fixture("metrics.yaml"), "--show-defaults"], None);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert_eq!(
+        lines(&run.stderr),
+        [
+            "document 1 (team-a/demo-model-spd): valid",
+            "document 2 (team-a/demo-model-drift): valid",
+            r#"document 2 (team-a/demo-model-drift): warning: spec.type: "meanshift" is a deprecated name of the metric type "comparemeans"; replaced with "comparemeans""#,
+            "document 3 (team-a/broken): spec.batchSize: Invalid value: 0: must be at least 1",
+            "document 3 (team-a/broken): spec.privilegedValue: Required value: fairness metrics need the privileged group's value",
+            "document 3 (team-a/broken): spec.unprivilegedValue: Required value: fairness metrics need the unprivileged group's value",
+            "document 3 (team-a/broken): spec.outcomeName: Required value: fairness metrics need the output the groups are compared on",
+            "document 3 (team-a/broken): spec.favorableOutcome: Required value: fairness metrics need the favourable outcome's value",
+            "0 TrustyAIServices checked: 0 valid, 0 invalid; 3 TrustyAIMetrics checked: 2 valid, 1 invalid",
+        ]
+    );
+    // The defaulted objects carry the current name, as the mutating webhook stores it.
+    assert!(run.stdout.contains("type: comparemeans"), "{}", run.stdout);
+    assert!(!run.stdout.contains("meanshift"), "{}", run.stdout);
+}

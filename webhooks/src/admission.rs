@@ -1,7 +1,9 @@
-//! `POST /mutate` and `POST /validate`: the admission webhooks for TrustyAIService. The rules are
-//! `trustyai_crds`'s, judged through `trustyai_crds::review` (which the offline `validate` calls
-//! too); these handlers only read the review, default (the patch must be in the request's
-//! version), have it judged and write the answer.
+//! `POST /mutate` and `POST /validate`: the admission webhooks for TrustyAIService and
+//! TrustyAIMetric, told apart by the review's `request.resource`. The rules are
+//! `trustyai_crds`'s: a TrustyAIService is judged through `trustyai_crds::review`, a
+//! TrustyAIMetric through `trustyai_crds::metric` (the offline `validate` calls both too); these
+//! handlers only read the review, default (the patch must be in the request's version), have it
+//! judged and write the answer.
 //!
 //! The review's envelope is decoded typed; the objects are read with the shared reader
 //! (`wire`) as plain JSON, not through the TrustyAIService types: an object that breaks
@@ -19,6 +21,8 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use trustyai_crds::contract::{DEPRECATED_VERSION, GROUP, KIND, PLURAL, STORAGE_VERSION};
 use trustyai_crds::defaults::{Operation, apply_defaults};
+use trustyai_crds::metric;
+use trustyai_crds::metric::validation::MetricFieldError;
 use trustyai_crds::review::{self, AdmissionStep};
 use trustyai_crds::validation::{
     FieldError, ValidationContext, denial_message, validate as validate_object,
@@ -31,11 +35,43 @@ use crate::wire::{Budget, Envelope, Keep, Members, Passed, Reader};
 const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
 const REVIEW_KIND: &str = "AdmissionReview";
 
+/// The TrustyAIMetric's resource name and its one version, as reviews name them.
+const METRIC_PLURAL: &str = "trustyaimetrics";
+const METRIC_VERSION: &str = "v1alpha1";
+
+/// The resource a review is about: each has its own rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Resource {
+    /// `trustyaiservices`, in `v1` or `v1alpha1`.
+    Service,
+    /// `trustyaimetrics`, in `v1alpha1`.
+    Metric,
+}
+
+impl Resource {
+    /// The object's kind, as its `kind` field and the denials name it.
+    fn kind(self) -> &'static str {
+        match self {
+            Self::Service => KIND,
+            Self::Metric => metric::validation::KIND,
+        }
+    }
+
+    /// Whether `version` is one the resource is served in.
+    fn serves(self, version: &str) -> bool {
+        match self {
+            Self::Service => version == STORAGE_VERSION || version == DEPRECATED_VERSION,
+            Self::Metric => version == METRIC_VERSION,
+        }
+    }
+}
+
 /// The parts of an admission request the rules need.
 struct Request {
     uid: String,
     name: String,
     namespace: String,
+    resource: Resource,
     /// `None` for DELETE and CONNECT, which are always allowed.
     operation: Option<Operation>,
     /// The object as sent, and its version.
@@ -56,14 +92,19 @@ enum Rejection {
 /// breaks a rule, the same denial `/validate` would give. The API server runs the CRD's schema
 /// and CEL rules after mutation and before validation, and stops at their first failures: judged
 /// here, a manifest's errors all come in one answer.
+///
+/// A TrustyAIMetric gets [`mutate_metric`]'s answer instead.
 pub async fn mutate(State(state): State<WebhookState>, body: Bytes) -> Response {
-    let span = |req: &Request| tracing::info_span!("mutate", uid = %req.uid, kind = "TrustyAIService", namespace = %req.namespace, name = %req.name, operation = ?req.operation);
+    let span = |req: &Request| tracing::info_span!("mutate", uid = %req.uid, kind = req.resource.kind(), namespace = %req.namespace, name = %req.name, operation = ?req.operation);
     answer(
         &state,
         ReviewEndpoint::Mutate,
         &body,
         span,
         |req, operation| {
+            if req.resource == Resource::Metric {
+                return mutate_metric(&state, req);
+            }
             // Defaulted here, in the request's version, because the patch must be in it; the
             // defaulted object is then judged as it is.
             let mut defaulted = req.object.clone();
@@ -88,11 +129,75 @@ pub async fn mutate(State(state): State<WebhookState>, body: Bytes) -> Response 
 
 /// `POST /validate`: every violated rule at once, as field errors; warnings either way.
 pub async fn validate(State(state): State<WebhookState>, body: Bytes) -> Response {
-    let span = |req: &Request| tracing::info_span!("validate", uid = %req.uid, kind = "TrustyAIService", namespace = %req.namespace, name = %req.name, operation = ?req.operation);
-    answer(&state, ReviewEndpoint::Validate, &body, span, |req, _| {
-        judge(&state, req, &req.object)
-    })
+    let span = |req: &Request| tracing::info_span!("validate", uid = %req.uid, kind = req.resource.kind(), namespace = %req.namespace, name = %req.name, operation = ?req.operation);
+    answer(
+        &state,
+        ReviewEndpoint::Validate,
+        &body,
+        span,
+        |req, _| match req.resource {
+            Resource::Service => judge(&state, req, &req.object),
+            Resource::Metric => judge_metric(&state, req, &req.object, Vec::new()),
+        },
+    )
 }
+
+/// A TrustyAIMetric at `/mutate`: a deprecated `spec.type` replaced by its current name (the
+/// patch, with a warning naming the field, the old and the new name); or, when the defaulted
+/// object breaks a rule, the same denial `/validate` gives it, so every error comes at once
+/// before the CRD's schema (which knows no alias) stops at its first.
+fn mutate_metric(state: &WebhookState, req: &Request) -> (ReviewOutcome, Response) {
+    let mut defaulted = req.object.clone();
+    let changes = metric::defaults::apply_defaults(&mut defaulted);
+    tracing::debug!(operations = changes.patch.0.len(), "defaulted");
+    match judge_metric(state, req, &defaulted, changes.warnings.clone()) {
+        (ReviewOutcome::Allowed, _) => (
+            ReviewOutcome::Allowed,
+            review(&req.uid, true, None, Some(changes.patch), changes.warnings),
+        ),
+        denied => denied,
+    }
+}
+
+/// A TrustyAIMetric (the request's, or its defaulted form) against its rules: every error at
+/// once, each a cause with its field path; `warnings` go with the answer either way.
+fn judge_metric(
+    state: &WebhookState,
+    req: &Request,
+    object: &Value,
+    warnings: Vec<String>,
+) -> (ReviewOutcome, Response) {
+    // An update that leaves `spec` alone (finalizers, labels) is always allowed: the
+    // operator's finalizer must come off an object stored before a rule existed.
+    let unchanged = req
+        .old_object
+        .as_ref()
+        .is_some_and(|old| old.get("spec") == req.object.get("spec"));
+    let errors = if unchanged {
+        Vec::new()
+    } else {
+        metric::validation::validate_object(object)
+    };
+    if errors.is_empty() {
+        return (
+            ReviewOutcome::Allowed,
+            review(&req.uid, true, None, None, warnings),
+        );
+    }
+    for _ in &errors {
+        // One bounded label for every metric rule: the field paths are the detail, in the log.
+        state.observer.denial(METRIC_DENIAL_RULE);
+    }
+    tracing::info!(errors = errors.len(), "denied");
+    let status = invalid_metric_status(&req.name, &errors);
+    (
+        ReviewOutcome::Denied,
+        review(&req.uid, false, Some(status), None, warnings),
+    )
+}
+
+/// The denials metric's label for a broken TrustyAIMetric rule.
+pub const METRIC_DENIAL_RULE: &str = "trustyaimetric";
 
 /// Answers the review in `body` at `endpoint`, and records the answer: a body that is no
 /// review is rejected; in the request's span (`span`), a request without an operation (DELETE,
@@ -197,6 +302,28 @@ fn invalid_status(name: &str, errors: &[FieldError]) -> Value {
         "reason": "Invalid",
         "code": 422,
         "details": {"name": name, "group": GROUP, "kind": KIND, "causes": causes},
+    })
+}
+
+/// [`invalid_status`] for a TrustyAIMetric: the same shape, the metric's kind and message.
+fn invalid_metric_status(name: &str, errors: &[MetricFieldError]) -> Value {
+    let causes: Vec<Value> = errors
+        .iter()
+        .map(|e| {
+            let full = e.to_string();
+            let message = full
+                .strip_prefix(&format!("{}: ", e.field))
+                .unwrap_or(&full)
+                .to_string();
+            json!({"reason": e.kind.cause_type(), "message": message, "field": e.field})
+        })
+        .collect();
+    json!({
+        "status": "Failure",
+        "message": metric::validation::denial_message(name, errors),
+        "reason": "Invalid",
+        "code": 422,
+        "details": {"name": name, "group": GROUP, "kind": metric::validation::KIND, "causes": causes},
     })
 }
 
@@ -334,11 +461,15 @@ fn parse(body: &[u8]) -> Result<Request, Rejection> {
             r.resource.as_deref().unwrap_or(""),
         )
     });
-    if group != GROUP || plural != PLURAL {
-        return Err(refuse(format!(
-            "this webhook admits only {PLURAL}.{GROUP}, not {plural}.{group}"
-        )));
-    }
+    let resource = match (group, plural) {
+        (GROUP, PLURAL) => Resource::Service,
+        (GROUP, METRIC_PLURAL) => Resource::Metric,
+        _ => {
+            return Err(refuse(format!(
+                "this webhook admits only {PLURAL}.{GROUP} and {METRIC_PLURAL}.{GROUP}, not {plural}.{group}"
+            )));
+        }
+    };
     let operation = match request.operation.as_deref() {
         Some("CREATE") => Some(Operation::Create),
         Some("UPDATE") => Some(Operation::Update),
@@ -365,9 +496,10 @@ fn parse(body: &[u8]) -> Result<Request, Rejection> {
         (Value::Null, None)
     };
     if operation.is_some() && !object.is_object() {
-        return Err(refuse(
-            "request.object must be a TrustyAIService object".into(),
-        ));
+        return Err(refuse(format!(
+            "request.object must be a {} object",
+            resource.kind()
+        )));
     }
     let api_version = object.get("apiVersion").and_then(Value::as_str);
     let kind = object.get("kind").and_then(Value::as_str);
@@ -375,13 +507,12 @@ fn parse(body: &[u8]) -> Result<Request, Rejection> {
         .and_then(|v| v.strip_prefix(&format!("{GROUP}/")))
         .unwrap_or("")
         .to_string();
-    if operation.is_some()
-        && (kind != Some(KIND) || (version != STORAGE_VERSION && version != DEPRECATED_VERSION))
-    {
+    if operation.is_some() && (kind != Some(resource.kind()) || !resource.serves(&version)) {
         return Err(refuse(format!(
-            "request.object is a {} {}, not a {GROUP} {KIND}",
+            "request.object is a {} {}, not a {GROUP} {}",
             api_version.unwrap_or("<no apiVersion>"),
-            kind.unwrap_or("<no kind>")
+            kind.unwrap_or("<no kind>"),
+            resource.kind()
         )));
     }
     // The name of an object being created from generateName is only in the object.
@@ -397,6 +528,7 @@ fn parse(body: &[u8]) -> Result<Request, Rejection> {
         uid,
         name,
         namespace: request.namespace.unwrap_or_default(),
+        resource,
         operation,
         object,
         version,
@@ -569,6 +701,175 @@ mod tests {
         )
         .await;
         assert_eq!(answer["response"]["allowed"], true);
+    }
+
+    /// A review of the TrustyAIMetric `object`.
+    fn metric_request(operation: &str, object: Value) -> Value {
+        let mut req = request(operation, object, None);
+        req["request"]["name"] = json!("m");
+        req["request"]["kind"] =
+            json!({"group": GROUP, "version": METRIC_VERSION, "kind": "TrustyAIMetric"});
+        req["request"]["resource"] =
+            json!({"group": GROUP, "version": METRIC_VERSION, "resource": METRIC_PLURAL});
+        req
+    }
+
+    fn tam(spec: Value) -> Value {
+        json!({"apiVersion": "trustyai.opendatahub.io/v1alpha1", "kind": "TrustyAIMetric",
+               "metadata": {"name": "m", "namespace": "ns"}, "spec": spec})
+    }
+
+    fn spd() -> Value {
+        json!({"model": "demo-model", "type": "spd", "protectedAttribute": "gender",
+               "privilegedValue": 1, "unprivilegedValue": 0, "outcomeName": "income",
+               "favorableOutcome": 1})
+    }
+
+    fn cause_fields(answer: &Value) -> Vec<String> {
+        answer["response"]["status"]["details"]["causes"]
+            .as_array()
+            .map(|causes| {
+                causes
+                    .iter()
+                    .filter_map(|c| c["field"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn validate_allows_a_valid_metric() {
+        let (_, answer) = call("validate", metric_request("CREATE", tam(spd()))).await;
+        assert_eq!(answer["response"]["allowed"], true, "{answer}");
+        assert!(answer["response"].get("warnings").is_none(), "{answer}");
+    }
+
+    #[tokio::test]
+    async fn validate_denies_a_metric_with_every_field_error() {
+        let spec = json!({"model": "", "type": "spd", "batchSize": 0});
+        let (status, answer) = call("validate", metric_request("UPDATE", tam(spec))).await;
+        assert_eq!(status, StatusCode::OK);
+        let response = &answer["response"];
+        assert_eq!(response["allowed"], false, "{answer}");
+        assert_eq!(response["status"]["code"], 422);
+        assert_eq!(response["status"]["reason"], "Invalid");
+        assert_eq!(response["status"]["details"]["kind"], "TrustyAIMetric");
+        assert_eq!(response["status"]["details"]["name"], "m");
+        let fields = cause_fields(&answer);
+        for field in [
+            "spec.model",
+            "spec.batchSize",
+            "spec.protectedAttribute",
+            "spec.privilegedValue",
+            "spec.unprivilegedValue",
+            "spec.outcomeName",
+        ] {
+            assert!(fields.iter().any(|f| f == field), "{field} in {fields:?}");
+        }
+        let message = response["status"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("TrustyAIMetric.trustyai.opendatahub.io \"m\" is invalid: ["),
+            "{message}"
+        );
+        // A cause's message is the error without its field, as the API server writes them.
+        let first = &response["status"]["details"]["causes"][0];
+        let cause_message = first["message"].as_str().unwrap_or_default();
+        assert!(!cause_message.starts_with("spec."), "{first}");
+    }
+
+    #[tokio::test]
+    async fn validate_denies_a_metric_alias_naming_the_current_name() {
+        let mut spec = spd();
+        spec["type"] = json!("meanshift");
+        let (_, answer) = call("validate", metric_request("CREATE", tam(spec))).await;
+        assert_eq!(answer["response"]["allowed"], false, "{answer}");
+        assert_eq!(cause_fields(&answer), ["spec.type"]);
+    }
+
+    #[tokio::test]
+    async fn mutate_replaces_a_metric_alias_with_a_warning() {
+        let spec = json!({"model": "demo-model", "type": "fouriermmd", "referenceTag": "training"});
+        let sent = tam(spec);
+        let (_, answer) = call("mutate", metric_request("CREATE", sent.clone())).await;
+        assert_eq!(answer["response"]["allowed"], true, "{answer}");
+        assert_eq!(answer["response"]["patchType"], "JSONPatch");
+        let patch: Patch = serde_json::from_value(decoded_patch(&answer)).expect("patch");
+        let mut patched = sent;
+        assert!(json_patch::patch(&mut patched, &patch).is_ok());
+        assert_eq!(patched["spec"]["type"], "mmd");
+        let warnings = answer["response"]["warnings"].to_string();
+        for part in ["spec.type", "fouriermmd", "mmd"] {
+            assert!(warnings.contains(part), "{part} in {warnings}");
+        }
+    }
+
+    #[tokio::test]
+    async fn mutate_of_a_current_metric_sends_no_patch_nor_warning() {
+        let (_, answer) = call("mutate", metric_request("CREATE", tam(spd()))).await;
+        assert_eq!(answer["response"]["allowed"], true, "{answer}");
+        assert!(answer["response"].get("patch").is_none(), "{answer}");
+        assert!(answer["response"].get("warnings").is_none(), "{answer}");
+    }
+
+    #[tokio::test]
+    async fn mutate_denies_a_broken_metric_as_validate_does_after_defaulting() {
+        let spec =
+            json!({"model": "demo-model", "type": "meanshift", "protectedAttribute": "gender"});
+        let (_, answer) = call("mutate", metric_request("CREATE", tam(spec))).await;
+        assert_eq!(answer["response"]["allowed"], false, "{answer}");
+        assert!(answer["response"].get("patch").is_none(), "{answer}");
+        // Judged as defaulted: the alias is no error, the fairness field is; the warning stays.
+        let fields = cause_fields(&answer);
+        assert!(!fields.iter().any(|f| f == "spec.type"), "{fields:?}");
+        assert!(
+            fields.iter().any(|f| f == "spec.protectedAttribute"),
+            "{fields:?}"
+        );
+        assert!(
+            answer["response"]["warnings"]
+                .to_string()
+                .contains("meanshift")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_metric_review_must_carry_a_metric() {
+        let (_, answer) = call("validate", metric_request("CREATE", tas(json!({})))).await;
+        assert_eq!(answer["response"]["allowed"], false, "{answer}");
+        let message = answer["response"]["status"]["message"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            message.contains("not a trustyai.opendatahub.io TrustyAIMetric"),
+            "{message}"
+        );
+        let mut other_version = tam(spd());
+        other_version["apiVersion"] = json!("trustyai.opendatahub.io/v1");
+        let (_, answer) = call("mutate", metric_request("CREATE", other_version)).await;
+        assert_eq!(answer["response"]["allowed"], false, "{answer}");
+        let (_, answer) = call("mutate", metric_request("CREATE", json!([]))).await;
+        let message = answer["response"]["status"]["message"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(message.contains("TrustyAIMetric object"), "{message}");
+    }
+
+    #[tokio::test]
+    async fn an_update_that_leaves_a_metrics_spec_alone_is_allowed() {
+        let broken = tam(json!({"model": "demo-model", "type": "spd"}));
+        let mut req = metric_request("UPDATE", broken.clone());
+        req["request"]["oldObject"] = broken;
+        let (_, answer) = call("validate", req.clone()).await;
+        assert_eq!(answer["response"]["allowed"], true, "{answer}");
+        req["request"]["object"]["spec"]["model"] = json!("other");
+        let (_, answer) = call("validate", req).await;
+        assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    }
+
+    #[tokio::test]
+    async fn deleting_a_metric_is_always_allowed() {
+        let (_, answer) = call("validate", metric_request("DELETE", Value::Null)).await;
+        assert_eq!(answer["response"]["allowed"], true, "{answer}");
     }
 
     #[tokio::test]

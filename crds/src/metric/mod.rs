@@ -4,11 +4,13 @@
 //!
 //! - [`types`]: the resource, its spec and status.
 //! - [`kinds`]: the metric types by the service's route names, their aliases and routes.
+//! - [`defaults`]: a deprecated type name replaced by the current one (webhook and offline).
 //! - [`validation`]: every rule, all errors at once with field paths (webhook and offline).
 //! - [`request`]: what the operator sends to the service, and the bounds a value is judged by.
 //! - [`crd`]: the generated CRD.
 
 pub mod crd;
+pub mod defaults;
 pub mod kinds;
 pub mod request;
 pub mod types;

@@ -8,12 +8,15 @@
 //! - `updates`: updates follow the immutability rules;
 //! - `warnings`: warnings reach the client, including the missing-Secret warning from the
 //!   operator's cache, and kubectl prints the field errors;
-//! - `ratcheting`: objects stored before the webhooks existed stay updatable and deletable.
+//! - `ratcheting`: objects stored before the webhooks existed stay updatable and deletable;
+//! - `metric`: TrustyAIMetric: every field error at once, a deprecated type replaced with a
+//!   warning, a valid metric stored (one test per behaviour, each with its own operator).
 //!
 //! One operator serves many checks; each test holds this concern's control plane exclusively
 //! while it runs, because the webhook registrations are cluster-wide.
 
 mod create;
+mod metric;
 mod ratcheting;
 mod updates;
 mod warnings;

@@ -1,7 +1,8 @@
 //! The Helm chart, with the helm built from its Go module and the real API server:
 //!
 //! - `render`: what `helm lint` and `helm template` make of the chart alone (the webhook
-//!   registrations, the CRD copy, names, cert-manager issuers);
+//!   registrations, the CRD copies, names, cert-manager issuers);
+//! - `metric`: what the chart renders for TrustyAIMetric (its CRD, webhook rules and RBAC);
 //! - `values`: the values schema and table, and where each value lands in what is rendered
 //!   (and that the API server accepts it);
 //! - `monitoring`: the alerts and the dashboard, held to Prometheus' rule checker and to the
@@ -17,6 +18,7 @@
 
 mod go_operator;
 mod install;
+mod metric;
 mod monitoring;
 mod render;
 mod uninstall;
@@ -54,13 +56,19 @@ fn v1_of(
         .expect("v1")
 }
 
-/// Deletes the CRD (and with it every TrustyAIService) so a test starts from a cluster without it.
+/// The TrustyAIMetric CRD, which the chart installs beside the TrustyAIService one.
+const METRIC_CRD_NAME: &str = trustyai_operator::crd_maintenance::METRIC_CRD_NAME;
+
+/// Deletes both CRDs (and with them every TrustyAIService and TrustyAIMetric) so a test starts
+/// from a cluster without them: a CRD left by another release or by an operator's CRD
+/// maintenance would make `helm install` refuse to adopt it.
 fn delete_crd(cp: &ControlPlane) {
     let (ok, out, err) = cp.kubectl(
         &[
             "delete",
             "crd",
             CRD_NAME,
+            METRIC_CRD_NAME,
             "--ignore-not-found",
             "--wait=true",
             "--timeout=120s",

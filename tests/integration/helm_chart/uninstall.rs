@@ -28,7 +28,8 @@ use super::{CRD_NAME, delete_crd, install, uninstall, wait_established};
 /// then `helm uninstall` (the operator goes with the release) and the namespace of the
 /// TrustyAIService deleted. The namespace stays `Terminating` until `trustyai-operator
 /// uninstall --namespace <release namespace>` (the README's command, with the chart's names as
-/// its defaults) releases the TrustyAIService; afterwards nothing of ours is left but the CRD.
+/// its defaults) releases the TrustyAIService and the TrustyAIMetric; afterwards nothing of ours
+/// is left but the CRDs.
 #[tokio::test]
 async fn helm_uninstall_then_the_uninstall_command_leaves_no_namespace_terminating() {
     let (_claim, cp, client, ns) =
@@ -49,6 +50,13 @@ async fn helm_uninstall_then_the_uninstall_command_leaves_no_namespace_terminati
     operator.wait_ready(TIMEOUT);
     let services = tas_api(&client, &app, "v1");
     create_a_database_service(cp, &services, &app).await;
+    // A TrustyAIMetric held by the metric finalizer, as the operator's metric controller leaves
+    // it: `uninstall` must release it too, or the namespace never goes.
+    let metrics = metric_api(&client, &app);
+    metrics
+        .create(&PostParams::default(), &finalized_metric())
+        .await
+        .expect("creating the TrustyAIMetric");
     let bindings = Api::<ClusterRoleBinding>::all(client.clone());
     let binding = format!("tas-{app}-proxy-rolebinding");
     until(
@@ -83,7 +91,14 @@ async fn helm_uninstall_then_the_uninstall_command_leaves_no_namespace_terminati
                 .metadata
                 .deletion_timestamp
                 .is_some();
-            (terminating && held).then_some(())
+            let metric_held = metrics
+                .get_opt("demo-model-spd")
+                .await
+                .ok()??
+                .metadata
+                .deletion_timestamp
+                .is_some();
+            (terminating && held && metric_held).then_some(())
         },
     )
     .await;
@@ -104,6 +119,31 @@ async fn helm_uninstall_then_the_uninstall_command_leaves_no_namespace_terminati
     assert!(exists(&crds, CRD_NAME).await, "the CRD stays");
     // The operator pointed the CRD's conversion at itself: the next test starts without it.
     delete_crd(cp);
+}
+
+/// The TrustyAIMetrics of `ns`.
+fn metric_api(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let gvk =
+        kube::api::GroupVersionKind::gvk("trustyai.opendatahub.io", "v1alpha1", "TrustyAIMetric");
+    Api::namespaced_with(
+        client.clone(),
+        ns,
+        &kube::api::ApiResource::from_gvk_with_plural(&gvk, "trustyaimetrics"),
+    )
+}
+
+/// A valid TrustyAIMetric carrying the metric finalizer.
+fn finalized_metric() -> DynamicObject {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "trustyai.opendatahub.io/v1alpha1",
+        "kind": "TrustyAIMetric",
+        "metadata": {
+            "name": "demo-model-spd",
+            "finalizers": [trustyai_crds::metric::FINALIZER],
+        },
+        "spec": {"model": "demo-model", "type": "kstest"},
+    }))
+    .expect("a TrustyAIMetric")
 }
 
 /// The chart's default release name, whose names are the operator's defaults.
