@@ -146,6 +146,7 @@ async fn a_declared_metric_follows_its_service_through_a_restart() {
         .expect("deleted");
     let replacement = ready_pod(cp, &pods, "demo", Some(&old)).await;
     let new_uid = replacement.metadata.uid.clone().expect("a uid");
+    let replacement_ready = std::time::Instant::now();
     wait_for(
         cp,
         "demo-spd registered with the replacement pod",
