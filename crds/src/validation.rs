@@ -373,7 +373,12 @@ impl std::error::Error for FieldError {}
 /// `TrustyAIService.trustyai.opendatahub.io "x" is invalid: [err1, err2]` (one error goes
 /// without brackets).
 pub fn denial_message(name: &str, errors: &[FieldError]) -> String {
-    let head = format!("{KIND}.{GROUP} {} is invalid", go_quote(name));
+    denial_message_of(KIND, name, errors)
+}
+
+/// [`denial_message`] for an object of `kind` (in this API group), whatever its error type.
+pub fn denial_message_of(kind: &str, name: &str, errors: &[impl fmt::Display]) -> String {
+    let head = format!("{kind}.{GROUP} {} is invalid", go_quote(name));
     match errors {
         [] => head,
         [one] => format!("{head}: {one}"),

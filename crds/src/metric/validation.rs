@@ -52,15 +52,7 @@ impl fmt::Display for MetricFieldError {
 
 /// The denial message: `TrustyAIMetric.trustyai.opendatahub.io "x" is invalid: [e1, e2]`.
 pub fn denial_message(name: &str, errors: &[MetricFieldError]) -> String {
-    let head = format!("{KIND}.{} {name:?} is invalid", crate::contract::GROUP);
-    match errors {
-        [] => head,
-        [one] => format!("{head}: {one}"),
-        many => {
-            let all: Vec<String> = many.iter().map(ToString::to_string).collect();
-            format!("{head}: [{}]", all.join(", "))
-        }
-    }
+    crate::validation::denial_message_of(KIND, name, errors)
 }
 
 /// Every rule the object breaks (empty: allowed). `object` is the whole object as the API
@@ -224,48 +216,59 @@ fn fairness_rules(spec: &TrustyAIMetricSpec, errors: &mut Vec<MetricFieldError>)
             "must be a number of at least 0",
         ));
     }
-    for (field, set) in [
-        ("spec.referenceTag", spec.reference_tag.is_some()),
-        ("spec.fitColumns", spec.fit_columns.is_some()),
-    ] {
-        if set {
-            errors.push(MetricFieldError::new(
-                field,
-                ErrorKind::Forbidden,
-                None,
-                format!(
-                    "only drift metrics take it, and {:?} is a fairness metric",
-                    spec.type_
-                ),
-            ));
-        }
+    forbid_other_family(
+        spec,
+        "drift",
+        &[
+            ("spec.referenceTag", spec.reference_tag.is_some()),
+            ("spec.fitColumns", spec.fit_columns.is_some()),
+        ],
+        errors,
+    );
+}
+
+/// A Forbidden error for each field of `set` that is set: only `family` metrics take them.
+fn forbid_other_family(
+    spec: &TrustyAIMetricSpec,
+    family: &str,
+    set: &[(&str, bool)],
+    errors: &mut Vec<MetricFieldError>,
+) {
+    let this = if family == "drift" {
+        "fairness"
+    } else {
+        "drift"
+    };
+    for (field, _) in set.iter().filter(|(_, is_set)| *is_set) {
+        errors.push(MetricFieldError::new(
+            field,
+            ErrorKind::Forbidden,
+            None,
+            format!(
+                "only {family} metrics take it, and {:?} is a {this} metric",
+                spec.type_
+            ),
+        ));
     }
 }
 
 fn drift_rules(spec: &TrustyAIMetricSpec, errors: &mut Vec<MetricFieldError>) {
-    for (field, set) in [
-        (
-            "spec.protectedAttribute",
-            spec.protected_attribute.is_some(),
-        ),
-        ("spec.privilegedValue", spec.privileged_value.is_some()),
-        ("spec.unprivilegedValue", spec.unprivileged_value.is_some()),
-        ("spec.outcomeName", spec.outcome_name.is_some()),
-        ("spec.favorableOutcome", spec.favorable_outcome.is_some()),
-        ("spec.thresholdDelta", spec.threshold_delta.is_some()),
-    ] {
-        if set {
-            errors.push(MetricFieldError::new(
-                field,
-                ErrorKind::Forbidden,
-                None,
-                format!(
-                    "only fairness metrics take it, and {:?} is a drift metric",
-                    spec.type_
-                ),
-            ));
-        }
-    }
+    forbid_other_family(
+        spec,
+        "fairness",
+        &[
+            (
+                "spec.protectedAttribute",
+                spec.protected_attribute.is_some(),
+            ),
+            ("spec.privilegedValue", spec.privileged_value.is_some()),
+            ("spec.unprivilegedValue", spec.unprivileged_value.is_some()),
+            ("spec.outcomeName", spec.outcome_name.is_some()),
+            ("spec.favorableOutcome", spec.favorable_outcome.is_some()),
+            ("spec.thresholdDelta", spec.threshold_delta.is_some()),
+        ],
+        errors,
+    );
     if let Some(columns) = &spec.fit_columns {
         for (i, column) in columns.iter().enumerate() {
             if column.trim().is_empty() {
