@@ -4,10 +4,23 @@
 use super::template;
 
 /// The metric names the operator exports (from its own registry), to hold the chart's alerts and
-/// dashboard to.
+/// dashboard to. The per-TrustyAIMetric families have series only once a metric has a status,
+/// so one is recorded first.
 fn exported_metric_names() -> std::collections::BTreeSet<String> {
-    let text = trustyai_operator::metrics::Metrics::new()
-        .render(trustyai_webhooks::MetricsFormat::PrometheusText);
+    let metrics = trustyai_operator::metrics::Metrics::new();
+    let metric: trustyai_crds::metric::TrustyAIMetric = serde_json::from_value(serde_json::json!({
+        "apiVersion": "trustyai.opendatahub.io/v1alpha1", "kind": "TrustyAIMetric",
+        "metadata": {"name": "m", "namespace": "ns"},
+        "spec": {"model": "demo-model", "type": "spd"},
+    }))
+    .expect("a TrustyAIMetric");
+    let status = trustyai_crds::metric::TrustyAIMetricStatus {
+        value: Some(-0.3),
+        within_bounds: Some("False".into()),
+        ..Default::default()
+    };
+    metrics.metric_series().record(&metric, &status);
+    let text = metrics.render(trustyai_webhooks::MetricsFormat::PrometheusText);
     text.lines()
         .filter_map(|l| l.strip_prefix("# TYPE "))
         .filter_map(|l| l.split_whitespace().next())
@@ -86,7 +99,7 @@ fn the_alerts_pass_prometheus_rule_checker() {
         trustyai_crds::manifests::to_yaml(&rules)
     );
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("8 rules found"),
+        String::from_utf8_lossy(&out.stdout).contains("9 rules found"),
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
