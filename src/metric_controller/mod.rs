@@ -40,7 +40,7 @@ use kube::{Api, Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 use trustyai_crds::TrustyAIService;
 use trustyai_crds::contract::labels;
-use trustyai_crds::metric::TrustyAIMetric;
+use trustyai_crds::metric::{TrustyAIMetric, TrustyAIMetricStatus};
 
 use scrapes::Scrapes;
 use series::Series;
@@ -85,6 +85,8 @@ pub struct Context {
     recorder: Recorder,
     scrapes: Scrapes,
     series: Arc<Series>,
+    /// The status last written per metric (by uid): only the leader writes it.
+    written: std::sync::Mutex<std::collections::HashMap<String, TrustyAIMetricStatus>>,
 }
 
 /// How often the operator looks again for the TrustyAIMetric API when it is not served.
@@ -147,6 +149,7 @@ pub async fn run(client: Client, series: Arc<Series>, stop: CancellationToken) {
         client: client.clone(),
         scrapes: Scrapes::default(),
         series,
+        written: std::sync::Mutex::default(),
     });
     let run = controller
         .watches(

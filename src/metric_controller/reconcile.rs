@@ -17,7 +17,7 @@ use trustyai_crds::TrustyAIService;
 use trustyai_crds::metric::FINALIZER;
 use trustyai_crds::metric::kinds::MetricType;
 use trustyai_crds::metric::request::{self, representative};
-use trustyai_crds::metric::types::{Registration, TrustyAIMetric};
+use trustyai_crds::metric::types::{Registration, TrustyAIMetric, TrustyAIMetricStatus};
 
 use super::plan::{self, Process};
 use super::processes;
@@ -56,6 +56,7 @@ async fn reconcile_in_span(
     if metric.metadata.deletion_timestamp.is_some() {
         cleanup(&metric, &ctx, &namespace).await;
         remove_finalizer(&api, &metric).await?;
+        ctx.forget(&metric);
         ctx.series.forget(&namespace, &name);
         return Ok(Action::await_change());
     }
@@ -67,10 +68,9 @@ async fn reconcile_in_span(
     let generation = metric.metadata.generation.unwrap_or(0);
     let request_name = request::request_name(&namespace, &name);
     let bounds = request::bounds(&metric.spec);
-    let records = metric
-        .status
-        .as_ref()
-        .map(|s| s.registrations.clone())
+    let records = ctx
+        .last_status(&metric)
+        .map(|s| s.registrations)
         .unwrap_or_default();
     let mut observed = Observed {
         generation,
@@ -309,12 +309,9 @@ async fn cleanup(metric: &TrustyAIMetric, ctx: &Context, namespace: &str) {
     let Some(metric_type) = request::metric_type(metric) else {
         return;
     };
-    let records = metric
-        .status
-        .as_ref()
-        .map(|s| s.registrations.clone())
-        .unwrap_or_default();
-    let Some(cr) = metric.status.as_ref().and_then(|s| s.service.clone()) else {
+    let last = ctx.last_status(metric).unwrap_or_default();
+    let records = last.registrations;
+    let Some(cr) = last.service else {
         return;
     };
     if records.is_empty() {
@@ -411,9 +408,10 @@ async fn write_status(
     observed: &Observed,
 ) -> Result<(), MetricError> {
     let now = Time(Timestamp::now());
-    let (next, change) = status::next(metric.status.as_ref(), observed, &now);
+    let last = ctx.last_status(metric);
+    let (next, change) = status::next(last.as_ref(), observed, &now);
     ctx.series.record(metric, &next);
-    if metric.status.as_ref() == Some(&next) {
+    if last.as_ref() == Some(&next) && metric.status.as_ref() == Some(&next) {
         return Ok(());
     }
     let name = metric.name_any();
@@ -430,6 +428,13 @@ async fn write_status(
     )
     .await
     .map_err(|e| MetricError::kube("write the status of TrustyAIMetric", &name, e))?;
+    info!(
+        value = ?next.value,
+        within_bounds = ?next.within_bounds,
+        registrations = next.registrations.len(),
+        "status written"
+    );
+    ctx.remember(metric, next);
     let described = format!("{} of {}", metric.spec.type_, metric.spec.model);
     let range = status::range(observed.bounds.as_ref());
     match change {
@@ -514,6 +519,40 @@ async fn json_patch(
 }
 
 impl Context {
+    /// The status this process last wrote for `metric`, else the one it carries: the cache may
+    /// still hold the object from before that write, and registering from its older records
+    /// would schedule the metric twice.
+    fn last_status(&self, metric: &TrustyAIMetric) -> Option<TrustyAIMetricStatus> {
+        let written = metric.uid().and_then(|uid| {
+            self.written
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&uid)
+                .cloned()
+        });
+        written.or_else(|| metric.status.clone())
+    }
+
+    /// Remembers the status just written for `metric`.
+    fn remember(&self, metric: &TrustyAIMetric, status: TrustyAIMetricStatus) {
+        if let Some(uid) = metric.uid() {
+            self.written
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(uid, status);
+        }
+    }
+
+    /// Forgets `metric` (it is gone).
+    fn forget(&self, metric: &TrustyAIMetric) {
+        if let Some(uid) = metric.uid() {
+            self.written
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&uid);
+        }
+    }
+
     /// Publishes an event on `metric` (a failure is logged: events are advice).
     async fn publish(&self, metric: &TrustyAIMetric, type_: EventType, reason: &str, note: String) {
         let event = Event {

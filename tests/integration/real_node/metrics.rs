@@ -9,11 +9,44 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use trustyai_crds::metric::TrustyAIMetric;
 use trustyai_crds::metric::types::TrustyAIMetricStatus;
+use trustyai_local_cluster::ControlPlane;
 
-use super::release::{installed_namespace, wait_for};
+use super::release::{TIMEOUT, installed_namespace, logs};
 use super::service::ready_pod;
 use super::service_api::{EXPECTED_SPD, MODEL, User, uploaded_pvc_demo};
 use crate::support::cluster::events_regarding;
+
+/// Polls `check` until it returns `Some`; on a timeout, panics with `what`, the operator's and
+/// the control plane's logs, and the TrustyAI service's own (what it made of the requests).
+async fn wait_for<T>(
+    cp: &ControlPlane,
+    ns: &str,
+    what: &str,
+    check: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let shown = || {
+        let (_, text, err) = cp.kubectl(
+            &[
+                "logs",
+                "--namespace",
+                ns,
+                "--selector",
+                "app.kubernetes.io/instance=demo",
+                "--container",
+                "trustyai-service",
+                "--tail",
+                "80",
+                "--prefix",
+            ],
+            None,
+        );
+        format!(
+            "{}\n--- the TrustyAI service (kubectl logs --tail 80) ---\n{text}{err}",
+            logs(cp)
+        )
+    };
+    crate::support::wait::until_showing(what, TIMEOUT, shown, check).await
+}
 
 /// The metric the tests declare: the reference conversation's SPD, under the default bounds
 /// (±0.1), which −0.3 is outside of.
@@ -89,7 +122,7 @@ async fn a_declared_metric_follows_its_service_through_a_restart() {
     let request_name = format!("{ns}/demo-spd");
 
     // The value appears in the status, outside its bounds, and a Warning says so.
-    let status = wait_for(cp, "demo-spd's value in its status", async || {
+    let status = wait_for(cp, &ns, "demo-spd's value in its status", async || {
         let status = metrics.get("demo-spd").await.ok()?.status?;
         (status.value.is_some() && condition(&status, "Registered")? == ("True", "Registered"))
             .then_some(status)
@@ -107,7 +140,7 @@ async fn a_declared_metric_follows_its_service_through_a_restart() {
         status.registrations[0].pod_uid,
         pod.metadata.uid.clone().expect("a uid")
     );
-    wait_for(cp, "an OutsideBounds Warning", async || {
+    wait_for(cp, &ns, "an OutsideBounds Warning", async || {
         let events = events_regarding(&client, &ns, "demo-spd", "OutsideBounds").await;
         events
             .iter()
@@ -116,7 +149,7 @@ async fn a_declared_metric_follows_its_service_through_a_restart() {
     })
     .await;
     // The service itself publishes it, once.
-    let series = wait_for(cp, "the service's gauge of demo-spd", async || {
+    let series = wait_for(cp, &ns, "the service's gauge of demo-spd", async || {
         spd_series(&user, &request_name)
             .await
             .filter(|s| !s.is_empty())
@@ -149,6 +182,7 @@ async fn a_declared_metric_follows_its_service_through_a_restart() {
     let replacement_ready = std::time::Instant::now();
     wait_for(
         cp,
+        &ns,
         "demo-spd registered with the replacement pod",
         async || {
             let status = metrics.get("demo-spd").await.ok()?.status?;
@@ -165,7 +199,7 @@ async fn a_declared_metric_follows_its_service_through_a_restart() {
         replacement_ready.elapsed()
     );
     user.api.wait_reachable(&user.token).await;
-    let series = wait_for(cp, "the replacement's gauge of demo-spd", async || {
+    let series = wait_for(cp, &ns, "the replacement's gauge of demo-spd", async || {
         spd_series(&user, &request_name)
             .await
             .filter(|s| !s.is_empty())
@@ -183,12 +217,12 @@ async fn a_declared_metric_follows_its_service_through_a_restart() {
         )
         .await
         .expect("patched");
-    wait_for(cp, "demo-spd within its wider bounds", async || {
+    wait_for(cp, &ns, "demo-spd within its wider bounds", async || {
         let status = metrics.get("demo-spd").await.ok()?.status?;
         (condition(&status, "WithinBounds")? == ("True", "WithinBounds")).then_some(())
     })
     .await;
-    wait_for(cp, "a WithinBounds event", async || {
+    wait_for(cp, &ns, "a WithinBounds event", async || {
         let events = events_regarding(&client, &ns, "demo-spd", "WithinBounds").await;
         events
             .iter()
@@ -197,7 +231,7 @@ async fn a_declared_metric_follows_its_service_through_a_restart() {
     })
     .await;
     // The changed spec replaced the request: still one.
-    wait_for(cp, "one scheduled SPD after the change", async || {
+    wait_for(cp, &ns, "one scheduled SPD after the change", async || {
         (scheduled_spd(&user).await? == 1).then_some(())
     })
     .await;
@@ -207,7 +241,7 @@ async fn a_declared_metric_follows_its_service_through_a_restart() {
         .delete("demo-spd", &DeleteParams::default())
         .await
         .expect("deleted");
-    wait_for(cp, "demo-spd gone", async || {
+    wait_for(cp, &ns, "demo-spd gone", async || {
         metrics
             .get_opt("demo-spd")
             .await
@@ -216,7 +250,7 @@ async fn a_declared_metric_follows_its_service_through_a_restart() {
             .then_some(())
     })
     .await;
-    wait_for(cp, "no SPD scheduled in the service", async || {
+    wait_for(cp, &ns, "no SPD scheduled in the service", async || {
         (scheduled_spd(&user).await? == 0).then_some(())
     })
     .await;
@@ -232,7 +266,7 @@ async fn a_metric_without_its_service_says_why_and_its_deletion_does_not_wait() 
         .create(&PostParams::default(), &metric)
         .await
         .expect("created");
-    let status = wait_for(cp, "orphan's Registered condition", async || {
+    let status = wait_for(cp, &ns, "orphan's Registered condition", async || {
         let status = metrics.get("orphan").await.ok()?.status?;
         (condition(&status, "Registered")?.1 == "ServiceNotFound").then_some(status)
     })
@@ -253,7 +287,7 @@ async fn a_metric_without_its_service_says_why_and_its_deletion_does_not_wait() 
         .delete("orphan", &DeleteParams::default())
         .await
         .expect("deleted");
-    wait_for(cp, "orphan gone", async || {
+    wait_for(cp, &ns, "orphan gone", async || {
         metrics
             .get_opt("orphan")
             .await
