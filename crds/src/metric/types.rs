@@ -146,7 +146,8 @@ pub struct TrustyAIMetricStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<f64>,
 
-    /// When the operator read `value` from the service.
+    /// When the operator first read the current `value` from the service (it changes when the
+    /// value does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_at: Option<Time>,
 
