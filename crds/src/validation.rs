@@ -1187,7 +1187,7 @@ fn is_being_deleted(object: &Value) -> bool {
         .is_some_and(|t| !t.is_null())
 }
 
-/// Total length of a schedule that matched [`SCHEDULE`], in milliseconds, saturating (any
+/// Total length of a schedule that matched the schedule pattern (`patterns::SCHEDULE`), in milliseconds, saturating (any
 /// overflow is far above the minimum).
 pub fn schedule_millis(schedule: &str) -> u128 {
     SCHEDULE_GROUP

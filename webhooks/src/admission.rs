@@ -93,7 +93,7 @@ enum Rejection {
 /// and CEL rules after mutation and before validation, and stops at their first failures: judged
 /// here, a manifest's errors all come in one answer.
 ///
-/// A TrustyAIMetric gets [`mutate_metric`]'s answer instead.
+/// A TrustyAIMetric gets `mutate_metric`'s answer instead.
 pub async fn mutate(State(state): State<WebhookState>, body: Bytes) -> Response {
     let span = |req: &Request| tracing::info_span!("mutate", uid = %req.uid, kind = req.resource.kind(), namespace = %req.namespace, name = %req.name, operation = ?req.operation);
     answer(
