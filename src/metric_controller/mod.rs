@@ -47,6 +47,8 @@ use series::Series;
 
 /// Reconciles at most this many metrics at once.
 const CONCURRENCY: u16 = 4;
+/// How long the metric controller may take to stop after the stop request.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Retry delay after a failed reconcile.
 const ERROR_REQUEUE: Duration = Duration::from_secs(15);
 
@@ -168,7 +170,7 @@ pub async fn run(client: Client, series: Arc<Series>, stop: CancellationToken) {
             move |s| by_slice(s.namespace()),
         )
         .with_config(controller::Config::default().concurrency(CONCURRENCY))
-        .graceful_shutdown_on(stop.cancelled_owned())
+        .graceful_shutdown_on(stop.clone().cancelled_owned())
         .run(reconcile::reconcile, error_policy, context)
         .for_each(|result| async move {
             if let Err(controller::Error::ReconcilerFailed(error, object)) = result {
@@ -176,7 +178,17 @@ pub async fn run(client: Client, series: Arc<Series>, stop: CancellationToken) {
             }
         });
     tracing::info!("metric controller started");
-    run.await;
+    // The controller ends once its running reconciles have finished after the stop, but its
+    // watch streams can keep it from noticing: the process has 30 s for every task, so the
+    // metrics (whose reconciles are short and idempotent) get a few seconds, then stop anyway.
+    let stopped = async {
+        stop.cancelled().await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    tokio::select! {
+        () = run => {}
+        () = stopped => tracing::info!("metric controller stopped"),
+    }
 }
 
 fn error_policy(_: Arc<TrustyAIMetric>, _: &MetricError, _: Arc<Context>) -> Action {
