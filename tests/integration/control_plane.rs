@@ -29,20 +29,22 @@ async fn install_crd_without_webhook(client: &Client) {
             webhook: None,
         },
     );
+    apply_crd(client, &crd).await;
+}
+
+/// Applies `crd` and waits until the API server says it is Established.
+async fn apply_crd(client: &Client, crd: &CustomResourceDefinition) {
+    let name = crd.metadata.name.clone().expect("a CRD has a name");
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     crds.patch(
-        trustyai_crds::contract::CRD_NAME,
+        &name,
         &PatchParams::apply("control-plane-test").force(),
-        &Patch::Apply(&crd),
+        &Patch::Apply(crd),
     )
     .await
     .expect("CRD applies");
-    // Wait until Established.
     let established = wait::within(Duration::from_secs(10), async || {
-        let current = crds
-            .get(trustyai_crds::contract::CRD_NAME)
-            .await
-            .expect("CRD reads");
+        let current = crds.get(&name).await.expect("CRD reads");
         current
             .status
             .and_then(|s| s.conditions)
@@ -52,7 +54,7 @@ async fn install_crd_without_webhook(client: &Client) {
             .then_some(())
     })
     .await;
-    assert!(established.is_some(), "the CRD never became Established");
+    assert!(established.is_some(), "{name} never became Established");
 }
 
 fn fixture(path: &str) -> Value {
@@ -219,6 +221,66 @@ async fn each_cel_rule_rejects_what_it_should() {
             "{name}: expected {expected:?} in: {err}"
         );
     }
+}
+
+/// Without the webhook, the TrustyAIMetric schema's CEL rules still require each parameter a
+/// metric's family needs and refuse the other family's, in the webhook's words.
+#[tokio::test]
+async fn the_metric_crd_holds_each_familys_parameters_without_the_webhook() {
+    let (_claim, client, ns) = with_the_crd("metric-crd").await;
+    apply_crd(
+        &client,
+        &trustyai_crds::metric::crd::crd().expect("the TrustyAIMetric CRD builds"),
+    )
+    .await;
+    let gvk =
+        kube::api::GroupVersionKind::gvk("trustyai.opendatahub.io", "v1alpha1", "TrustyAIMetric");
+    let metrics: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &kube::api::ApiResource::from_gvk_with_plural(&gvk, "trustyaimetrics"),
+    );
+    let metric = |name: &str, spec: Value| {
+        json!({"apiVersion": "trustyai.opendatahub.io/v1alpha1", "kind": "TrustyAIMetric",
+               "metadata": {"name": name}, "spec": spec})
+    };
+    let err = create_error(
+        &metrics,
+        metric(
+            "no-outcome",
+            json!({"model": "m", "type": "spd", "protectedAttribute": "gender",
+                   "privilegedValue": 1, "unprivilegedValue": 0}),
+        ),
+    )
+    .await;
+    for expected in [
+        "spec.outcomeName: Required value: fairness metrics need the output the groups are compared on",
+        "spec.favorableOutcome: Required value: fairness metrics need the favourable outcome's value",
+    ] {
+        assert!(err.contains(expected), "expected {expected:?} in: {err}");
+    }
+    let err = create_error(
+        &metrics,
+        metric(
+            "drift-with-group",
+            json!({"model": "m", "type": "kstest", "protectedAttribute": "gender"}),
+        ),
+    )
+    .await;
+    let expected = "spec.protectedAttribute: Forbidden: only fairness metrics (spd, dir) take it";
+    assert!(err.contains(expected), "expected {expected:?} in: {err}");
+    metrics
+        .create(
+            &PostParams::default(),
+            &object(metric(
+                "complete",
+                json!({"model": "m", "type": "dir", "protectedAttribute": "gender",
+                       "privilegedValue": "male", "unprivilegedValue": "female",
+                       "outcomeName": "income", "favorableOutcome": 1}),
+            )),
+        )
+        .await
+        .expect("a complete fairness metric is accepted");
 }
 
 /// Transition rules on update: the size grows but never shrinks, the volume's name stays once

@@ -5,7 +5,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use serde_json::{Value, json};
 
+use super::kinds::Family;
 use super::types::TrustyAIMetric;
+use super::validation::{FAMILY_PARAMETERS, forbidden_detail, required_detail};
 use crate::crd::{CrdError, tidy_schema};
 
 /// `kubectl explain tam` text.
@@ -28,6 +30,41 @@ fn printer_columns() -> Value {
     ])
 }
 
+/// The CEL rules on `spec` that hold the family parameters while the admission webhook is
+/// down: each parameter a family needs is present, and no parameter of the other family is.
+/// Same fields, messages and reasons as the webhook's (`FAMILY_PARAMETERS`), so the API server
+/// words a refusal the same either way (`spec.outcomeName: Required value: ...`). A blank
+/// string is refused by the webhook only.
+fn family_rules() -> Vec<Value> {
+    let types_of = |family: Family| {
+        let quoted: Vec<String> = family
+            .members()
+            .iter()
+            .map(|name| format!("'{name}'"))
+            .collect();
+        format!("[{}]", quoted.join(", "))
+    };
+    let mut rules = Vec::new();
+    for parameter in FAMILY_PARAMETERS {
+        let field = parameter.field;
+        if let Some(what) = parameter.needed_as {
+            rules.push(json!({
+                "rule": format!("!(self.type in {}) || has(self.{field})", types_of(parameter.family)),
+                "fieldPath": format!(".{field}"),
+                "reason": "FieldValueRequired",
+                "message": required_detail(parameter.family, what),
+            }));
+        }
+        rules.push(json!({
+            "rule": format!("!(self.type in {}) || !has(self.{field})", types_of(parameter.family.other())),
+            "fieldPath": format!(".{field}"),
+            "reason": "FieldValueForbidden",
+            "message": forbidden_detail(parameter.family),
+        }));
+    }
+    rules
+}
+
 /// The TrustyAIMetric CRD.
 pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
     let mut value = serde_json::to_value(TrustyAIMetric::crd())?;
@@ -42,6 +79,10 @@ pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
                 .ok_or_else(|| CrdError::MissingSchemaPath("openAPIV3Schema".into()))?;
             tidy_schema(schema);
             schema["description"] = json!(ROOT_DESCRIPTION);
+            let spec = schema
+                .pointer_mut("/properties/spec")
+                .ok_or_else(|| CrdError::MissingSchemaPath("spec".into()))?;
+            spec["x-kubernetes-validations"] = Value::Array(family_rules());
             if let Some(conditions) = schema.pointer_mut("/properties/status/properties/conditions")
             {
                 conditions["x-kubernetes-list-type"] = json!("map");
@@ -72,6 +113,38 @@ mod tests {
         assert_eq!(crd.spec.versions.len(), 1);
         assert!(crd.spec.versions[0].storage);
         assert!(crd.spec.versions[0].subresources.is_some());
+    }
+
+    #[test]
+    fn every_family_parameter_has_its_cel_rules() {
+        let crd = serde_json::to_value(crd().unwrap_or_else(|e| panic!("{e}")))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let rules = crd
+            .pointer(
+                "/spec/versions/0/schema/openAPIV3Schema/properties/spec/x-kubernetes-validations",
+            )
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let outcome: Vec<&Value> = rules
+            .iter()
+            .filter(|r| r["fieldPath"] == ".outcomeName")
+            .collect();
+        assert_eq!(outcome.len(), 2, "{rules:?}");
+        assert_eq!(
+            outcome[0]["rule"],
+            "!(self.type in ['spd', 'dir']) || has(self.outcomeName)"
+        );
+        assert_eq!(
+            outcome[0]["message"],
+            "fairness metrics need the output the groups are compared on"
+        );
+        assert_eq!(
+            outcome[1]["rule"],
+            "!(self.type in ['comparemeans', 'kstest', 'ksteststreaming', 'jensenshannon', 'mmd']) || !has(self.outcomeName)"
+        );
+        // 5 needed (each with a Required and a Forbidden rule), 3 optional (Forbidden only).
+        assert_eq!(rules.len(), 5 * 2 + 3);
     }
 
     #[test]

@@ -12,6 +12,33 @@ pub enum Family {
     Drift,
 }
 
+impl Family {
+    /// The family's name in messages: `fairness` or `drift`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Fairness => "fairness",
+            Self::Drift => "drift",
+        }
+    }
+
+    /// The other family.
+    pub const fn other(self) -> Self {
+        match self {
+            Self::Fairness => Self::Drift,
+            Self::Drift => Self::Fairness,
+        }
+    }
+
+    /// The names of the family's types, in order.
+    pub fn members(self) -> Vec<&'static str> {
+        METRIC_TYPES
+            .iter()
+            .filter(|t| t.family == self)
+            .map(|t| t.name)
+            .collect()
+    }
+}
+
 /// One metric type the service schedules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MetricType {

@@ -139,63 +139,112 @@ fn unknown_type(name: &str) -> MetricFieldError {
     )
 }
 
-fn fairness_rules(spec: &TrustyAIMetricSpec, errors: &mut Vec<MetricFieldError>) {
-    let text = |field: &str, value: &Option<String>, what: &str, errors: &mut Vec<_>| {
-        if value.as_deref().is_none_or(|v| v.trim().is_empty()) {
-            errors.push(MetricFieldError::new(
-                field,
-                ErrorKind::Required,
-                None,
-                format!("fairness metrics need {what}"),
-            ));
+/// A parameter that only one family of metrics takes.
+#[derive(Debug, Clone, Copy)]
+pub struct FamilyParameter {
+    /// The field under `spec`, as the API spells it.
+    pub field: &'static str,
+    /// The family that takes it; the other family's metrics refuse it.
+    pub family: Family,
+    /// What it is, when every metric of its family needs it (`None`: optional).
+    pub needed_as: Option<&'static str>,
+}
+
+/// The family parameters. The webhook's rules below and the CRD's CEL rules
+/// (`super::crd`) both come from this table, with the messages of [`required_detail`] and
+/// [`forbidden_detail`].
+pub const FAMILY_PARAMETERS: [FamilyParameter; 8] = [
+    needed("protectedAttribute", "the input whose groups are compared"),
+    needed("privilegedValue", "the privileged group's value"),
+    needed("unprivilegedValue", "the unprivileged group's value"),
+    needed("outcomeName", "the output the groups are compared on"),
+    needed("favorableOutcome", "the favourable outcome's value"),
+    optional("thresholdDelta", Family::Fairness),
+    optional("referenceTag", Family::Drift),
+    optional("fitColumns", Family::Drift),
+];
+
+const fn needed(field: &'static str, what: &'static str) -> FamilyParameter {
+    FamilyParameter {
+        field,
+        family: Family::Fairness,
+        needed_as: Some(what),
+    }
+}
+
+const fn optional(field: &'static str, family: Family) -> FamilyParameter {
+    FamilyParameter {
+        field,
+        family,
+        needed_as: None,
+    }
+}
+
+/// Why a missing parameter is refused: `fairness metrics need the output the groups are
+/// compared on`.
+pub fn required_detail(family: Family, what: &str) -> String {
+    format!("{} metrics need {what}", family.name())
+}
+
+/// Why a parameter of the other family is refused: `only drift metrics (comparemeans, ...)
+/// take it`.
+pub fn forbidden_detail(family: Family) -> String {
+    format!(
+        "only {} metrics ({}) take it",
+        family.name(),
+        family.members().join(", ")
+    )
+}
+
+/// The family parameters' rules for a metric of `family`: each one it needs present (a blank
+/// string counts as missing; values are integers or strings), each one of the other family
+/// absent.
+fn family_rules(spec: &TrustyAIMetricSpec, family: Family, errors: &mut Vec<MetricFieldError>) {
+    // The spec as the API server holds it: a parameter is set when its key is there.
+    let fields = serde_json::to_value(spec).unwrap_or(Value::Null);
+    for parameter in FAMILY_PARAMETERS {
+        let path = format!("spec.{}", parameter.field);
+        let value = fields.get(parameter.field);
+        if parameter.family != family {
+            if value.is_some() {
+                errors.push(MetricFieldError::new(
+                    &path,
+                    ErrorKind::Forbidden,
+                    None,
+                    forbidden_detail(parameter.family),
+                ));
+            }
+            continue;
         }
-    };
-    let scalar = |field: &str, value: &Option<Value>, what: &str, errors: &mut Vec<_>| match value {
-        None => errors.push(MetricFieldError::new(
-            field,
+        let Some(what) = parameter.needed_as else {
+            continue;
+        };
+        match value {
+            None => {}
+            Some(Value::String(text)) if text.trim().is_empty() => {}
+            Some(Value::String(_)) => continue,
+            Some(Value::Number(n)) if n.is_i64() || n.is_u64() => continue,
+            Some(other) => {
+                errors.push(MetricFieldError::new(
+                    &path,
+                    ErrorKind::TypeInvalid,
+                    Some(other.clone()),
+                    "must be an integer or a string",
+                ));
+                continue;
+            }
+        }
+        errors.push(MetricFieldError::new(
+            &path,
             ErrorKind::Required,
             None,
-            format!("fairness metrics need {what}"),
-        )),
-        Some(Value::String(_)) => {}
-        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => {}
-        Some(other) => errors.push(MetricFieldError::new(
-            field,
-            ErrorKind::TypeInvalid,
-            Some(other.clone()),
-            "must be an integer or a string",
-        )),
-    };
-    text(
-        "spec.protectedAttribute",
-        &spec.protected_attribute,
-        "the input whose groups are compared",
-        errors,
-    );
-    scalar(
-        "spec.privilegedValue",
-        &spec.privileged_value,
-        "the privileged group's value",
-        errors,
-    );
-    scalar(
-        "spec.unprivilegedValue",
-        &spec.unprivileged_value,
-        "the unprivileged group's value",
-        errors,
-    );
-    text(
-        "spec.outcomeName",
-        &spec.outcome_name,
-        "the output the groups are compared on",
-        errors,
-    );
-    scalar(
-        "spec.favorableOutcome",
-        &spec.favorable_outcome,
-        "the favourable outcome's value",
-        errors,
-    );
+            required_detail(family, what),
+        ));
+    }
+}
+
+fn fairness_rules(spec: &TrustyAIMetricSpec, errors: &mut Vec<MetricFieldError>) {
+    family_rules(spec, Family::Fairness, errors);
     if let (Some(p), Some(u)) = (&spec.privileged_value, &spec.unprivileged_value)
         && p == u
     {
@@ -216,59 +265,10 @@ fn fairness_rules(spec: &TrustyAIMetricSpec, errors: &mut Vec<MetricFieldError>)
             "must be a number of at least 0",
         ));
     }
-    forbid_other_family(
-        spec,
-        "drift",
-        &[
-            ("spec.referenceTag", spec.reference_tag.is_some()),
-            ("spec.fitColumns", spec.fit_columns.is_some()),
-        ],
-        errors,
-    );
-}
-
-/// A Forbidden error for each field of `set` that is set: only `family` metrics take them.
-fn forbid_other_family(
-    spec: &TrustyAIMetricSpec,
-    family: &str,
-    set: &[(&str, bool)],
-    errors: &mut Vec<MetricFieldError>,
-) {
-    let this = if family == "drift" {
-        "fairness"
-    } else {
-        "drift"
-    };
-    for (field, _) in set.iter().filter(|(_, is_set)| *is_set) {
-        errors.push(MetricFieldError::new(
-            field,
-            ErrorKind::Forbidden,
-            None,
-            format!(
-                "only {family} metrics take it, and {:?} is a {this} metric",
-                spec.type_
-            ),
-        ));
-    }
 }
 
 fn drift_rules(spec: &TrustyAIMetricSpec, errors: &mut Vec<MetricFieldError>) {
-    forbid_other_family(
-        spec,
-        "fairness",
-        &[
-            (
-                "spec.protectedAttribute",
-                spec.protected_attribute.is_some(),
-            ),
-            ("spec.privilegedValue", spec.privileged_value.is_some()),
-            ("spec.unprivilegedValue", spec.unprivileged_value.is_some()),
-            ("spec.outcomeName", spec.outcome_name.is_some()),
-            ("spec.favorableOutcome", spec.favorable_outcome.is_some()),
-            ("spec.thresholdDelta", spec.threshold_delta.is_some()),
-        ],
-        errors,
-    );
+    family_rules(spec, Family::Drift, errors);
     if let Some(columns) = &spec.fit_columns {
         for (i, column) in columns.iter().enumerate() {
             if column.trim().is_empty() {
