@@ -2,7 +2,8 @@
 //! the way a user meets them, through the API server. The chart's `helm test` pod runs it.
 //!
 //! Each check is a server-side dry-run create (nothing is stored, no TrustyAIService is
-//! reconciled), so it needs only `create` on TrustyAIServices in one namespace:
+//! reconciled), so it needs only `create` on TrustyAIServices and TrustyAIMetrics in one
+//! namespace:
 //!
 //! 1. admission: a minimal v1 object is admitted and comes back with the defaults only the
 //!    mutating webhook adds (the CRD schema has none), so the API server called `/mutate` and
@@ -12,7 +13,10 @@
 //! 3. rules: an object with a malformed `spec.image` is refused by an admission webhook naming
 //!    `spec.image`. CEL does not hold that rule, so only the webhooks can refuse it (the
 //!    defaulting webhook refuses an object the rules refuse, so that every error is reported in
-//!    one answer before CEL stops the request).
+//!    one answer before CEL stops the request);
+//! 4. metrics: a TrustyAIMetric named by one of the service's deprecated type names comes back
+//!    with the current name, which only the mutating webhook writes (the CRD's schema refuses
+//!    the deprecated names), so the API server calls the webhooks for TrustyAIMetrics too.
 //!
 //! A webhook the API server cannot reach fails its check with the API server's own message.
 
@@ -34,6 +38,8 @@ const GENERATE_NAME: &str = "install-check-";
 const MALFORMED_IMAGE: &str = "Not An Image";
 /// The field a default of the mutating webhook lands in (v1 only; the CRD has no default).
 const DEFAULTED_FIELD: &str = "spec.storage.retention";
+/// A deprecated metric type name the mutating webhook replaces, and its current name.
+const METRIC_ALIAS: (&str, &str) = ("meanshift", "comparemeans");
 
 /// Why a check failed.
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +61,14 @@ pub enum CheckFailure {
     NotRefused { namespace: String },
     #[error("refused, but not by an admission webhook naming spec.image: {message}")]
     RefusedOtherwise { message: String },
+    #[error(
+        "the answer's spec.type is {got:?}, not {wanted:?}: the mutating webhook did not admit the TrustyAIMetric (is namespace {namespace} outside webhook.namespaceSelector?)"
+    )]
+    MetricNotDefaulted {
+        got: String,
+        wanted: &'static str,
+        namespace: String,
+    },
 }
 
 /// One check's name and outcome.
@@ -107,6 +121,10 @@ pub async fn check(client: Client, namespace: &str) -> Vec<CheckResult> {
         CheckResult {
             name: "rules",
             outcome: refused(&v1, namespace).await,
+        },
+        CheckResult {
+            name: "metrics (/mutate)",
+            outcome: metric_defaulted(&client, namespace).await,
         },
     ]
 }
@@ -207,6 +225,37 @@ async fn refused(api: &Api<DynamicObject>, namespace: &str) -> Result<String, Ch
     }
 }
 
+async fn metric_defaulted(client: &Client, namespace: &str) -> Result<String, CheckFailure> {
+    use trustyai_crds::metric::TrustyAIMetric;
+    let (alias, current) = METRIC_ALIAS;
+    let mut metric = TrustyAIMetric::new(
+        "",
+        trustyai_crds::metric::types::TrustyAIMetricSpec {
+            model: "install-check".to_owned(),
+            type_: alias.to_owned(),
+            ..Default::default()
+        },
+    );
+    metric.metadata.name = None;
+    metric.metadata.generate_name = Some(GENERATE_NAME.to_owned());
+    let answer = Api::<TrustyAIMetric>::namespaced(client.clone(), namespace)
+        .create(&dry_run(), &metric)
+        .await
+        .map_err(CheckFailure::Refused)?;
+    if answer.spec.type_ == current {
+        Ok(format!(
+            "{} was admitted with spec.type {alias:?} replaced by {current:?}",
+            answer.name_any()
+        ))
+    } else {
+        Err(CheckFailure::MetricNotDefaulted {
+            got: answer.spec.type_,
+            wanted: current,
+            namespace: namespace.to_owned(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,15 +265,18 @@ mod tests {
     const V1: &str = "/apis/trustyai.opendatahub.io/v1/namespaces/models/trustyaiservices";
     const V1ALPHA1: &str =
         "/apis/trustyai.opendatahub.io/v1alpha1/namespaces/models/trustyaiservices";
+    const METRICS: &str =
+        "/apis/trustyai.opendatahub.io/v1alpha1/namespaces/models/trustyaimetrics";
 
     /// An API server whose webhooks do not see the namespace (outside their
     /// namespaceSelector): every dry run is stored as sent.
     #[tokio::test]
-    async fn webhooks_that_never_see_the_namespace_fail_two_checks_and_say_why() {
+    async fn webhooks_that_never_see_the_namespace_fail_three_checks_and_say_why() {
         let (api, client) = MockApi::new([
             Expected::write(Method::POST, V1),
             Expected::write(Method::POST, V1ALPHA1),
             Expected::write(Method::POST, V1),
+            Expected::write(Method::POST, METRICS),
         ]);
         let results = check(client, "models").await;
         assert!(
@@ -247,6 +299,12 @@ mod tests {
         assert!(
             lines[2].starts_with("FAILED  rules: an object with spec.image")
                 && lines[2].contains("webhook.namespaceSelector"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[3].starts_with(
+                "FAILED  metrics (/mutate): the answer's spec.type is \"meanshift\", not \"comparemeans\""
+            ) && lines[3].contains("webhook.namespaceSelector"),
             "{lines:?}"
         );
     }

@@ -60,10 +60,11 @@ async fn the_api_server_calls_convert_mutate_and_validate_through_the_service() 
 }
 
 /// The checks `check-install` reports, each on a line of its own.
-const CHECKS: [&str; 3] = [
+const CHECKS: [&str; 4] = [
     "admission (/mutate, /validate)",
     "conversion (/convert)",
     "rules",
+    "metrics (/mutate)",
 ];
 
 /// `helm test`; with `logs`, the test pod's log is printed too (only where the pod stays: a
