@@ -19,7 +19,7 @@
 mod go_operator;
 mod install;
 mod metric;
-mod monitoring;
+pub(crate) mod monitoring;
 mod render;
 mod uninstall;
 mod values;

@@ -77,6 +77,34 @@ fn rules_and_dashboard() -> (serde_json::Value, serde_json::Value) {
     (rules, dashboard)
 }
 
+/// The metric names the chart's TrustyAIMetric alert and dashboard panels use
+/// (`trustyai_operator_metric_*`), for the real-node test to find in a real scrape.
+pub(crate) fn metric_alert_and_panel_names() -> std::collections::BTreeSet<String> {
+    let (rules, dashboard) = rules_and_dashboard();
+    let mut expressions: Vec<String> = rules["groups"][0]["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|rule| rule["alert"] == "TrustyAIMetricOutsideBounds")
+        .filter_map(|rule| rule["expr"].as_str().map(str::to_owned))
+        .collect();
+    for panel in dashboard["panels"].as_array().into_iter().flatten() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            expressions.extend(target["expr"].as_str().map(str::to_owned));
+        }
+    }
+    let names: std::collections::BTreeSet<String> = expressions
+        .iter()
+        .flat_map(|expr| metric_names_in(expr))
+        .filter(|name| name.starts_with("trustyai_operator_metric_"))
+        .collect();
+    assert!(
+        !names.is_empty(),
+        "the chart's alert uses no TrustyAIMetric series"
+    );
+    names
+}
+
 /// The PrometheusRule the chart renders passes Prometheus' own rule checker (`promcheck rules`:
 /// rulefmt, which parses every PromQL expression).
 #[test]

@@ -11,10 +11,10 @@ use trustyai_crds::metric::TrustyAIMetric;
 use trustyai_crds::metric::types::TrustyAIMetricStatus;
 use trustyai_local_cluster::ControlPlane;
 
-use super::release::{TIMEOUT, installed_namespace, logs};
+use super::release::{NAMESPACE, TIMEOUT, installed_namespace, is_ready, logs, operator_pods};
 use super::service::ready_pod;
 use super::service_api::{EXPECTED_SPD, MODEL, User, uploaded_pvc_demo};
-use crate::support::cluster::events_regarding;
+use crate::support::cluster::{events_regarding, set_finalizers, tas_api};
 
 /// Polls `check` until it returns `Some`; on a timeout, panics with `what`, the operator's and
 /// the control plane's logs, and the TrustyAI service's own (what it made of the requests).
@@ -110,6 +110,53 @@ async fn scheduled_spd(user: &User) -> Option<usize> {
     (code == 200).then(|| body["requests"].as_array().map_or(0, Vec::len))
 }
 
+/// The operator's `trustyai_operator_metric_*` series, scraped by Prometheus' own HTTP client
+/// and parser (`promcheck fetch`) from the ops port of each Ready operator pod, as a
+/// ServiceMonitor's scrape would (only the leader exports them); one
+/// `{__name__="...", labels...} value` line each.
+fn operator_metric_series(cp: &ControlPlane, pods: &[Pod], dir: &std::path::Path) -> Vec<String> {
+    let promcheck = trustyai_local_cluster::binary("promcheck").expect("promcheck");
+    std::fs::create_dir_all(dir).expect("a folder");
+    let mut series = Vec::new();
+    for (i, pod) in pods.iter().enumerate() {
+        let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.as_deref()) else {
+            continue;
+        };
+        let job =
+            json!({"scheme": "http", "metrics_path": "/metrics", "target": format!("{ip}:8080")});
+        let job_file = dir.join(format!("operator-{i}.yaml"));
+        // JSON is YAML.
+        std::fs::write(&job_file, job.to_string()).expect("written");
+        let out = std::process::Command::new(&promcheck)
+            .arg("fetch")
+            .arg(&job_file)
+            .output()
+            .expect("promcheck ran");
+        assert!(
+            out.status.success(),
+            "Prometheus' client and parser refused the operator's scrape: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            logs(cp)
+        );
+        series.extend(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| l.starts_with(r#"{__name__="trustyai_operator_metric_"#))
+                .map(str::to_owned),
+        );
+    }
+    series
+}
+
+/// The value of the operator's series `name` for the metric object `metric`, from `series`.
+fn series_value(series: &[String], name: &str, metric: &str) -> Option<f64> {
+    let line = series.iter().find(|l| {
+        l.starts_with(&format!(r#"{{__name__="{name}""#))
+            && l.contains(&format!(r#"metric_name="{metric}""#))
+    })?;
+    line.rsplit(' ').next()?.parse().ok()
+}
+
 #[tokio::test]
 async fn a_declared_metric_follows_its_service_through_a_restart() {
     let (_claim, cp, client, ns) = installed_namespace(false, "metrics").await;
@@ -156,6 +203,42 @@ async fn a_declared_metric_follows_its_service_through_a_restart() {
     })
     .await;
     assert_eq!(series.len(), 1, "{series:?}");
+    // The operator exports the value and its judgement for the chart's alert, and Prometheus'
+    // own client reads them; the alert's and the dashboard panel's metric names are among them.
+    let system_pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let scrape_dir = cp.dir.join(format!("operator-scrape-{ns}"));
+    let exported = wait_for(cp, &ns, "the operator's series of demo-spd", async || {
+        let ready: Vec<Pod> = operator_pods(&system_pods)
+            .await?
+            .into_iter()
+            .filter(is_ready)
+            .collect();
+        let series = operator_metric_series(cp, &ready, &scrape_dir);
+        series_value(&series, "trustyai_operator_metric_value", "demo-spd").map(|_| series)
+    })
+    .await;
+    let exported_value = series_value(&exported, "trustyai_operator_metric_value", "demo-spd");
+    assert!(
+        exported_value.is_some_and(|v| (v - EXPECTED_SPD).abs() < 1e-9),
+        "{exported:?}"
+    );
+    assert_eq!(
+        series_value(
+            &exported,
+            "trustyai_operator_metric_within_bounds",
+            "demo-spd"
+        ),
+        Some(0.0),
+        "{exported:?}"
+    );
+    for name in crate::helm_chart::monitoring::metric_alert_and_panel_names() {
+        assert!(
+            exported
+                .iter()
+                .any(|l| l.starts_with(&format!(r#"{{__name__="{name}""#))),
+            "the chart's alert or panel uses {name}, which the scrape lacks: {exported:?}"
+        );
+    }
     // What an ML team sees (the note of issue 37 quotes it).
     let (_, table, _) = cp.kubectl(&["get", "tam", "-n", &ns, "-o", "wide"], None);
     let (_, events, _) = cp.kubectl(
@@ -275,13 +358,7 @@ async fn a_metric_without_its_service_says_why_and_its_deletion_does_not_wait() 
         (condition(&status, "Registered")?.1 == "ServiceNotFound").then_some(status)
     })
     .await;
-    let message = status
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| c.type_ == "Registered")
-        .and_then(|c| c.message.clone())
-        .unwrap_or_default();
+    let message = message(&status, "Registered");
     assert!(message.contains("absent"), "{message}");
     assert_eq!(
         condition(&status, "WithinBounds"),
@@ -300,4 +377,109 @@ async fn a_metric_without_its_service_says_why_and_its_deletion_does_not_wait() 
             .then_some(())
     })
     .await;
+}
+
+/// The finalizer the test holds a TrustyAIService with while it is being deleted.
+const HOLD: &str = "trustyai.test/hold";
+
+#[tokio::test]
+async fn a_metric_says_when_its_service_is_going_or_gone_and_its_deletion_does_not_wait() {
+    let (_claim, cp, client, ns) = installed_namespace(false, "metrics-gone").await;
+    uploaded_pvc_demo(cp, &client, &ns).await;
+    let metrics: Api<TrustyAIMetric> = Api::namespaced(client.clone(), &ns);
+    for name in ["leaving", "staying"] {
+        metrics
+            .create(&PostParams::default(), &spd_metric(name))
+            .await
+            .expect("created");
+        wait_for(cp, &ns, &format!("{name} registered"), async || {
+            let status = metrics.get(name).await.ok()?.status?;
+            (condition(&status, "Registered")? == ("True", "Registered")).then_some(())
+        })
+        .await;
+    }
+
+    // The service is being deleted (held by the test's finalizer): the metrics say so.
+    let services = tas_api(&client, &ns, "v1");
+    let mut finalizers = services
+        .get("demo")
+        .await
+        .expect("demo")
+        .metadata
+        .finalizers
+        .unwrap_or_default();
+    finalizers.push(HOLD.to_owned());
+    set_finalizers(&services, "demo", &finalizers)
+        .await
+        .expect("held");
+    services
+        .delete("demo", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    let going = wait_for(cp, &ns, "staying says its service is going", async || {
+        let status = metrics.get("staying").await.ok()?.status?;
+        (condition(&status, "Registered")? == ("False", "ServiceNotReady")).then_some(status)
+    })
+    .await;
+    assert!(
+        message(&going, "Registered").contains("demo is being deleted"),
+        "{going:?}"
+    );
+
+    // A metric deleted meanwhile goes at once.
+    metrics
+        .delete("leaving", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    wait_for(cp, &ns, "leaving gone", async || {
+        metrics
+            .get_opt("leaving")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+
+    // The service gone: the metric says there is none, and goes at once when deleted.
+    let held = services
+        .get("demo")
+        .await
+        .expect("demo")
+        .metadata
+        .finalizers;
+    let rest: Vec<String> = held.into_iter().flatten().filter(|f| f != HOLD).collect();
+    set_finalizers(&services, "demo", &rest)
+        .await
+        .expect("released");
+    let gone = wait_for(cp, &ns, "staying says its service is gone", async || {
+        let status = metrics.get("staying").await.ok()?.status?;
+        (condition(&status, "Registered")? == ("False", "ServiceNotFound")).then_some(status)
+    })
+    .await;
+    assert!(message(&gone, "Registered").contains(&ns), "{gone:?}");
+    metrics
+        .delete("staying", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    wait_for(cp, &ns, "staying gone", async || {
+        metrics
+            .get_opt("staying")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+}
+
+/// The message of the condition `type_`.
+fn message(status: &TrustyAIMetricStatus, type_: &str) -> String {
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == type_)
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default()
 }
