@@ -103,7 +103,12 @@ pub async fn run_controller(
         .as_ref()
         .map(|m| m.metric_series())
         .unwrap_or_default();
-    let metrics = crate::metric_controller::run_when_served(client.clone(), series, stop.clone());
+    let metrics = crate::metric_controller::run_when_served(
+        client.clone(),
+        series,
+        store.clone(),
+        stop.clone(),
+    );
     let (result, ()) = tokio::join!(
         run_until_stopped(controller, context, store, &stop),
         metrics

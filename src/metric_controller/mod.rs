@@ -10,12 +10,18 @@
 //! - [`series`]: the operator's own series per metric, for alerts.
 //! - [`reconcile`]: one reconcile, and the cleanup at deletion.
 //!
-//! | Watch | Scope | Reconciles |
-//! |---|---|---|
-//! | TrustyAIMetrics | all | itself |
-//! | TrustyAIServices | all, metadata only | the metrics of its namespace |
-//! | Pods | `app.kubernetes.io/part-of=trustyai`, metadata only | the metrics of its namespace |
-//! | EndpointSlices | `app.kubernetes.io/part-of=trustyai`, metadata only | the metrics of its namespace |
+//! A reconcile reads the cluster from caches, never with a request of its own: the
+//! TrustyAIServices from the TrustyAIService controller's cache, the pods and EndpointSlices
+//! from the caches of the watches below. Its only requests to the API server are its status
+//! and finalizer writes, and a read of the trust bundle when the one it holds is older than
+//! [`TRUST_TTL`] or a call failed.
+//!
+//! | Watch | Scope | Cached | Reconciles |
+//! |---|---|---|---|
+//! | TrustyAIMetrics | all | yes | itself |
+//! | TrustyAIServices | all, metadata only | no (the TrustyAIService controller's cache is read) | the metrics of its namespace |
+//! | Pods | `app.kubernetes.io/part-of=trustyai` | names, container states and address only | the metrics of its namespace |
+//! | EndpointSlices | `app.kubernetes.io/part-of=trustyai` | yes | the metrics of its namespace |
 
 pub mod exposition;
 pub mod plan;
@@ -32,10 +38,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 use trustyai_crds::TrustyAIService;
@@ -69,6 +76,9 @@ pub enum MetricError {
     /// A value the operator built did not serialize.
     #[error("internal: {0}")]
     Internal(String),
+    /// A cache the reconcile reads stopped before its first list (the process is stopping).
+    #[error("the cache of {0} stopped before its first list")]
+    CacheClosed(&'static str),
 }
 
 impl MetricError {
@@ -81,12 +91,48 @@ impl MetricError {
     }
 }
 
+/// How long a trust bundle read for a service is used before it is read again (a failed call
+/// reads it again at once: the CA may have been rotated).
+pub const TRUST_TTL: Duration = Duration::from_secs(300);
+
+/// The cluster objects a reconcile reads, kept current by watches.
+pub struct Caches {
+    /// Every TrustyAIService (the TrustyAIService controller's cache).
+    pub services: Store<TrustyAIService>,
+    /// The pods of TrustyAIServices, pruned to what [`processes`] reads.
+    pub pods: Store<Pod>,
+    /// The EndpointSlices of TrustyAIServices' Services.
+    pub slices: Store<EndpointSlice>,
+}
+
+impl Caches {
+    /// Resolves once every cache has its first list.
+    async fn ready(&self) -> Result<(), MetricError> {
+        let closed = |what| move |_| MetricError::CacheClosed(what);
+        self.services
+            .wait_until_ready()
+            .await
+            .map_err(closed("TrustyAIServices"))?;
+        self.pods.wait_until_ready().await.map_err(closed("pods"))?;
+        self.slices
+            .wait_until_ready()
+            .await
+            .map_err(closed("EndpointSlices"))?;
+        Ok(())
+    }
+}
+
 /// What every reconcile shares.
 pub struct Context {
     client: Client,
     recorder: Recorder,
     scrapes: Scrapes,
     series: Arc<Series>,
+    caches: Caches,
+    /// The trust of each service (by namespace and name) and when it was read.
+    trust: std::sync::Mutex<
+        std::collections::HashMap<(String, String), (std::time::Instant, service_api::ServiceApi)>,
+    >,
     /// The status last written per metric (by uid): only the leader writes it.
     written: std::sync::Mutex<std::collections::HashMap<String, TrustyAIMetricStatus>>,
 }
@@ -95,8 +141,14 @@ pub struct Context {
 const API_POLL: Duration = Duration::from_secs(30);
 
 /// Runs the TrustyAIMetric controller until `stop`, once the API server serves TrustyAIMetrics
-/// (a cluster whose CRDs are managed by hand may not have it yet).
-pub async fn run_when_served(client: Client, series: Arc<Series>, stop: CancellationToken) {
+/// (a cluster whose CRDs are managed by hand may not have it yet). `services` is the
+/// TrustyAIService controller's cache.
+pub async fn run_when_served(
+    client: Client,
+    series: Arc<Series>,
+    services: Store<TrustyAIService>,
+    stop: CancellationToken,
+) {
     let api: Api<TrustyAIMetric> = Api::all(client.clone());
     let mut told = false;
     loop {
@@ -118,13 +170,36 @@ pub async fn run_when_served(client: Client, series: Arc<Series>, stop: Cancella
             () = tokio::time::sleep(API_POLL) => {}
         }
     }
-    run(client, series, stop).await;
+    run(client, series, services, stop).await;
+}
+
+/// Only what [`processes`] reads of a pod: its names and uid, its labels, whether it is being
+/// deleted, its address and its containers' states. The rest (the spec above all) is most of
+/// what a pod weighs.
+fn prune_pod(pod: &mut Pod) {
+    pod.spec = None;
+    pod.metadata.managed_fields = None;
+    pod.metadata.annotations = None;
+    pod.metadata.owner_references = None;
+    if let Some(status) = pod.status.as_mut() {
+        status.conditions = None;
+        status.init_container_statuses = None;
+        status.ephemeral_container_statuses = None;
+    }
 }
 
 /// Runs the TrustyAIMetric controller until `stop`.
-pub async fn run(client: Client, series: Arc<Series>, stop: CancellationToken) {
+pub async fn run(
+    client: Client,
+    series: Arc<Series>,
+    services: Store<TrustyAIService>,
+    stop: CancellationToken,
+) {
     let metrics: Api<TrustyAIMetric> = Api::all(client.clone());
-    let controller = Controller::new(metrics, watcher::Config::default().any_semantic());
+    let controller = Controller::new(
+        metrics,
+        crate::list_strategy::watcher_config().any_semantic(),
+    );
     let store = controller.store();
     let selector = format!("{}={}", labels::PART_OF, labels::PART_OF_VALUE);
     let in_namespace = |store: Store<TrustyAIMetric>| {
@@ -140,6 +215,32 @@ pub async fn run(client: Client, series: Arc<Series>, stop: CancellationToken) {
     let by_service = in_namespace(store.clone());
     let by_pod = in_namespace(store.clone());
     let by_slice = in_namespace(store.clone());
+    let (pods, pods_writer) = reflector::store::<Pod>();
+    let pod_events = watcher(
+        Api::<Pod>::all(client.clone()),
+        crate::list_strategy::watcher_config().labels(&selector),
+    )
+    .default_backoff()
+    .modify(prune_pod)
+    .reflect(pods_writer)
+    .touched_objects();
+    let (slices, slices_writer) = reflector::store::<EndpointSlice>();
+    let slice_events = watcher(
+        Api::<EndpointSlice>::all(client.clone()),
+        crate::list_strategy::watcher_config().labels(&selector),
+    )
+    .default_backoff()
+    .modify(|slice| slice.metadata.managed_fields = None)
+    .reflect(slices_writer)
+    .touched_objects();
+    // What a service's change means to its metrics is read from the cache; its metadata says
+    // when.
+    let service_events = watcher(
+        Api::<PartialObjectMeta<TrustyAIService>>::all(client.clone()),
+        crate::list_strategy::watcher_config(),
+    )
+    .default_backoff()
+    .touched_objects();
     let context = Arc::new(Context {
         recorder: Recorder::new(
             client.clone(),
@@ -151,24 +252,18 @@ pub async fn run(client: Client, series: Arc<Series>, stop: CancellationToken) {
         client: client.clone(),
         scrapes: Scrapes::default(),
         series,
+        caches: Caches {
+            services,
+            pods,
+            slices,
+        },
+        trust: std::sync::Mutex::default(),
         written: std::sync::Mutex::default(),
     });
     let run = controller
-        .watches(
-            Api::<TrustyAIService>::all(client.clone()),
-            watcher::Config::default(),
-            move |s| by_service(s.namespace()),
-        )
-        .watches(
-            Api::<Pod>::all(client.clone()),
-            watcher::Config::default().labels(&selector),
-            move |p| by_pod(p.namespace()),
-        )
-        .watches(
-            Api::<EndpointSlice>::all(client.clone()),
-            watcher::Config::default().labels(&selector),
-            move |s| by_slice(s.namespace()),
-        )
+        .watches_stream(service_events, move |s| by_service(s.namespace()))
+        .watches_stream(pod_events, move |p| by_pod(p.namespace()))
+        .watches_stream(slice_events, move |s| by_slice(s.namespace()))
         .with_config(controller::Config::default().concurrency(CONCURRENCY))
         .graceful_shutdown_on(stop.clone().cancelled_owned())
         .run(reconcile::reconcile, error_policy, context)

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::Api;
-use kube::api::ListParams;
+use kube::ResourceExt;
 use trustyai_crds::contract::labels;
 
+use super::Caches;
 use super::plan::Process;
 
 /// The service container's name in the pods the operator renders.
@@ -25,24 +25,38 @@ pub struct Processes {
     pub running: Vec<Process>,
 }
 
-/// Reads the pods and the internal Service's EndpointSlices of `cr` in `namespace`.
-pub async fn read(
-    client: &kube::Client,
-    namespace: &str,
-    cr: &str,
-) -> Result<Processes, kube::Error> {
-    let pods = Api::<Pod>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default().labels(&format!("{}={cr}", labels::INSTANCE)))
-        .await?;
-    let slices = Api::<EndpointSlice>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default().labels(&format!("kubernetes.io/service-name={cr}")))
-        .await?;
-    Ok(from_objects(&pods.items, &slices.items))
+/// The processes of `cr` in `namespace`, from the cached pods of the TrustyAIService and the
+/// cached EndpointSlices of its internal Service.
+pub fn of(caches: &Caches, namespace: &str, cr: &str) -> Processes {
+    let is_of = |labels: &std::collections::BTreeMap<String, String>, key: &str| {
+        labels.get(key).map(String::as_str) == Some(cr)
+    };
+    let pods: Vec<_> = caches
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| {
+            p.namespace().as_deref() == Some(namespace) && is_of(p.labels(), labels::INSTANCE)
+        })
+        .collect();
+    let slices: Vec<_> = caches
+        .slices
+        .state()
+        .into_iter()
+        .filter(|s| {
+            s.namespace().as_deref() == Some(namespace)
+                && is_of(s.labels(), "kubernetes.io/service-name")
+        })
+        .collect();
+    from_objects(
+        &pods.iter().map(AsRef::as_ref).collect::<Vec<_>>(),
+        &slices.iter().map(AsRef::as_ref).collect::<Vec<_>>(),
+    )
 }
 
-/// [`read`], pure.
-pub fn from_objects(pods: &[Pod], slices: &[EndpointSlice]) -> Processes {
-    let running: Vec<Process> = pods.iter().filter_map(running_process).collect();
+/// [`of`], pure.
+pub fn from_objects(pods: &[&Pod], slices: &[&EndpointSlice]) -> Processes {
+    let running: Vec<Process> = pods.iter().copied().filter_map(running_process).collect();
     let by_uid: BTreeMap<&str, &Process> =
         running.iter().map(|p| (p.pod_uid.as_str(), p)).collect();
     let mut ready = Vec::new();
@@ -151,7 +165,7 @@ mod tests {
             {"addresses": ["10.0.0.8"], "conditions": {"ready": false},
              "targetRef": {"kind": "Pod", "name": "b", "uid": "uid-b"}},
         ]))];
-        let read = from_objects(&pods, &slices);
+        let read = from_objects(&[&pods[0], &pods[1]], &[&slices[0]]);
         assert_eq!(read.running.len(), 2);
         assert_eq!(read.ready.len(), 1);
         assert_eq!(read.ready[0].pod, "a");
@@ -165,6 +179,6 @@ mod tests {
             {"addresses": ["10.0.0.7"], "conditions": {"ready": true},
              "targetRef": {"kind": "Pod", "name": "gone", "uid": "uid-gone"}},
         ]))];
-        assert!(from_objects(&[], &slices).ready.is_empty());
+        assert!(from_objects(&[], &[&slices[0]]).ready.is_empty());
     }
 }

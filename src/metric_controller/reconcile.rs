@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use tracing::{Instrument, info, warn};
@@ -53,6 +54,8 @@ async fn reconcile_in_span(
     name: String,
 ) -> Result<Action, MetricError> {
     let api: Api<TrustyAIMetric> = Api::namespaced(ctx.client.clone(), &namespace);
+    // Until the caches have their first list, an empty one would read as "no service".
+    ctx.caches.ready().await?;
     if metric.metadata.deletion_timestamp.is_some() {
         cleanup(&metric, &ctx, &namespace).await;
         remove_finalizer(&api, &metric).await?;
@@ -90,23 +93,24 @@ async fn reconcile_in_span(
         write_status(&api, &metric, &ctx, &observed).await?;
         return Ok(Action::await_change());
     };
-    let service =
-        match find_service(&ctx.client, &namespace, metric.spec.service.as_deref()).await? {
-            Ok(service) => service,
-            Err(standing) => {
-                observed.service = metric.spec.service.clone();
-                // Its processes are unknown: the records stay until the pods say otherwise.
-                observed.standing = standing;
-                write_status(&api, &metric, &ctx, &observed).await?;
-                return Ok(Action::requeue(WAITING_REQUEUE));
-            }
-        };
+    let service = match find_service(
+        &ctx.caches.services,
+        &namespace,
+        metric.spec.service.as_deref(),
+    ) {
+        Ok(service) => service,
+        Err(standing) => {
+            observed.service = metric.spec.service.clone();
+            // Its processes are unknown: the records stay until the pods say otherwise.
+            observed.standing = standing;
+            write_status(&api, &metric, &ctx, &observed).await?;
+            return Ok(Action::requeue(WAITING_REQUEUE));
+        }
+    };
     let cr = service.name_any();
     observed.service = Some(cr.clone());
     let interval = schedule_interval(&service);
-    let processes = processes::read(&ctx.client, &namespace, &cr)
-        .await
-        .map_err(|e| MetricError::kube("list the pods and endpoints of", &cr, e))?;
+    let processes = processes::of(&ctx.caches, &namespace, &cr);
     let plan = plan::plan(generation, &processes.ready, &processes.running, &records);
     if processes.ready.is_empty() {
         observed.registrations = plan.keep.clone();
@@ -118,7 +122,7 @@ async fn reconcile_in_span(
             interval.clamp(Duration::from_secs(5), WAITING_REQUEUE),
         ));
     }
-    let service_api = match ServiceApi::of(&ctx.client, &namespace, &cr).await {
+    let service_api = match ctx.trusted(&namespace, &cr).await {
         Ok(service_api) => service_api,
         Err(e) => {
             observed.registrations = plan.keep.clone();
@@ -173,7 +177,7 @@ async fn reconcile_in_span(
     } else {
         Standing::RegistrationFailed("not scheduled in every ready pod".into())
     };
-    observed.value = read_value(
+    let (value, scrape_failed) = read_value(
         &ctx,
         &service_api,
         metric_type,
@@ -184,12 +188,18 @@ async fn reconcile_in_span(
         bounds.as_ref(),
     )
     .await;
+    observed.value = value;
+    if scrape_failed || !failures.is_empty() {
+        // The CA may have been rotated since the bundle was read.
+        ctx.distrust(&namespace, &cr);
+    }
     write_status(&api, &metric, &ctx, &observed).await?;
     Ok(Action::requeue(interval))
 }
 
 /// The value the service reports for the metric in its ready processes, one scrape per
-/// process per interval; removes duplicates of the metric's requests found on the way.
+/// process per interval, and whether a scrape failed; removes duplicates of the metric's
+/// requests found on the way.
 #[allow(clippy::too_many_arguments)]
 async fn read_value(
     ctx: &Context,
@@ -200,8 +210,9 @@ async fn read_value(
     registrations: &[Registration],
     interval: Duration,
     bounds: Option<&trustyai_crds::metric::types::Bounds>,
-) -> Option<f64> {
+) -> (Option<f64>, bool) {
     let mut values = Vec::new();
+    let mut failed = false;
     for process in ready {
         let keep = registrations
             .iter()
@@ -211,6 +222,7 @@ async fn read_value(
             Ok(samples) => samples,
             Err(e) => {
                 warn!(pod = %process.pod, error = %crate::error_chain::Chain(&e), "scraping the service");
+                failed = true;
                 continue;
             }
         };
@@ -231,7 +243,7 @@ async fn read_value(
                 .map(|s| s.value),
         );
     }
-    representative(&values, bounds)
+    (representative(&values, bounds), failed)
 }
 
 /// Registers the metric with one process; the request id the service gave it.
@@ -317,10 +329,8 @@ async fn cleanup(metric: &TrustyAIMetric, ctx: &Context, namespace: &str) {
     if records.is_empty() {
         return;
     }
-    let Ok(processes) = processes::read(&ctx.client, namespace, &cr).await else {
-        return;
-    };
-    let Ok(service_api) = ServiceApi::of(&ctx.client, namespace, &cr).await else {
+    let processes = processes::of(&ctx.caches, namespace, &cr);
+    let Ok(service_api) = ctx.trusted(namespace, &cr).await else {
         return;
     };
     for record in &records {
@@ -340,32 +350,27 @@ async fn cleanup(metric: &TrustyAIMetric, ctx: &Context, namespace: &str) {
     }
 }
 
-/// The TrustyAIService computing the metric: the one named, else the only one of the
-/// namespace; or why there is none.
-async fn find_service(
-    client: &kube::Client,
+/// The TrustyAIService computing the metric, from the cache: the one named, else the only one
+/// of the namespace; or why there is none.
+fn find_service(
+    services: &Store<TrustyAIService>,
     namespace: &str,
     named: Option<&str>,
-) -> Result<Result<TrustyAIService, Standing>, MetricError> {
-    let api: Api<TrustyAIService> = Api::namespaced(client.clone(), namespace);
+) -> Result<Arc<TrustyAIService>, Standing> {
+    let mut in_namespace = services
+        .state()
+        .into_iter()
+        .filter(|s| s.namespace().as_deref() == Some(namespace));
     let found = match named {
-        Some(name) => api
-            .get_opt(name)
-            .await
-            .map_err(|e| MetricError::kube("get TrustyAIService", name, e))?
-            .ok_or_else(|| {
-                Standing::ServiceNotFound(format!(
-                    "no TrustyAIService {name} in namespace {namespace}"
-                ))
-            }),
+        Some(name) => in_namespace.find(|s| s.name_any() == name).ok_or_else(|| {
+            Standing::ServiceNotFound(format!(
+                "no TrustyAIService {name} in namespace {namespace}"
+            ))
+        }),
         None => {
-            let list = api
-                .list(&ListParams::default())
-                .await
-                .map_err(|e| MetricError::kube("list TrustyAIServices in", namespace, e))?;
-            match list.items.len() {
-                1 => list
-                    .items
+            let all: Vec<_> = in_namespace.collect();
+            match all.len() {
+                1 => all
                     .into_iter()
                     .next()
                     .ok_or_else(|| Standing::ServiceNotFound(String::new())),
@@ -378,7 +383,7 @@ async fn find_service(
             }
         }
     };
-    Ok(found.and_then(|service| {
+    found.and_then(|service| {
         if service.metadata.deletion_timestamp.is_some() {
             Err(Standing::ServiceNotReady(format!(
                 "TrustyAIService {} is being deleted",
@@ -387,7 +392,7 @@ async fn find_service(
         } else {
             Ok(service)
         }
-    }))
+    })
 }
 
 /// How often the service computes its metrics (`spec.metrics.schedule`), at least a second.
@@ -519,6 +524,36 @@ async fn json_patch(
 }
 
 impl Context {
+    /// How to reach the processes of `cr`: the trust bundle read at most [`super::TRUST_TTL`]
+    /// ago, else read now.
+    async fn trusted(&self, namespace: &str, cr: &str) -> Result<ServiceApi, CallError> {
+        let key = (namespace.to_owned(), cr.to_owned());
+        let held = self
+            .trust
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .filter(|(read, _)| read.elapsed() < super::TRUST_TTL)
+            .map(|(_, api)| api.clone());
+        if let Some(api) = held {
+            return Ok(api);
+        }
+        let api = ServiceApi::of(&self.client, namespace, cr).await?;
+        self.trust
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, (std::time::Instant::now(), api.clone()));
+        Ok(api)
+    }
+
+    /// Forgets the trust bundle of `cr`: the next call reads it again.
+    fn distrust(&self, namespace: &str, cr: &str) {
+        self.trust
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(namespace.to_owned(), cr.to_owned()));
+    }
+
     /// The status this process last wrote for `metric`, else the one it carries: the cache may
     /// still hold the object from before that write, and registering from its older records
     /// would schedule the metric twice.
@@ -565,5 +600,104 @@ impl Context {
         if let Err(e) = self.recorder.publish(&event, &metric.object_ref(&())).await {
             warn!(error = %crate::error_chain::Chain(&e), reason, "publishing an event");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::Method;
+    use kube::runtime::events::{Recorder, Reporter};
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher;
+    use serde_json::json;
+
+    use super::*;
+    use crate::controller::mock_api::{Expected, MockApi};
+    use crate::metric_controller::Caches;
+
+    const STATUS: &str =
+        "/apis/trustyai.opendatahub.io/v1alpha1/namespaces/models/trustyaimetrics/bias/status";
+
+    /// A cache that has had its first list, of `objects`.
+    fn listed<K>(objects: Vec<K>) -> Store<K>
+    where
+        K: kube::Resource + Clone + 'static,
+        K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+    {
+        let mut writer = Writer::<K>::default();
+        let store = writer.as_reader();
+        writer.apply_watcher_event(&watcher::Event::Init);
+        for object in objects {
+            writer.apply_watcher_event(&watcher::Event::InitApply(object));
+        }
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        store
+    }
+
+    fn metric() -> TrustyAIMetric {
+        serde_json::from_value(json!({
+            "apiVersion": "trustyai.opendatahub.io/v1alpha1", "kind": "TrustyAIMetric",
+            "metadata": {"name": "bias", "namespace": "models", "uid": "uid-bias",
+                         "generation": 1, "finalizers": [FINALIZER]},
+            "spec": {"model": "m", "type": "spd", "protectedAttribute": "gender",
+                     "privilegedValue": 1, "unprivilegedValue": 0, "outcomeName": "income",
+                     "favorableOutcome": 1},
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn context(client: kube::Client) -> Arc<Context> {
+        let service: TrustyAIService = serde_json::from_value(json!({
+            "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService",
+            "metadata": {"name": "demo", "namespace": "models"},
+            "spec": {"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}},
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        Arc::new(Context {
+            recorder: Recorder::new(
+                client.clone(),
+                Reporter {
+                    controller: "test".into(),
+                    instance: None,
+                },
+            ),
+            client,
+            scrapes: super::super::Scrapes::default(),
+            series: Arc::default(),
+            caches: Caches {
+                services: listed(vec![service]),
+                pods: listed(vec![]),
+                slices: listed(vec![]),
+            },
+            trust: std::sync::Mutex::default(),
+            written: std::sync::Mutex::default(),
+        })
+    }
+
+    /// The reconciles that come every schedule interval read the cluster from the caches: once
+    /// the status says what the caches show, they make no API request.
+    #[tokio::test]
+    async fn a_metric_whose_status_is_current_costs_no_api_request() {
+        let mut stored = serde_json::to_value(metric()).unwrap_or_default();
+        stored["status"] = json!({});
+        let (api, client) = MockApi::new([Expected::answer(Method::PATCH, STATUS, 200, stored)]);
+        let ctx = context(client);
+        // No ready pod: the status says so, in one write.
+        let first = reconcile(Arc::new(metric()), ctx.clone()).await;
+        assert!(first.is_ok(), "{first:?}");
+        let written = ctx.last_status(&metric());
+        let standing = written
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Registered"))
+            .and_then(|c| c.reason.clone());
+        assert_eq!(standing.as_deref(), Some("ServiceNotReady"), "{written:?}");
+        // The next reconcile, of the object as the watch brings it back, writes nothing.
+        let mut current = metric();
+        current.status = written;
+        let second = reconcile(Arc::new(current), ctx).await;
+        assert!(second.is_ok(), "{second:?}");
+        let requests: Vec<String> = api.requests().iter().map(ToString::to_string).collect();
+        assert_eq!(requests, [format!("PATCH {STATUS}")]);
     }
 }
