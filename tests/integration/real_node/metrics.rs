@@ -324,19 +324,7 @@ async fn a_declared_metric_follows_its_service_through_a_restart() {
     .await;
 
     // Deleting the object removes the metric from the service.
-    metrics
-        .delete("demo-spd", &DeleteParams::default())
-        .await
-        .expect("deleted");
-    wait_for(cp, &ns, "demo-spd gone", async || {
-        metrics
-            .get_opt("demo-spd")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    delete_metric(cp, &ns, &metrics, "demo-spd").await;
     wait_for(cp, &ns, "no SPD scheduled in the service", async || {
         (scheduled_spd(&user).await? == 0).then_some(())
     })
@@ -364,19 +352,7 @@ async fn a_metric_without_its_service_says_why_and_its_deletion_does_not_wait() 
         condition(&status, "WithinBounds"),
         Some(("Unknown", "NoValueYet"))
     );
-    metrics
-        .delete("orphan", &DeleteParams::default())
-        .await
-        .expect("deleted");
-    wait_for(cp, &ns, "orphan gone", async || {
-        metrics
-            .get_opt("orphan")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    delete_metric(cp, &ns, &metrics, "orphan").await;
 }
 
 /// The finalizer the test holds a TrustyAIService with while it is being deleted.
@@ -427,19 +403,7 @@ async fn a_metric_says_when_its_service_is_going_or_gone_and_its_deletion_does_n
     );
 
     // A metric deleted meanwhile goes at once.
-    metrics
-        .delete("leaving", &DeleteParams::default())
-        .await
-        .expect("deleted");
-    wait_for(cp, &ns, "leaving gone", async || {
-        metrics
-            .get_opt("leaving")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    delete_metric(cp, &ns, &metrics, "leaving").await;
 
     // The service gone: the metric says there is none, and goes at once when deleted.
     let held = services
@@ -458,17 +422,17 @@ async fn a_metric_says_when_its_service_is_going_or_gone_and_its_deletion_does_n
     })
     .await;
     assert!(message(&gone, "Registered").contains(&ns), "{gone:?}");
+    delete_metric(cp, &ns, &metrics, "staying").await;
+}
+
+/// Deletes the TrustyAIMetric `name` and waits until it is gone (its finalizer done).
+async fn delete_metric(cp: &ControlPlane, ns: &str, metrics: &Api<TrustyAIMetric>, name: &str) {
     metrics
-        .delete("staying", &DeleteParams::default())
+        .delete(name, &DeleteParams::default())
         .await
         .expect("deleted");
-    wait_for(cp, &ns, "staying gone", async || {
-        metrics
-            .get_opt("staying")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
+    wait_for(cp, ns, &format!("{name} gone"), async || {
+        metrics.get_opt(name).await.ok()?.is_none().then_some(())
     })
     .await;
 }
