@@ -284,35 +284,26 @@ mod tests {
     fn an_answer_without_resource_version_forgets_and_owners_are_forgotten() {
         let memory = AppliedMemory::<()>::default();
         let present = Cached::Present("7".to_owned());
+        let current = || memory.current(&owner(), Kind::Service, "tas", 1, &present);
         memory.record(&owner(), Kind::Service, "tas", 1, Some("7"), ());
         memory.record(&owner(), Kind::Service, "tas", 1, None, ());
-        assert_eq!(
-            memory.current(&owner(), Kind::Service, "tas", 1, &present),
-            None
-        );
+        assert_eq!(current(), None);
         memory.record(&owner(), Kind::Service, "tas", 1, Some("7"), ());
         assert_eq!(memory.owners(), 1);
         memory.forget_owner(&owner());
         assert_eq!(memory.owners(), 0);
-        assert_eq!(
-            memory.current(&owner(), Kind::Service, "tas", 1, &present),
-            None
-        );
+        assert_eq!(current(), None);
     }
 
     #[test]
     fn what_was_learnt_comes_back_while_current() {
         let memory = AppliedMemory::<u32>::default();
         let present = Cached::Present("7".to_owned());
+        let current =
+            |fingerprint| memory.current(&owner(), Kind::Secret, "tas-tls", fingerprint, &present);
         memory.record(&owner(), Kind::Secret, "tas-tls", 9, Some("7"), 42);
-        assert_eq!(
-            memory.current(&owner(), Kind::Secret, "tas-tls", 9, &present),
-            Some(42)
-        );
-        assert_eq!(
-            memory.current(&owner(), Kind::Secret, "tas-tls", 8, &present),
-            None
-        );
+        assert_eq!(current(9), Some(42));
+        assert_eq!(current(8), None);
     }
 
     #[test]
