@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DynamicObject};
 use kube::core::ApiResource;
 use kube::{Client, ResourceExt};
@@ -137,6 +138,20 @@ impl Child<'_> {
 
     /// Applies `wanted` unless the last apply left it current, adapting it to the live object
     /// first as its kind's hooks say.
+    /// Records that the child, rendered as `rendered`, stands as `metadata` shows it (nothing
+    /// known: forgotten) until `valid_until`.
+    fn remember(&self, rendered: u64, metadata: Option<&ObjectMeta>, valid_until: ValidUntil) {
+        let tracking = self.declaration.watch.tracking;
+        self.children().applied.record(
+            &self.owner,
+            self.kind,
+            &self.name,
+            rendered,
+            metadata.and_then(|meta| tracking.version(meta)).as_deref(),
+            valid_until,
+        );
+    }
+
     async fn apply(
         &self,
         wanted: &Wanted,
@@ -183,15 +198,7 @@ impl Child<'_> {
                 Adapted::Foreign => return Ok(ChildApplied::default()),
                 Adapted::Keep { valid_until } => {
                     count(self.ctx, kind, "unchanged");
-                    let tracking = self.declaration.watch.tracking;
-                    memory.record(
-                        &self.owner,
-                        kind,
-                        &self.name,
-                        rendered,
-                        whole.and_then(|o| tracking.version(&o.metadata)).as_deref(),
-                        Some(valid_until),
-                    );
+                    self.remember(rendered, whole.map(|o| &o.metadata), Some(valid_until));
                     return Ok(ChildApplied {
                         applied: None,
                         valid_until: Some(valid_until),
@@ -258,13 +265,9 @@ impl Child<'_> {
         count(self.ctx, kind, applied.outcome.label());
         // Remembered only when the wanted object was applied: a refused one is tried again.
         if refused.is_none() {
-            let tracking = self.declaration.watch.tracking;
-            memory.record(
-                &self.owner,
-                kind,
-                &self.name,
+            self.remember(
                 rendered,
-                tracking.version(&applied.object.metadata).as_deref(),
+                Some(&applied.object.metadata),
                 issued.as_ref().map(|(_, valid_until)| *valid_until),
             );
         }
