@@ -336,6 +336,26 @@ mod tests {
         until(ops_stop, Ok(()))
     }
 
+    /// Supervises `tasks` beside an ops server that runs until `ops_stop`.
+    async fn supervised(
+        mut tasks: Tasks,
+        stop: &CancellationToken,
+        ops_stop: &CancellationToken,
+    ) -> Result<(), TaskFailure> {
+        tasks.spawn_ops(Task::OpsServer, ops(ops_stop));
+        supervise(tasks, stop.clone(), ops_stop.clone()).await
+    }
+
+    /// [`supervised`], the stop requested before the tasks run.
+    async fn stopped(
+        tasks: Tasks,
+        stop: &CancellationToken,
+        ops_stop: &CancellationToken,
+    ) -> Result<(), TaskFailure> {
+        stop.cancel();
+        supervised(tasks, stop, ops_stop).await
+    }
+
     fn server_error() -> TaskError {
         TaskError::Server(trustyai_webhooks::ServerError::Ops(std::io::Error::other(
             "accept failed",
@@ -355,9 +375,7 @@ mod tests {
             until(&stop, Err(TaskError::InputStopped)),
         );
         tasks.spawn(Task::LeaderElection, until(&stop, Ok(())));
-        tasks.spawn_ops(Task::OpsServer, ops(&ops_stop));
-        stop.cancel();
-        assert!(supervise(tasks, stop, ops_stop).await.is_ok());
+        assert!(stopped(tasks, &stop, &ops_stop).await.is_ok());
     }
 
     #[tokio::test]
@@ -372,9 +390,7 @@ mod tests {
                 Err(TaskError::Leading(LeadingError::ElectionStopped)),
             ),
         );
-        tasks.spawn_ops(Task::OpsServer, ops(&ops_stop));
-        stop.cancel();
-        let failure = supervise(tasks, stop, ops_stop)
+        let failure = stopped(tasks, &stop, &ops_stop)
             .await
             .expect_err("a failure");
         assert_eq!(failure.task, Task::WebhookServer);
@@ -389,8 +405,7 @@ mod tests {
             Err(TaskError::InputStopped)
         });
         tasks.spawn(Task::ProcessWatches, until(&stop, Ok(())));
-        tasks.spawn_ops(Task::OpsServer, ops(&ops_stop));
-        let failure = supervise(tasks, stop.clone(), ops_stop.clone())
+        let failure = supervised(tasks, &stop, &ops_stop)
             .await
             .expect_err("a failure");
         assert_eq!(failure.task, Task::CaBundlePublisher);
@@ -402,8 +417,7 @@ mod tests {
         let (stop, ops_stop) = (CancellationToken::new(), CancellationToken::new());
         let mut tasks = Tasks::default();
         tasks.spawn(Task::LeaderElection, async { Ok(()) });
-        tasks.spawn_ops(Task::OpsServer, ops(&ops_stop));
-        let failure = supervise(tasks, stop, ops_stop)
+        let failure = supervised(tasks, &stop, &ops_stop)
             .await
             .expect_err("a failure");
         assert!(matches!(failure.source, TaskError::EndedUnexpectedly));
@@ -414,8 +428,7 @@ mod tests {
         let (stop, ops_stop) = (CancellationToken::new(), CancellationToken::new());
         let mut tasks = Tasks::default();
         tasks.spawn(Task::CertificateMaintenance, async { panic!("boom") });
-        tasks.spawn_ops(Task::OpsServer, ops(&ops_stop));
-        let failure = supervise(tasks, stop, ops_stop)
+        let failure = supervised(tasks, &stop, &ops_stop)
             .await
             .expect_err("a failure");
         assert_eq!(failure.task, Task::CertificateMaintenance);
@@ -427,9 +440,7 @@ mod tests {
         let (stop, ops_stop) = (CancellationToken::new(), CancellationToken::new());
         let mut tasks = Tasks::default();
         tasks.spawn(Task::ReconcileLoop, std::future::pending());
-        tasks.spawn_ops(Task::OpsServer, ops(&ops_stop));
-        stop.cancel();
-        let failure = supervise(tasks, stop, ops_stop)
+        let failure = stopped(tasks, &stop, &ops_stop)
             .await
             .expect_err("a failure");
         assert_eq!(failure.task, Task::ReconcileLoop);
@@ -453,8 +464,6 @@ mod tests {
                 }
             }
         });
-        tasks.spawn_ops(Task::OpsServer, ops(&ops_stop));
-        stop.cancel();
-        assert!(supervise(tasks, stop, ops_stop).await.is_ok());
+        assert!(stopped(tasks, &stop, &ops_stop).await.is_ok());
     }
 }
