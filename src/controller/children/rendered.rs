@@ -16,7 +16,7 @@ use super::super::resources::Instance;
 use super::cache::{Cached, KindCache};
 use super::changes::Changes;
 use super::declaration::{Adapted, Declaration, Kind, Rendered, Wanted};
-use super::memory::{Owner, ValidUntil, fingerprint};
+use super::memory::{Owner, ValidUntil, fingerprint, stands_at};
 use super::{Children, count, delete_ignoring_absent};
 use crate::controller::context::Context;
 
@@ -165,8 +165,9 @@ impl Child<'_> {
         })?;
         let cached = self.cache().lookup(self.namespace.as_deref(), &self.name);
         let now = OffsetDateTime::now_utc();
-        if let Some(valid_until) =
-            memory.current_at(&self.owner, kind, &self.name, rendered, &cached, now)
+        if let Some(valid_until) = memory
+            .current(&self.owner, kind, &self.name, rendered, &cached)
+            .filter(|valid_until| stands_at(*valid_until, now))
         {
             count(self.ctx, kind, "skipped");
             return Ok(ChildApplied {
