@@ -336,6 +336,42 @@ mod tests {
         until(ops_stop, Ok(()))
     }
 
+    /// Supervises `tasks` beside an ops server that runs until `ops_stop`.
+    async fn supervised(
+        mut tasks: Tasks,
+        stop: &CancellationToken,
+        ops_stop: &CancellationToken,
+    ) -> Result<(), TaskFailure> {
+        tasks.spawn_ops(Task::OpsServer, ops(ops_stop));
+        supervise(tasks, stop.clone(), ops_stop.clone()).await
+    }
+
+    /// [`supervised`], the stop requested before the tasks run.
+    async fn stopped(
+        tasks: Tasks,
+        stop: &CancellationToken,
+        ops_stop: &CancellationToken,
+    ) -> Result<(), TaskFailure> {
+        stop.cancel();
+        supervised(tasks, stop, ops_stop).await
+    }
+
+    /// The stop, the ops server's stop, and no task yet.
+    fn fixture() -> (CancellationToken, CancellationToken, Tasks) {
+        (
+            CancellationToken::new(),
+            CancellationToken::new(),
+            Tasks::default(),
+        )
+    }
+
+    /// Asserts that `failure` is `task`'s and that `source` holds for its error.
+    #[track_caller]
+    fn assert_failure(failure: &TaskFailure, task: Task, source: impl Fn(&TaskError) -> bool) {
+        assert_eq!(failure.task, task);
+        assert!(source(&failure.source), "{:?}", failure.source);
+    }
+
     fn server_error() -> TaskError {
         TaskError::Server(trustyai_webhooks::ServerError::Ops(std::io::Error::other(
             "accept failed",
@@ -344,8 +380,7 @@ mod tests {
 
     #[tokio::test]
     async fn errors_the_stop_causes_are_no_failure() {
-        let (stop, ops_stop) = (CancellationToken::new(), CancellationToken::new());
-        let mut tasks = Tasks::default();
+        let (stop, ops_stop, mut tasks) = fixture();
         tasks.spawn(
             Task::ProcessWatches,
             until(&stop, Err(TaskError::EndedUnexpectedly)),
@@ -355,15 +390,12 @@ mod tests {
             until(&stop, Err(TaskError::InputStopped)),
         );
         tasks.spawn(Task::LeaderElection, until(&stop, Ok(())));
-        tasks.spawn_ops(Task::OpsServer, ops(&ops_stop));
-        stop.cancel();
-        assert!(supervise(tasks, stop, ops_stop).await.is_ok());
+        assert!(stopped(tasks, &stop, &ops_stop).await.is_ok());
     }
 
     #[tokio::test]
     async fn an_error_the_stop_does_not_cause_fails_the_stop() {
-        let (stop, ops_stop) = (CancellationToken::new(), CancellationToken::new());
-        let mut tasks = Tasks::default();
+        let (stop, ops_stop, mut tasks) = fixture();
         tasks.spawn(Task::WebhookServer, until(&stop, Err(server_error())));
         tasks.spawn(
             Task::ReconcileLoop,
@@ -372,74 +404,54 @@ mod tests {
                 Err(TaskError::Leading(LeadingError::ElectionStopped)),
             ),
         );
-        tasks.spawn_ops(Task::OpsServer, ops(&ops_stop));
-        stop.cancel();
-        let failure = supervise(tasks, stop, ops_stop)
-            .await
-            .expect_err("a failure");
-        assert_eq!(failure.task, Task::WebhookServer);
-        assert!(matches!(failure.source, TaskError::Server(_)));
+        let failure = stopped(tasks, &stop, &ops_stop).await.unwrap_err();
+        assert_failure(&failure, Task::WebhookServer, |e| {
+            matches!(e, TaskError::Server(_))
+        });
     }
 
     #[tokio::test]
     async fn a_task_ending_before_the_stop_fails_and_stops_the_others() {
-        let (stop, ops_stop) = (CancellationToken::new(), CancellationToken::new());
-        let mut tasks = Tasks::default();
+        let (stop, ops_stop, mut tasks) = fixture();
         tasks.spawn(Task::CaBundlePublisher, async {
             Err(TaskError::InputStopped)
         });
         tasks.spawn(Task::ProcessWatches, until(&stop, Ok(())));
-        tasks.spawn_ops(Task::OpsServer, ops(&ops_stop));
-        let failure = supervise(tasks, stop.clone(), ops_stop.clone())
-            .await
-            .expect_err("a failure");
+        let failure = supervised(tasks, &stop, &ops_stop).await.unwrap_err();
         assert_eq!(failure.task, Task::CaBundlePublisher);
         assert!(stop.is_cancelled() && ops_stop.is_cancelled());
     }
 
     #[tokio::test]
     async fn a_task_that_ends_cleanly_before_the_stop_is_a_failure_too() {
-        let (stop, ops_stop) = (CancellationToken::new(), CancellationToken::new());
-        let mut tasks = Tasks::default();
+        let (stop, ops_stop, mut tasks) = fixture();
         tasks.spawn(Task::LeaderElection, async { Ok(()) });
-        tasks.spawn_ops(Task::OpsServer, ops(&ops_stop));
-        let failure = supervise(tasks, stop, ops_stop)
-            .await
-            .expect_err("a failure");
+        let failure = supervised(tasks, &stop, &ops_stop).await.unwrap_err();
         assert!(matches!(failure.source, TaskError::EndedUnexpectedly));
     }
 
     #[tokio::test]
     async fn a_panic_is_a_failure_and_names_its_task() {
-        let (stop, ops_stop) = (CancellationToken::new(), CancellationToken::new());
-        let mut tasks = Tasks::default();
+        let (stop, ops_stop, mut tasks) = fixture();
         tasks.spawn(Task::CertificateMaintenance, async { panic!("boom") });
-        tasks.spawn_ops(Task::OpsServer, ops(&ops_stop));
-        let failure = supervise(tasks, stop, ops_stop)
-            .await
-            .expect_err("a failure");
-        assert_eq!(failure.task, Task::CertificateMaintenance);
-        assert!(!failure.source.is_caused_by_stop());
+        let failure = supervised(tasks, &stop, &ops_stop).await.unwrap_err();
+        assert_failure(&failure, Task::CertificateMaintenance, |e| {
+            !e.is_caused_by_stop()
+        });
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_task_that_does_not_stop_within_the_budget_is_aborted_and_fails() {
-        let (stop, ops_stop) = (CancellationToken::new(), CancellationToken::new());
-        let mut tasks = Tasks::default();
+        let (stop, ops_stop, mut tasks) = fixture();
         tasks.spawn(Task::ReconcileLoop, std::future::pending());
-        tasks.spawn_ops(Task::OpsServer, ops(&ops_stop));
-        stop.cancel();
-        let failure = supervise(tasks, stop, ops_stop)
-            .await
-            .expect_err("a failure");
-        assert_eq!(failure.task, Task::ReconcileLoop);
-        assert!(matches!(failure.source, TaskError::DidNotStop(STOP_BUDGET)));
+        let failure = stopped(tasks, &stop, &ops_stop).await.unwrap_err();
+        let did_not_stop = |e: &TaskError| matches!(e, TaskError::DidNotStop(STOP_BUDGET));
+        assert_failure(&failure, Task::ReconcileLoop, did_not_stop);
     }
 
     #[tokio::test]
     async fn the_ops_tasks_stop_only_after_the_work() {
-        let (stop, ops_stop) = (CancellationToken::new(), CancellationToken::new());
-        let mut tasks = Tasks::default();
+        let (stop, ops_stop, mut tasks) = fixture();
         let seen_ops_stop = ops_stop.clone();
         tasks.spawn(Task::WebhookServer, {
             let stop = stop.clone();
@@ -453,8 +465,6 @@ mod tests {
                 }
             }
         });
-        tasks.spawn_ops(Task::OpsServer, ops(&ops_stop));
-        stop.cancel();
-        assert!(supervise(tasks, stop, ops_stop).await.is_ok());
+        assert!(stopped(tasks, &stop, &ops_stop).await.is_ok());
     }
 }

@@ -15,7 +15,6 @@ use kube::api::{Api, ListParams, ObjectList, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use trustyai_crds::TrustyAIService;
 use trustyai_local_cluster::ControlPlane;
 
@@ -129,25 +128,6 @@ impl Drop for OperatorProcess {
 
 fn free_port() -> Result<u16> {
     trustyai_local_cluster::free_port().map_err(|e| anyhow::anyhow!(e))
-}
-
-async fn readyz(port: u16) -> bool {
-    let check = async {
-        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .ok()?;
-        stream
-            .write_all(b"GET /readyz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-            .await
-            .ok()?;
-        let mut text = String::new();
-        stream.read_to_string(&mut text).await.ok()?;
-        Some(text.starts_with("HTTP/1.1 200"))
-    };
-    matches!(
-        tokio::time::timeout(Duration::from_secs(2), check).await,
-        Ok(Some(true))
-    )
 }
 
 /// Objects per page of the harness's lists: a list of 10,000 TrustyAIServices in one answer
@@ -589,7 +569,7 @@ async fn run_on(cp: &ControlPlane, operator_bin: &Path, plan: &Plan) -> Result<C
     crate::client::wait_for_convert(webhook_port, Duration::from_secs(60)).await?;
     let to_convert = started.elapsed();
     let deadline = Instant::now() + Duration::from_secs(120);
-    while !readyz(ops_port).await {
+    while !trustyai_local_cluster::readyz_ok(ops_port, Duration::from_secs(2)).await {
         if !operator.running() || Instant::now() > deadline {
             bail!(
                 "the operator did not become ready; log: {}",

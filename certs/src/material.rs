@@ -600,6 +600,13 @@ mod tests {
         material(cert, key, None, now).expect_err("refused")
     }
 
+    /// Asserts that `cert`, with a good key, is refused as `expected` says.
+    #[track_caller]
+    fn assert_certificate_refused(cert: &str, expected: impl Fn(&MaterialError) -> bool) {
+        let err = refused(cert, &issued().key_pem, t0());
+        assert!(expected(&err), "{err}");
+    }
+
     #[test]
     fn valid_material_loads_and_reports_expiry() {
         let (ca_pem, parsed) = ca(t0());
@@ -653,23 +660,19 @@ mod tests {
 
     #[test]
     fn broken_pem_framing_is_a_pem_error() {
-        let l = issued();
-        let truncated = &l.cert_pem[..l.cert_pem.len() / 2];
-        let err = refused(truncated, &l.key_pem, t0());
-        assert!(
-            matches!(err, MaterialError::Pem { ref what, .. } if what == "tls.crt"),
-            "{err}"
+        let cert_pem = issued().cert_pem;
+        assert_certificate_refused(
+            &cert_pem[..cert_pem.len() / 2],
+            |err| matches!(err, MaterialError::Pem { what, .. } if what == "tls.crt"),
         );
     }
 
     #[test]
     fn a_certificate_block_with_junk_inside_is_a_certificate_error() {
-        let l = issued();
         let junk = "-----BEGIN CERTIFICATE-----\naGVsbG8gd29ybGQ=\n-----END CERTIFICATE-----\n";
-        let err = refused(junk, &l.key_pem, t0());
-        assert!(
-            matches!(err, MaterialError::Certificate { ref what, .. } if what == "tls.crt"),
-            "{err}"
+        assert_certificate_refused(
+            junk,
+            |err| matches!(err, MaterialError::Certificate { what, .. } if what == "tls.crt"),
         );
     }
 

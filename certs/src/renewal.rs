@@ -293,6 +293,54 @@ mod tests {
         plan_renewal(&StoredState::from_data(data), &names(), &lifetimes(), now)
     }
 
+    /// The plan at t0 for fresh material whose `key` holds `value` instead.
+    fn decided_with(key: &str, value: &str) -> RenewalPlan {
+        let mut d = data(t0());
+        set(&mut d, key, value);
+        decide_at(&d, t0())
+    }
+
+    /// Asserts what `plan` does to the CAs, whether it issues a serving certificate, and how
+    /// many warnings it gives.
+    #[track_caller]
+    fn assert_plan(plan: &RenewalPlan, ca: CaStep, issue_serving: bool, warnings: usize) {
+        assert_eq!(plan.ca, ca);
+        assert_eq!(plan.issue_serving, issue_serving);
+        assert_eq!(plan.warnings().count(), warnings);
+    }
+
+    /// The lifetimes of the rotation tests: a CA of 300 days, serving certificates of 30.
+    fn rotation_lifetimes() -> Lifetimes {
+        Lifetimes {
+            ca: days(300),
+            serving: days(30),
+            ..Lifetimes::default()
+        }
+    }
+
+    /// `d` with a serving certificate issued at `at` by the CA it has.
+    fn leaf_renewed(
+        d: &SecretData,
+        names: &ServiceNames,
+        lifetimes: &Lifetimes,
+        at: OffsetDateTime,
+    ) -> SecretData {
+        let plan = RenewalPlan {
+            issue_serving: true,
+            ..RenewalPlan::keep()
+        };
+        apply_plan(d, &StoredState::from_data(d), &plan, names, lifetimes, at).expect("renew leaf")
+    }
+
+    /// Why the serving certificate is unusable, when that is the one reason of `plan`.
+    #[track_caller]
+    fn serving_unusable(plan: &RenewalPlan) -> &MaterialError {
+        match &plan.reasons[..] {
+            [Reason::ServingUnusable(error)] => error,
+            other => panic!("not one ServingUnusable reason: {other:?}"),
+        }
+    }
+
     fn leaf_of(data: &SecretData) -> CertInfo {
         StoredState::from_data(data)
             .serving
@@ -317,23 +365,17 @@ mod tests {
 
         assert!(decide_at(&d, renew_at - time::Duration::seconds(1)).is_noop());
         let due = decide_at(&d, renew_at);
-        assert_eq!(due.ca, CaStep::Keep);
-        assert!(due.issue_serving);
+        assert_plan(&due, CaStep::Keep, true, 0);
         assert_eq!(due.reasons, [Reason::ServingDue { renew_at }]);
-        assert_eq!(due.warnings().count(), 0);
     }
 
     #[test]
     fn an_expired_serving_certificate_is_replaced_at_once_keeping_the_ca() {
         let d = data(t0());
         let plan = decide_at(&d, t0() + time::Duration::days(100));
-        assert_eq!(plan.ca, CaStep::Keep);
-        assert!(plan.issue_serving);
-        assert!(matches!(
-            plan.reasons[..],
-            [Reason::ServingUnusable(MaterialError::Expired { .. })]
-        ));
-        assert_eq!(plan.warnings().count(), 1);
+        assert_plan(&plan, CaStep::Keep, true, 1);
+        let error = serving_unusable(&plan);
+        assert!(matches!(error, MaterialError::Expired { .. }), "{error}");
     }
 
     #[test]
@@ -355,22 +397,16 @@ mod tests {
 
     #[test]
     fn garbage_or_a_mismatched_key_is_replaced_keeping_a_valid_ca() {
-        let mut garbage = data(t0());
-        set(&mut garbage, TLS_CRT, "garbage");
-        let plan = decide_at(&garbage, t0());
-        assert_eq!(plan.ca, CaStep::Keep);
-        assert!(plan.issue_serving);
-        assert_eq!(plan.warnings().count(), 1);
+        assert_plan(&decided_with(TLS_CRT, "garbage"), CaStep::Keep, true, 1);
 
         let other = data(t0());
-        let mut mismatched = data(t0());
-        set(&mut mismatched, TLS_KEY, &text(&other, TLS_KEY));
-        let plan = decide_at(&mismatched, t0());
+        let plan = decided_with(TLS_KEY, &text(&other, TLS_KEY));
         assert_eq!(plan.ca, CaStep::Keep);
-        assert!(matches!(
-            plan.reasons[..],
-            [Reason::ServingUnusable(MaterialError::KeyMismatch { .. })]
-        ));
+        let error = serving_unusable(&plan);
+        assert!(
+            matches!(error, MaterialError::KeyMismatch { .. }),
+            "{error}"
+        );
     }
 
     #[test]
@@ -386,12 +422,7 @@ mod tests {
 
     #[test]
     fn an_unusable_or_expired_ca_is_replaced_outright() {
-        let mut d = data(t0());
-        set(&mut d, CA_KEY, "garbage");
-        let plan = decide_at(&d, t0());
-        assert_eq!(plan.ca, CaStep::Replace);
-        assert!(plan.issue_serving);
-        assert_eq!(plan.warnings().count(), 1);
+        assert_plan(&decided_with(CA_KEY, "garbage"), CaStep::Replace, true, 1);
 
         let d = data(t0());
         let plan = decide_at(&d, t0() + time::Duration::days(5 * 366));
@@ -409,19 +440,12 @@ mod tests {
         let d = data(t0());
         let ca_renew_at = StoredState::from_data(&d).ca.expect("ca").cert().renew_at();
         // Keep the serving certificate fresh so only the CA is due.
-        let state = StoredState::from_data(&d);
-        let fresh_leaf = apply_plan(
+        let fresh_leaf = leaf_renewed(
             &d,
-            &state,
-            &RenewalPlan {
-                issue_serving: true,
-                ..RenewalPlan::keep()
-            },
             &names(),
             &lifetimes(),
             ca_renew_at - time::Duration::days(1),
-        )
-        .expect("renew leaf");
+        );
         let plan = decide_at(&fresh_leaf, ca_renew_at);
         assert_eq!(plan.ca, CaStep::Rotate);
         assert!(!plan.issue_serving);
@@ -436,20 +460,14 @@ mod tests {
     #[test]
     fn an_empty_secret_is_initialised_without_a_warning() {
         let plan = decide_at(&SecretData::new(), t0());
-        assert_eq!(plan.ca, CaStep::Replace);
-        assert!(plan.issue_serving);
+        assert_plan(&plan, CaStep::Replace, true, 0);
         assert_eq!(plan.reasons, [Reason::Empty]);
-        assert_eq!(plan.warnings().count(), 0);
     }
 
     #[test]
     fn garbage_in_the_previous_ca_is_dropped_with_a_warning() {
-        let mut d = data(t0());
-        set(&mut d, CA_PREVIOUS_CRT, "garbage");
-        let plan = decide_at(&d, t0());
-        assert_eq!(plan.ca, CaStep::Retire);
-        assert!(!plan.issue_serving);
-        assert_eq!(plan.warnings().count(), 1);
+        let plan = decided_with(CA_PREVIOUS_CRT, "garbage");
+        assert_plan(&plan, CaStep::Retire, false, 1);
     }
 
     /// Drives the Secret through time as the maintainer does (decide, write, decide again at
@@ -499,11 +517,7 @@ mod tests {
 
     #[test]
     fn ca_rotation_overlaps_old_and_new_ca_in_the_bundle() {
-        let lifetimes = Lifetimes {
-            ca: days(300),
-            serving: days(30),
-            ..Lifetimes::default()
-        };
+        let lifetimes = rotation_lifetimes();
         let log = simulate(&lifetimes, t0() + time::Duration::days(700));
         let steps: Vec<_> = log
             .iter()
@@ -549,28 +563,12 @@ mod tests {
 
     #[test]
     fn a_serving_certificate_broken_mid_rotation_moves_to_the_new_ca_at_once() {
-        let lifetimes = Lifetimes {
-            ca: days(300),
-            serving: days(30),
-            ..Lifetimes::default()
-        };
+        let lifetimes = rotation_lifetimes();
         let names = names();
         let d = crate::secret_layout::generate_data(&names, &lifetimes, t0()).expect("data");
         let ca_due = StoredState::from_data(&d).ca.expect("ca").cert().renew_at();
         // Start the rotation with a fresh leaf, then break the leaf right away.
-        let state = StoredState::from_data(&d);
-        let renewed = apply_plan(
-            &d,
-            &state,
-            &RenewalPlan {
-                issue_serving: true,
-                ..RenewalPlan::keep()
-            },
-            &names,
-            &lifetimes,
-            ca_due - time::Duration::days(1),
-        )
-        .expect("leaf");
+        let renewed = leaf_renewed(&d, &names, &lifetimes, ca_due - time::Duration::days(1));
         let state = StoredState::from_data(&renewed);
         let plan = plan_renewal(&state, &names, &lifetimes, ca_due);
         assert_eq!(plan.ca, CaStep::Rotate);

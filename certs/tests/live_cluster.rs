@@ -23,7 +23,7 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use trustyai_certs::ca_bundle_patches::{LiveConversion, mutating_entries, validating_entries};
 use trustyai_certs::{
-    CABUNDLE_FIELD_MANAGER, CertificateSecret, Lifetimes, PublishTargets, ServiceNames,
+    CABUNDLE_FIELD_MANAGER, CertificateSecret, Ensured, Lifetimes, PublishTargets, ServiceNames,
     TlsMaterial, WebhookEndpoint, chains_to, ensure_secret, maintain_secret, publish_once,
     run_publisher,
 };
@@ -73,6 +73,40 @@ fn certificate_secret(ns: &str, lifetimes: Lifetimes, streaming_lists: bool) -> 
     }
 }
 
+/// A client of the shared control plane and a fresh namespace `<base>-<unique>` on it.
+async fn fresh_namespace(base: &str) -> (Client, String) {
+    let client = client().await;
+    let ns = namespace(&client, base).await;
+    (client, ns)
+}
+
+/// The test's certificate Secret in `ns`, made or reused with the default lifetimes.
+async fn ensure(client: &Client, ns: &str, what: &str) -> Ensured {
+    ensure_secret(client, ns, SECRET, &names(ns), &Lifetimes::default())
+        .await
+        .expect(what)
+}
+
+/// Stores `secret` again with garbage under `key`.
+async fn store_garbage(api: &Api<Secret>, secret: &Secret, key: &str) {
+    let mut broken = secret.clone();
+    broken
+        .data
+        .get_or_insert_with(BTreeMap::new)
+        .insert(key.into(), ByteString(b"garbage".to_vec()));
+    api.replace(SECRET, &PostParams::default(), &broken)
+        .await
+        .expect("break it");
+}
+
+/// Waits at most 20 s for new material on `rx`.
+async fn changed_within_20_s(rx: &mut watch::Receiver<TlsMaterial>, what: &str) {
+    tokio::time::timeout(Duration::from_secs(20), rx.changed())
+        .await
+        .expect(what)
+        .expect("open");
+}
+
 fn text(secret: &Secret, key: &str) -> String {
     secret
         .data
@@ -84,19 +118,14 @@ fn text(secret: &Secret, key: &str) -> String {
 
 #[tokio::test]
 async fn ensure_creates_once_and_then_reuses() {
-    let client = client().await;
-    let ns = namespace(&client, "certs-ensure").await;
-    let first = ensure_secret(&client, &ns, SECRET, &names(&ns), &Lifetimes::default())
-        .await
-        .expect("create");
+    let (client, ns) = fresh_namespace("certs-ensure").await;
+    let first = ensure(&client, &ns, "create").await;
     assert!(first.warnings.is_empty());
     assert_eq!(first.secret.type_.as_deref(), Some("kubernetes.io/tls"));
     for key in ["tls.crt", "tls.key", "ca.crt", "ca.key"] {
         assert!(!text(&first.secret, key).is_empty(), "{key}");
     }
-    let again = ensure_secret(&client, &ns, SECRET, &names(&ns), &Lifetimes::default())
-        .await
-        .expect("reuse");
+    let again = ensure(&client, &ns, "reuse").await;
     assert_eq!(again.material, first.material);
     assert_eq!(
         again.secret.metadata.resource_version,
@@ -106,8 +135,7 @@ async fn ensure_creates_once_and_then_reuses() {
 
 #[tokio::test]
 async fn replicas_starting_together_agree_on_one_ca() {
-    let client = client().await;
-    let ns = namespace(&client, "certs-race").await;
+    let (client, ns) = fresh_namespace("certs-race").await;
     let names = names(&ns);
     let lifetimes = Lifetimes::default();
     let runs = (0..4).map(|_| ensure_secret(&client, &ns, SECRET, &names, &lifetimes));
@@ -127,23 +155,11 @@ async fn replicas_starting_together_agree_on_one_ca() {
 
 #[tokio::test]
 async fn garbage_is_repaired_keeping_the_ca_with_a_warning() {
-    let client = client().await;
-    let ns = namespace(&client, "certs-garbage").await;
-    let first = ensure_secret(&client, &ns, SECRET, &names(&ns), &Lifetimes::default())
-        .await
-        .expect("create");
+    let (client, ns) = fresh_namespace("certs-garbage").await;
+    let first = ensure(&client, &ns, "create").await;
     let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    let mut broken = first.secret.clone();
-    broken
-        .data
-        .get_or_insert_with(BTreeMap::new)
-        .insert("tls.crt".into(), ByteString(b"garbage".to_vec()));
-    api.replace(SECRET, &PostParams::default(), &broken)
-        .await
-        .expect("break it");
-    let repaired = ensure_secret(&client, &ns, SECRET, &names(&ns), &Lifetimes::default())
-        .await
-        .expect("repair");
+    store_garbage(&api, &first.secret, "tls.crt").await;
+    let repaired = ensure(&client, &ns, "repair").await;
     assert_eq!(repaired.warnings.len(), 1, "{:?}", repaired.warnings);
     assert_eq!(repaired.warnings[0].reason, "WebhookCertificateInvalid");
     assert_eq!(
@@ -155,11 +171,8 @@ async fn garbage_is_repaired_keeping_the_ca_with_a_warning() {
 
 #[tokio::test]
 async fn the_maintainer_serves_only_valid_material_and_recreates_a_deleted_secret() {
-    let client = client().await;
-    let ns = namespace(&client, "certs-maintain").await;
-    let first = ensure_secret(&client, &ns, SECRET, &names(&ns), &Lifetimes::default())
-        .await
-        .expect("create");
+    let (client, ns) = fresh_namespace("certs-maintain").await;
+    let first = ensure(&client, &ns, "create").await;
     let (tx, mut rx) = watch::channel(first.material.clone());
     let task = tokio::spawn(maintain_secret(
         client.clone(),
@@ -181,27 +194,14 @@ async fn the_maintainer_serves_only_valid_material_and_recreates_a_deleted_secre
     api.delete(SECRET, &DeleteParams::default())
         .await
         .expect("delete");
-    tokio::time::timeout(Duration::from_secs(20), rx.changed())
-        .await
-        .expect("new material after recreation")
-        .expect("open");
+    changed_within_20_s(&mut rx, "new material after recreation").await;
     let recreated = api.get(SECRET).await.expect("recreated");
     let served = rx.borrow_and_update().clone();
     assert_eq!(served.cert_chain_pem(), text(&recreated, "tls.crt"));
 
     // Garbage is never served; the repaired material is, and a Warning event says why.
-    let mut broken = recreated.clone();
-    broken
-        .data
-        .get_or_insert_with(BTreeMap::new)
-        .insert("tls.key".into(), ByteString(b"garbage".to_vec()));
-    api.replace(SECRET, &PostParams::default(), &broken)
-        .await
-        .expect("break it");
-    tokio::time::timeout(Duration::from_secs(20), rx.changed())
-        .await
-        .expect("repaired material")
-        .expect("open");
+    store_garbage(&api, &recreated, "tls.key").await;
+    changed_within_20_s(&mut rx, "repaired material").await;
     let repaired = rx.borrow_and_update().clone();
     assert_ne!(repaired, served);
     assert!(!repaired.key_pem().contains("garbage"));
@@ -296,16 +296,41 @@ async fn install_targets(client: &Client) {
 
 /// The material of the certificate Secret in `ns`, made at once, and its CA bundle.
 async fn served(client: &Client, ns: &str) -> (TlsMaterial, Vec<u8>) {
-    let material = ensure_secret(client, ns, SECRET, &names(ns), &Lifetimes::default())
-        .await
-        .expect("secret")
-        .material;
+    let material = ensure(client, ns, "secret").await.material;
     let bundle = material
         .ca_bundle_pem()
         .expect("bundle")
         .as_bytes()
         .to_vec();
     (material, bundle)
+}
+
+/// The start of a publication test: a fresh namespace `<base>-<unique>`, the shared targets
+/// installed anew and held until the guard is dropped, and the material of the namespace's
+/// certificate Secret with its CA bundle.
+async fn publication(
+    base: &str,
+) -> (
+    Client,
+    String,
+    tokio::sync::MutexGuard<'static, ()>,
+    TlsMaterial,
+    Vec<u8>,
+) {
+    let (client, ns) = fresh_namespace(base).await;
+    let shared = SHARED_TARGETS.lock().await;
+    install_targets(&client).await;
+    let (material, bundle) = served(&client, &ns).await;
+    (client, ns, shared, material, bundle)
+}
+
+/// The Service `name` in `ns`, on port 443.
+fn service_endpoint(name: &str, ns: &str) -> WebhookEndpoint {
+    WebhookEndpoint::Service {
+        name: name.into(),
+        namespace: ns.to_owned(),
+        port: 443,
+    }
 }
 
 fn targets(endpoint: WebhookEndpoint) -> PublishTargets {
@@ -321,16 +346,8 @@ fn targets(endpoint: WebhookEndpoint) -> PublishTargets {
 
 #[tokio::test]
 async fn the_bundle_is_applied_to_exactly_the_owned_fields_and_can_switch_to_a_url() {
-    let client = client().await;
-    let ns = namespace(&client, "certs-publish").await;
-    let _shared = SHARED_TARGETS.lock().await;
-    install_targets(&client).await;
-    let (material, bundle) = served(&client, &ns).await;
-    let service = WebhookEndpoint::Service {
-        name: "trustyai-operator-webhook".into(),
-        namespace: ns.clone(),
-        port: 443,
-    };
+    let (client, ns, _shared, material, bundle) = publication("certs-publish").await;
+    let service = service_endpoint("trustyai-operator-webhook", &ns);
 
     let first = publish_once(&client, &targets(service.clone()), &material)
         .await
@@ -424,21 +441,12 @@ async fn the_bundle_is_applied_to_exactly_the_owned_fields_and_can_switch_to_a_u
 
 #[tokio::test]
 async fn the_publisher_loop_restores_a_cleared_bundle_within_seconds() {
-    let client = client().await;
-    let ns = namespace(&client, "certs-loop").await;
-    let _shared = SHARED_TARGETS.lock().await;
-    install_targets(&client).await;
-    let (material, bundle) = served(&client, &ns).await;
+    let (client, ns, _shared, material, bundle) = publication("certs-loop").await;
     let (_tx, rx) = watch::channel(material);
     let (ready_tx, mut ready) = watch::channel(false);
-    let endpoint = WebhookEndpoint::Service {
-        name: "svc".into(),
-        namespace: ns.clone(),
-        port: 443,
-    };
     let task = tokio::spawn(run_publisher(
         client.clone(),
-        targets(endpoint),
+        targets(service_endpoint("svc", &ns)),
         rx,
         Some(ready_tx),
     ));
@@ -470,8 +478,7 @@ async fn the_publisher_loop_restores_a_cleared_bundle_within_seconds() {
 
 #[tokio::test]
 async fn the_maintainer_walks_a_ca_rotation_with_overlap() {
-    let client = client().await;
-    let ns = namespace(&client, "certs-rotate").await;
+    let (client, ns) = fresh_namespace("certs-rotate").await;
     let lifetimes = Lifetimes {
         ca: Duration::from_secs(45),
         serving: Duration::from_secs(15),

@@ -79,28 +79,25 @@ struct Probe {
     field: fn(&mut OptionalApis) -> &mut bool,
 }
 
+impl Probe {
+    fn new(resource: ApiResource, field: fn(&mut OptionalApis) -> &mut bool) -> Self {
+        Self { resource, field }
+    }
+}
+
 fn probes() -> [Probe; 5] {
     [
-        Probe {
-            resource: route::api_resource(),
-            field: |a| &mut a.routes,
-        },
-        Probe {
-            resource: service_monitor::api_resource(),
-            field: |a| &mut a.service_monitors,
-        },
-        Probe {
-            resource: inference_service_api_resource(),
-            field: |a| &mut a.inference_services,
-        },
-        Probe {
-            resource: istio::destination_rule_api_resource(),
-            field: |a| &mut a.destination_rules,
-        },
-        Probe {
-            resource: istio::virtual_service_api_resource(),
-            field: |a| &mut a.virtual_services,
-        },
+        Probe::new(route::api_resource(), |a| &mut a.routes),
+        Probe::new(service_monitor::api_resource(), |a| &mut a.service_monitors),
+        Probe::new(inference_service_api_resource(), |a| {
+            &mut a.inference_services
+        }),
+        Probe::new(istio::destination_rule_api_resource(), |a| {
+            &mut a.destination_rules
+        }),
+        Probe::new(istio::virtual_service_api_resource(), |a| {
+            &mut a.virtual_services
+        }),
     ]
 }
 

@@ -24,6 +24,20 @@ fn convert(args: &[&str], stdin: Option<&str>) -> Output {
     support::cli::run("convert", args, stdin, &[], &[])
 }
 
+/// Runs `convert --to <to>` on the fixture `name`.
+fn convert_fixture(to: &str, name: &str) -> Output {
+    let input = fixture(name);
+    convert(&["--to", to, "-f", input.to_str().expect("path")], None)
+}
+
+/// The stderr of `output`, asserted to have exited with `code` and printed nothing on stdout.
+#[track_caller]
+fn refused(output: &Output, code: i32) -> String {
+    assert_eq!(output.status.code(), Some(code));
+    assert!(output.stdout.is_empty());
+    text(&output.stderr)
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8(bytes.to_vec()).expect("UTF-8")
 }
@@ -40,11 +54,7 @@ fn succeeded(output: &Output) -> String {
 
 #[test]
 fn multi_document_yaml_to_v1_converts_only_the_v1alpha1_service() {
-    let input = fixture("mixed.yaml");
-    let out = succeeded(&convert(
-        &["--to", "v1", "-f", input.to_str().expect("path")],
-        None,
-    ));
+    let out = succeeded(&convert_fixture("v1", "mixed.yaml"));
     assert_eq!(out, read("mixed.to-v1.yaml"));
 
     // Document by document: the v1alpha1 service is v1 now with the same body; the v1 service
@@ -66,11 +76,7 @@ fn multi_document_yaml_to_v1_converts_only_the_v1alpha1_service() {
 
 #[test]
 fn to_v1alpha1_and_back_through_stdin_loses_nothing() {
-    let input = fixture("mixed.yaml");
-    let alpha = succeeded(&convert(
-        &["--to", "v1alpha1", "-f", input.to_str().expect("path")],
-        None,
-    ));
+    let alpha = succeeded(&convert_fixture("v1alpha1", "mixed.yaml"));
     assert_eq!(alpha, read("mixed.to-v1alpha1.yaml"));
     let docs = parse_documents(&alpha).expect("parses");
     assert!(
@@ -95,15 +101,9 @@ fn to_v1alpha1_and_back_through_stdin_loses_nothing() {
 
 #[test]
 fn json_in_gives_json_out_and_the_full_api_version_is_accepted() {
-    let input = fixture("tas-v1alpha1.json");
-    let out = succeeded(&convert(
-        &[
-            "--to",
-            "trustyai.opendatahub.io/v1",
-            "-f",
-            input.to_str().expect("path"),
-        ],
-        None,
+    let out = succeeded(&convert_fixture(
+        "trustyai.opendatahub.io/v1",
+        "tas-v1alpha1.json",
     ));
     let value: Value = serde_json::from_str(&out).expect("the output is JSON");
     let mut expected: Value = serde_json::from_str(&read("tas-v1alpha1.json")).expect("JSON");
@@ -119,29 +119,22 @@ fn json_in_gives_json_out_and_the_full_api_version_is_accepted() {
 
 #[test]
 fn unparsable_input_exits_2_with_nothing_on_stdout() {
-    let input = fixture("garbage.yaml");
-    let output = convert(&["--to", "v1", "-f", input.to_str().expect("path")], None);
-    assert_eq!(output.status.code(), Some(2));
-    assert!(output.stdout.is_empty());
-    let stderr = text(&output.stderr);
+    let output = convert_fixture("v1", "garbage.yaml");
+    let stderr = refused(&output, 2);
     assert!(
         stderr.contains("document 2: not valid YAML or JSON"),
         "{stderr}"
     );
 
-    let missing = fixture("does-not-exist.yaml");
-    let output = convert(&["--to", "v1", "-f", missing.to_str().expect("path")], None);
+    let output = convert_fixture("v1", "does-not-exist.yaml");
     assert_eq!(output.status.code(), Some(2));
     assert!(text(&output.stderr).contains("cannot read"));
 }
 
 #[test]
 fn an_unknown_target_version_is_refused() {
-    let input = fixture("mixed.yaml");
-    let output = convert(&["--to", "v2", "-f", input.to_str().expect("path")], None);
-    assert_eq!(output.status.code(), Some(2));
-    assert!(output.stdout.is_empty());
-    let stderr = text(&output.stderr);
+    let output = convert_fixture("v2", "mixed.yaml");
+    let stderr = refused(&output, 2);
     assert!(
         stderr.contains("unknown target version \"v2\"") && stderr.contains("v1alpha1"),
         "{stderr}"
@@ -150,8 +143,7 @@ fn an_unknown_target_version_is_refused() {
 
 #[test]
 fn an_unconvertible_service_exits_1_naming_its_document() {
-    let input = fixture("unconvertible.yaml");
-    let output = convert(&["--to", "v1", "-f", input.to_str().expect("path")], None);
+    let output = convert_fixture("v1", "unconvertible.yaml");
     assert_eq!(output.status.code(), Some(1));
     assert!(
         output.stdout.is_empty(),

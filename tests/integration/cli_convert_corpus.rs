@@ -6,8 +6,9 @@
 //! what kubectl reads must be exactly what the JSON run of the same conversion gives.
 
 use crate::support;
+use support::temp::TempDir;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::{Map, Value, json};
@@ -230,12 +231,6 @@ fn corpus() -> Vec<Value> {
         .collect()
 }
 
-fn dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("trustyai-yaml-corpus-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temporary directory");
-    dir
-}
-
 fn text(bytes: &[u8]) -> String {
     String::from_utf8(bytes.to_vec()).expect("UTF-8")
 }
@@ -274,9 +269,9 @@ fn objects(text: &str) -> Vec<Value> {
     out
 }
 
-/// What kubectl reads from the YAML file at `path`. Panics when kubectl is missing: this test
-/// is the proof that kubectl agrees, and is never skipped.
-fn kubectl_reads(path: &Path) -> Vec<Value> {
+/// What kubectl reads from the YAML file at `path`, its cache in `dir`. Panics when kubectl is
+/// missing: this test is the proof that kubectl agrees, and is never skipped.
+fn kubectl_reads(dir: &TempDir, path: &Path) -> Vec<Value> {
     let output = Command::new("kubectl")
         .args([
             "patch", "--local", "--type", "merge", "-p", "{}", "-o", "json", "-f",
@@ -285,10 +280,10 @@ fn kubectl_reads(path: &Path) -> Vec<Value> {
         // Not ~/.kube/cache.
         .arg(format!(
             "--cache-dir={}",
-            dir().join("kubectl-cache").display()
+            dir.join("kubectl-cache").display()
         ))
         // No cluster is needed, and none may be reached by accident.
-        .env("KUBECONFIG", dir().join("no-such-kubeconfig"))
+        .env("KUBECONFIG", dir.join("no-such-kubeconfig"))
         .output()
         .unwrap_or_else(|e| panic!("kubectl must be on PATH to run this test: {e}"));
     objects(&succeeded(&output, "kubectl patch --local"))
@@ -343,9 +338,14 @@ fn yaml_written_for_the_corpus_reads_back_identically() {
 fn kubectl_reads_the_yaml_written_for_the_corpus_identically() {
     let corpus = corpus();
     let yaml = render_documents(&corpus, TextFormat::Yaml).expect("renders");
-    let file = dir().join("corpus-v1alpha1.yaml");
+    let dir = TempDir::new("yaml-corpus");
+    let file = dir.join("corpus-v1alpha1.yaml");
     std::fs::write(&file, &yaml).expect("write");
-    assert_same(&kubectl_reads(&file), &corpus, "kubectl reading our YAML");
+    assert_same(
+        &kubectl_reads(&dir, &file),
+        &corpus,
+        "kubectl reading our YAML",
+    );
 }
 
 /// How the corpus is given to `convert`.
@@ -358,9 +358,8 @@ enum Input {
     Yaml,
 }
 
-/// What `convert --to v1` prints for the corpus written as `input` to the file `name` of the
-/// temporary folder (a name of the test's own: tests run side by side).
-fn converted(input: Input, name: &str) -> String {
+/// What `convert --to v1` prints for the corpus written as `input` to the file `name` of `dir`.
+fn converted(dir: &TempDir, input: Input, name: &str) -> String {
     let corpus = corpus();
     let text = match input {
         Input::JsonList => {
@@ -374,7 +373,7 @@ fn converted(input: Input, name: &str) -> String {
             .join("\n"),
         Input::Yaml => render_documents(&corpus, TextFormat::Yaml).expect("renders"),
     };
-    let file = dir().join(name);
+    let file = dir.join(name);
     std::fs::write(&file, text).expect("write");
     convert_file(&file)
 }
@@ -384,7 +383,8 @@ fn converted(input: Input, name: &str) -> String {
 #[test]
 fn the_corpus_converted_from_json_keeps_every_string() {
     let corpus = corpus();
-    let converted = objects(&converted(Input::JsonList, "corpus.json"));
+    let dir = TempDir::new("yaml-corpus");
+    let converted = objects(&converted(&dir, Input::JsonList, "corpus.json"));
     assert_eq!(converted.len(), corpus.len());
     for (before, after) in corpus.iter().zip(&converted) {
         assert_eq!(after["apiVersion"], "trustyai.opendatahub.io/v1");
@@ -410,9 +410,14 @@ fn the_corpus_converted_from_json_keeps_every_string() {
 /// The same objects as a JSON stream, one after the other, give the same.
 #[test]
 fn the_corpus_as_a_json_stream_converts_as_the_json_list_does() {
+    let dir = TempDir::new("yaml-corpus");
     assert_same(
-        &objects(&converted(Input::JsonStream, "corpus-stream.json")),
-        &objects(&converted(Input::JsonList, "corpus-stream-reference.json")),
+        &objects(&converted(&dir, Input::JsonStream, "corpus-stream.json")),
+        &objects(&converted(
+            &dir,
+            Input::JsonList,
+            "corpus-stream-reference.json",
+        )),
         "JSON stream",
     );
 }
@@ -420,9 +425,14 @@ fn the_corpus_as_a_json_stream_converts_as_the_json_list_does() {
 /// YAML in, YAML out: the same objects as JSON in, JSON out, read here.
 #[test]
 fn the_corpus_in_yaml_converts_as_in_json() {
+    let dir = TempDir::new("yaml-corpus");
     assert_same(
-        &parse_documents(&converted(Input::Yaml, "corpus.yaml")).expect("the output parses"),
-        &objects(&converted(Input::JsonList, "corpus-yaml-reference.json")),
+        &parse_documents(&converted(&dir, Input::Yaml, "corpus.yaml")).expect("the output parses"),
+        &objects(&converted(
+            &dir,
+            Input::JsonList,
+            "corpus-yaml-reference.json",
+        )),
         "YAML output read here",
     );
 }
@@ -430,15 +440,20 @@ fn the_corpus_in_yaml_converts_as_in_json() {
 /// YAML in, YAML out: kubectl reads the same objects as JSON in, JSON out.
 #[test]
 fn kubectl_reads_the_corpus_converted_in_yaml_as_in_json() {
-    let yaml_out_file = dir().join("corpus-v1.yaml");
+    let dir = TempDir::new("yaml-corpus");
+    let yaml_out_file = dir.join("corpus-v1.yaml");
     std::fs::write(
         &yaml_out_file,
-        converted(Input::Yaml, "corpus-kubectl.yaml"),
+        converted(&dir, Input::Yaml, "corpus-kubectl.yaml"),
     )
     .expect("write");
     assert_same(
-        &kubectl_reads(&yaml_out_file),
-        &objects(&converted(Input::JsonList, "corpus-kubectl-reference.json")),
+        &kubectl_reads(&dir, &yaml_out_file),
+        &objects(&converted(
+            &dir,
+            Input::JsonList,
+            "corpus-kubectl-reference.json",
+        )),
         "YAML output read by kubectl",
     );
 }
@@ -458,16 +473,17 @@ fn each_tricky_string_alone_reads_back_in_kubectl_as_written() {
         "metadata": {"name": "each", "annotations": annotations},
         "spec": {"values": TRICKY},
     });
-    let file = dir().join("each.json");
+    let dir = TempDir::new("yaml-corpus");
+    let file = dir.join("each.json");
     std::fs::write(&file, serde_json::to_string(&object).expect("JSON")).expect("write");
     let converted = objects(&convert_file(&file));
-    let yaml_in = dir().join("each.yaml");
+    let yaml_in = dir.join("each.yaml");
     std::fs::write(
         &yaml_in,
         render_documents(&[object], TextFormat::Yaml).expect("renders"),
     )
     .expect("write");
-    let yaml_out = dir().join("each-v1.yaml");
+    let yaml_out = dir.join("each-v1.yaml");
     std::fs::write(&yaml_out, convert_file(&yaml_in)).expect("write");
-    assert_same(&kubectl_reads(&yaml_out), &converted, "kubectl");
+    assert_same(&kubectl_reads(&dir, &yaml_out), &converted, "kubectl");
 }

@@ -25,7 +25,7 @@ use trustyai_crds::metric;
 use trustyai_crds::metric::validation::MetricFieldError;
 use trustyai_crds::review::{self, AdmissionStep};
 use trustyai_crds::validation::{
-    FieldError, ValidationContext, denial_message, validate as validate_object,
+    ErrorKind, FieldError, ValidationContext, denial_message, validate as validate_object,
 };
 
 use crate::limits::MALFORMED;
@@ -189,7 +189,12 @@ fn judge_metric(
         state.observer.denial(METRIC_DENIAL_RULE);
     }
     tracing::info!(errors = errors.len(), "denied");
-    let status = invalid_metric_status(&req.name, &errors);
+    let status = invalid_status(
+        &req.name,
+        metric::validation::KIND,
+        metric::validation::denial_message(&req.name, &errors),
+        &errors,
+    );
     (
         ReviewOutcome::Denied,
         review(&req.uid, false, Some(status), None, warnings),
@@ -266,7 +271,12 @@ fn judge(state: &WebhookState, req: &Request, object: &Value) -> (ReviewOutcome,
         state.observer.denial(error.rule.as_str());
     }
     tracing::info!(errors = verdict.errors.len(), "denied");
-    let status = invalid_status(&req.name, &verdict.errors);
+    let status = invalid_status(
+        &req.name,
+        KIND,
+        denial_message(&req.name, &verdict.errors),
+        &verdict.errors,
+    );
     (
         ReviewOutcome::Denied,
         review(&req.uid, false, Some(status), None, verdict.warnings),
@@ -282,48 +292,50 @@ fn touches_v1_only_field(op: &PatchOperation) -> bool {
     }
 }
 
-/// A `Status` in the API server's own shape for an invalid object: code 422, reason `Invalid`,
-/// one cause per field.
-fn invalid_status(name: &str, errors: &[FieldError]) -> Value {
-    let causes: Vec<Value> = errors
-        .iter()
-        .map(|e| {
-            let full = e.to_string();
-            let message = full
-                .strip_prefix(&format!("{}: ", e.field))
-                .unwrap_or(&full)
-                .to_string();
-            json!({"reason": e.kind.cause_type(), "message": message, "field": e.field})
-        })
-        .collect();
-    json!({
-        "status": "Failure",
-        "message": denial_message(name, errors),
-        "reason": "Invalid",
-        "code": 422,
-        "details": {"name": name, "group": GROUP, "kind": KIND, "causes": causes},
-    })
+/// What a denial reads from one broken field, for a TrustyAIService and a TrustyAIMetric alike.
+trait DeniedField: std::fmt::Display {
+    fn field(&self) -> &str;
+    fn kind(&self) -> ErrorKind;
 }
 
-/// [`invalid_status`] for a TrustyAIMetric: the same shape, the metric's kind and message.
-fn invalid_metric_status(name: &str, errors: &[MetricFieldError]) -> Value {
+impl DeniedField for FieldError {
+    fn field(&self) -> &str {
+        &self.field
+    }
+    fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+}
+
+impl DeniedField for MetricFieldError {
+    fn field(&self) -> &str {
+        &self.field
+    }
+    fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+}
+
+/// A `Status` in the API server's own shape for an invalid object of `kind`: code 422, reason
+/// `Invalid`, `message` on top and one cause per field.
+fn invalid_status<E: DeniedField>(name: &str, kind: &str, message: String, errors: &[E]) -> Value {
     let causes: Vec<Value> = errors
         .iter()
         .map(|e| {
             let full = e.to_string();
             let message = full
-                .strip_prefix(&format!("{}: ", e.field))
+                .strip_prefix(&format!("{}: ", e.field()))
                 .unwrap_or(&full)
                 .to_string();
-            json!({"reason": e.kind.cause_type(), "message": message, "field": e.field})
+            json!({"reason": e.kind().cause_type(), "message": message, "field": e.field()})
         })
         .collect();
     json!({
         "status": "Failure",
-        "message": metric::validation::denial_message(name, errors),
+        "message": message,
         "reason": "Invalid",
         "code": 422,
-        "details": {"name": name, "group": GROUP, "kind": metric::validation::KIND, "causes": causes},
+        "details": {"name": name, "group": GROUP, "kind": kind, "causes": causes},
     })
 }
 

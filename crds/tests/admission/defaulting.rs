@@ -12,32 +12,47 @@ use crate::support::{
     with, without,
 };
 
+/// The JSON patch of one `add` per `(path, value)`, in order.
+fn adds(ops: &[(&str, Value)]) -> Value {
+    ops.iter()
+        .map(|(path, value)| json!({ "op": "add", "path": path, "value": value }))
+        .collect()
+}
+
+/// [`adds`] between the two defaults of every object with a spec: `spec.replicas` first,
+/// `spec.metrics.batchSize` last.
+fn adds_around(ops: &[(&str, Value)]) -> Value {
+    let mut all = vec![("/spec/replicas", json!(1))];
+    all.extend(ops.iter().cloned());
+    all.push(("/spec/metrics/batchSize", json!(5000)));
+    adds(&all)
+}
+
 #[test]
 fn defaults_table() {
     let cases: Vec<(&str, Value, Value)> = vec![
         (
             "PVC, nothing set: every default, data as one object",
             object("tas", pvc_spec()),
-            json!([
-                { "op": "add", "path": "/spec/replicas", "value": 1 },
-                { "op": "add", "path": "/spec/storage/folder", "value": "/inputs" },
-                { "op": "add", "path": "/spec/storage/size", "value": "1Gi" },
-                { "op": "add", "path": "/spec/storage/retention", "value": "Retain" },
-                { "op": "add", "path": "/spec/data", "value": { "filename": "data.csv", "format": "CSV" } },
-                { "op": "add", "path": "/spec/metrics/batchSize", "value": 5000 }
+            adds_around(&[
+                ("/spec/storage/folder", json!("/inputs")),
+                ("/spec/storage/size", json!("1Gi")),
+                ("/spec/storage/retention", json!("Retain")),
+                (
+                    "/spec/data",
+                    json!({ "filename": "data.csv", "format": "CSV" }),
+                ),
             ]),
         ),
         (
             "PVC with an empty data object: its two fields",
             object("tas", with(pvc_spec(), "/data", json!({}))),
-            json!([
-                { "op": "add", "path": "/spec/replicas", "value": 1 },
-                { "op": "add", "path": "/spec/storage/folder", "value": "/inputs" },
-                { "op": "add", "path": "/spec/storage/size", "value": "1Gi" },
-                { "op": "add", "path": "/spec/storage/retention", "value": "Retain" },
-                { "op": "add", "path": "/spec/data/filename", "value": "data.csv" },
-                { "op": "add", "path": "/spec/data/format", "value": "CSV" },
-                { "op": "add", "path": "/spec/metrics/batchSize", "value": 5000 }
+            adds_around(&[
+                ("/spec/storage/folder", json!("/inputs")),
+                ("/spec/storage/size", json!("1Gi")),
+                ("/spec/storage/retention", json!("Retain")),
+                ("/spec/data/filename", json!("data.csv")),
+                ("/spec/data/format", json!("CSV")),
             ]),
         ),
         (
@@ -69,11 +84,10 @@ fn defaults_table() {
         (
             "DATABASE: credentials Secret named after the object, no PVC fields",
             object("tas", db_spec()),
-            json!([
-                { "op": "add", "path": "/spec/replicas", "value": 1 },
-                { "op": "add", "path": "/spec/storage/databaseConfigurations", "value": "tas-db-credentials" },
-                { "op": "add", "path": "/spec/metrics/batchSize", "value": 5000 }
-            ]),
+            adds_around(&[(
+                "/spec/storage/databaseConfigurations",
+                json!("tas-db-credentials"),
+            )]),
         ),
         (
             "DATABASE with a Secret named",
@@ -81,18 +95,12 @@ fn defaults_table() {
                 "tas",
                 with(db_spec(), "/storage/databaseConfigurations", json!("mine")),
             ),
-            json!([
-                { "op": "add", "path": "/spec/replicas", "value": 1 },
-                { "op": "add", "path": "/spec/metrics/batchSize", "value": 5000 }
-            ]),
+            adds_around(&[]),
         ),
         (
             "DATABASE with generateName only: the Secret name is not known yet",
             json!({ "metadata": { "generateName": "tas-" }, "spec": db_spec() }),
-            json!([
-                { "op": "add", "path": "/spec/replicas", "value": 1 },
-                { "op": "add", "path": "/spec/metrics/batchSize", "value": 5000 }
-            ]),
+            adds_around(&[]),
         ),
         (
             "migration: size, retention, data format and the Secret",
@@ -100,30 +108,25 @@ fn defaults_table() {
                 "tas",
                 without(migration_spec(), "/storage/databaseConfigurations"),
             ),
-            json!([
-                { "op": "add", "path": "/spec/replicas", "value": 1 },
-                { "op": "add", "path": "/spec/storage/size", "value": "1Gi" },
-                { "op": "add", "path": "/spec/storage/retention", "value": "Retain" },
-                { "op": "add", "path": "/spec/data/format", "value": "CSV" },
-                { "op": "add", "path": "/spec/storage/databaseConfigurations", "value": "tas-db-credentials" },
-                { "op": "add", "path": "/spec/metrics/batchSize", "value": 5000 }
+            adds_around(&[
+                ("/spec/storage/size", json!("1Gi")),
+                ("/spec/storage/retention", json!("Retain")),
+                ("/spec/data/format", json!("CSV")),
+                (
+                    "/spec/storage/databaseConfigurations",
+                    json!("tas-db-credentials"),
+                ),
             ]),
         ),
         (
             "DATABASE with an empty folder is not migration: no PVC defaults",
             object("tas", with(migration_spec(), "/storage/folder", json!(""))),
-            json!([
-                { "op": "add", "path": "/spec/replicas", "value": 1 },
-                { "op": "add", "path": "/spec/metrics/batchSize", "value": 5000 }
-            ]),
+            adds_around(&[]),
         ),
         (
             "unknown format: no storage defaults",
             object("tas", with(pvc_spec(), "/storage/format", json!("FOO"))),
-            json!([
-                { "op": "add", "path": "/spec/replicas", "value": 1 },
-                { "op": "add", "path": "/spec/metrics/batchSize", "value": 5000 }
-            ]),
+            adds_around(&[]),
         ),
         (
             "nulls are absent",
@@ -132,11 +135,10 @@ fn defaults_table() {
                 json!({ "replicas": null, "storage": { "format": "DATABASE", "databaseConfigurations": null },
                         "metrics": { "schedule": "5s", "batchSize": null } }),
             ),
-            json!([
-                { "op": "add", "path": "/spec/replicas", "value": 1 },
-                { "op": "add", "path": "/spec/storage/databaseConfigurations", "value": "tas-db-credentials" },
-                { "op": "add", "path": "/spec/metrics/batchSize", "value": 5000 }
-            ]),
+            adds_around(&[(
+                "/spec/storage/databaseConfigurations",
+                json!("tas-db-credentials"),
+            )]),
         ),
         (
             "metrics absent: not invented (its schedule is required)",
@@ -157,12 +159,10 @@ fn defaults_table() {
         (
             "PVC with data of the wrong type: data left alone",
             object("tas", with(pvc_spec(), "/data", json!("x"))),
-            json!([
-                { "op": "add", "path": "/spec/replicas", "value": 1 },
-                { "op": "add", "path": "/spec/storage/folder", "value": "/inputs" },
-                { "op": "add", "path": "/spec/storage/size", "value": "1Gi" },
-                { "op": "add", "path": "/spec/storage/retention", "value": "Retain" },
-                { "op": "add", "path": "/spec/metrics/batchSize", "value": 5000 }
+            adds_around(&[
+                ("/spec/storage/folder", json!("/inputs")),
+                ("/spec/storage/size", json!("1Gi")),
+                ("/spec/storage/retention", json!("Retain")),
             ]),
         ),
         (

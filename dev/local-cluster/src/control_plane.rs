@@ -165,6 +165,25 @@ pub fn binary(name: &str) -> Result<PathBuf, String> {
     }
 }
 
+/// Whether `GET /readyz` on `127.0.0.1:port` answers 200 within `within`: an operator's ops
+/// server saying it is ready.
+pub async fn readyz_ok(port: u16, within: Duration) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let check = async {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()?;
+        stream
+            .write_all(b"GET /readyz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .await
+            .ok()?;
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await.ok()?;
+        Some(answer.starts_with(b"HTTP/1.1 200"))
+    };
+    matches!(tokio::time::timeout(within, check).await, Ok(Some(true)))
+}
+
 /// A loopback port that is free now and stays free for the component it is meant for: below the
 /// kernel's ephemeral range (`net.ipv4.ip_local_port_range`), so no outgoing connection on the
 /// machine can take it as its source port between this check and the component's bind (a port

@@ -10,5 +10,5 @@ pub mod pki;
 pub mod real_node;
 
 pub use control_plane::{
-    ControlPlane, NodeKind, Options, bin_dir, binary, free_port, kubectl_cache_dir,
+    ControlPlane, NodeKind, Options, bin_dir, binary, free_port, kubectl_cache_dir, readyz_ok,
 };

@@ -187,8 +187,25 @@ fn first_applies(with_claim: bool) -> Vec<Expected> {
     paths.into_iter().map(Expected::apply).collect()
 }
 
+/// Asserts that the harness published exactly one event, `reason` with `note`.
+#[track_caller]
+fn assert_one_event(harness: &Harness, reason: &str, note: &str) {
+    assert_eq!(
+        harness.api.event_notes(),
+        vec![(reason.to_owned(), note.to_owned())]
+    );
+}
+
 fn patch(path: &str) -> String {
     format!("PATCH {path}")
+}
+
+fn get(path: &str) -> String {
+    format!("GET {path}")
+}
+
+fn delete(path: &str) -> String {
+    format!("DELETE {path}")
 }
 
 #[tokio::test]
@@ -242,14 +259,12 @@ async fn a_cache_that_has_not_listed_means_a_read_before_the_apply() {
         .expect("applied");
     assert_eq!(
         harness.api.calls(),
-        vec![format!("GET {SERVICE_ACCOUNT}"), patch(SERVICE_ACCOUNT)]
+        vec![get(SERVICE_ACCOUNT), patch(SERVICE_ACCOUNT)]
     );
-    assert_eq!(
-        harness.api.event_notes(),
-        vec![(
-            "ServiceAccountCreated".to_owned(),
-            "Created: ServiceAccount tas-proxy.".to_owned()
-        )]
+    assert_one_event(
+        &harness,
+        "ServiceAccountCreated",
+        "Created: ServiceAccount tas-proxy.",
     );
 }
 
@@ -266,10 +281,7 @@ async fn a_binding_to_another_role_is_deleted_and_created_again() {
         .apply_kind(&database_service(), Kind::ClusterRoleBinding)
         .await
         .expect("replaced");
-    assert_eq!(
-        harness.api.calls(),
-        vec![format!("DELETE {BINDING}"), patch(BINDING)]
-    );
+    assert_eq!(harness.api.calls(), vec![delete(BINDING), patch(BINDING)]);
     let [(reason, note)] = harness.api.event_notes().try_into().expect("one event");
     assert_eq!(reason, "ClusterRoleBindingRecreated");
     assert!(
@@ -312,10 +324,7 @@ async fn unwanted_mesh_objects_are_deleted_but_never_a_claim() {
         .await
         .expect("applied");
     let calls = harness.api.calls();
-    assert!(
-        calls.contains(&format!("DELETE {DESTINATION_RULE}")),
-        "{calls:#?}"
-    );
+    assert!(calls.contains(&delete(DESTINATION_RULE)), "{calls:#?}");
     assert!(
         !calls.iter().any(|c| c.contains("persistentvolumeclaims")),
         "{calls:#?}"
@@ -380,12 +389,10 @@ async fn a_conflict_stops_the_apply_and_the_event_names_what_was_done() {
         .await
         .expect_err("a conflict");
     assert!(error.is_conflict(), "{error}");
-    assert_eq!(
-        harness.api.event_notes(),
-        vec![(
-            "ServiceAccountCreated".to_owned(),
-            "Created: ServiceAccount tas-proxy.".to_owned()
-        )]
+    assert_one_event(
+        &harness,
+        "ServiceAccountCreated",
+        "Created: ServiceAccount tas-proxy.",
     );
 }
 
@@ -396,15 +403,12 @@ async fn one_event_names_every_child_created() {
         .apply_all(&pvc_service(), openshift())
         .await
         .expect("applied");
-    assert_eq!(
-        harness.api.event_notes(),
-        vec![(
-            "PVCCreated".to_owned(),
-            "Created: ServiceAccount tas-proxy, ClusterRoleBinding tas-models-proxy-rolebinding, \
+    assert_one_event(
+        &harness,
+        "PVCCreated",
+        "Created: ServiceAccount tas-proxy, ClusterRoleBinding tas-models-proxy-rolebinding, \
              ConfigMap tas-kube-rbac-proxy-config, Service tas-tls, Service tas, PVC tas-pvc, \
-             Deployment tas, Route tas."
-                .to_owned()
-        )]
+             Deployment tas, Route tas.",
     );
 }
 
@@ -423,10 +427,7 @@ async fn an_orphan_deleted_is_not_deleted_again_before_its_watch_event() {
             .await
             .expect("applied");
     }
-    assert_eq!(
-        harness.api.calls(),
-        vec![format!("DELETE {DESTINATION_RULE}")]
-    );
+    assert_eq!(harness.api.calls(), vec![delete(DESTINATION_RULE)]);
     let reasons: Vec<String> = harness
         .api
         .event_notes()
@@ -457,12 +458,10 @@ async fn apply_over_a_service_account_written_by(manager: &str, operation: &str)
 async fn a_child_another_operator_made_for_the_trustyaiservice_is_reported_adopted() {
     // As the Go operator leaves it: owned by the TrustyAIService, written by its manager only.
     let harness = apply_over_a_service_account_written_by("manager", "Update").await;
-    assert_eq!(
-        harness.api.event_notes(),
-        vec![(
-            "ServiceAccountAdopted".to_owned(),
-            "Adopted (it existed): ServiceAccount tas-proxy.".to_owned()
-        )]
+    assert_one_event(
+        &harness,
+        "ServiceAccountAdopted",
+        "Adopted (it existed): ServiceAccount tas-proxy.",
     );
     // The apply's answer, written through, shows this operator's apply: a later change is an
     // update.
@@ -478,11 +477,9 @@ async fn a_child_another_operator_made_for_the_trustyaiservice_is_reported_adopt
 #[tokio::test]
 async fn a_child_this_operator_applied_before_is_reported_updated() {
     let harness = apply_over_a_service_account_written_by("trustyai-operator", "Apply").await;
-    assert_eq!(
-        harness.api.event_notes(),
-        vec![(
-            "ServiceAccountUpdated".to_owned(),
-            "Updated: ServiceAccount tas-proxy.".to_owned()
-        )]
+    assert_one_event(
+        &harness,
+        "ServiceAccountUpdated",
+        "Updated: ServiceAccount tas-proxy.",
     );
 }

@@ -215,22 +215,10 @@ impl<V: Clone> AppliedMemory<V> {
     }
 }
 
-impl AppliedMemory<ValidUntil> {
-    /// Until when the last apply's result stands, when `cached` shows the child as that apply
-    /// left it, its rendering still has `fingerprint`, and it still stands at `now`: the skip
-    /// rule of the apply path. `None`: look at it.
-    pub fn current_at(
-        &self,
-        owner: &Owner,
-        kind: Kind,
-        name: &str,
-        fingerprint: u64,
-        cached: &Cached,
-        now: OffsetDateTime,
-    ) -> Option<ValidUntil> {
-        self.current(owner, kind, name, fingerprint, cached)
-            .filter(|valid_until| valid_until.is_none_or(|until| now < until))
-    }
+/// Whether what an apply left, valid until `valid_until`, still stands at `now`: with
+/// [`AppliedMemory::current`], the skip rule of the apply path.
+pub fn stands_at(valid_until: ValidUntil, now: OffsetDateTime) -> bool {
+    valid_until.is_none_or(|until| now < until)
 }
 
 #[cfg(test)]
@@ -284,35 +272,26 @@ mod tests {
     fn an_answer_without_resource_version_forgets_and_owners_are_forgotten() {
         let memory = AppliedMemory::<()>::default();
         let present = Cached::Present("7".to_owned());
+        let current = || memory.current(&owner(), Kind::Service, "tas", 1, &present);
         memory.record(&owner(), Kind::Service, "tas", 1, Some("7"), ());
         memory.record(&owner(), Kind::Service, "tas", 1, None, ());
-        assert_eq!(
-            memory.current(&owner(), Kind::Service, "tas", 1, &present),
-            None
-        );
+        assert_eq!(current(), None);
         memory.record(&owner(), Kind::Service, "tas", 1, Some("7"), ());
         assert_eq!(memory.owners(), 1);
         memory.forget_owner(&owner());
         assert_eq!(memory.owners(), 0);
-        assert_eq!(
-            memory.current(&owner(), Kind::Service, "tas", 1, &present),
-            None
-        );
+        assert_eq!(current(), None);
     }
 
     #[test]
     fn what_was_learnt_comes_back_while_current() {
         let memory = AppliedMemory::<u32>::default();
         let present = Cached::Present("7".to_owned());
+        let current =
+            |fingerprint| memory.current(&owner(), Kind::Secret, "tas-tls", fingerprint, &present);
         memory.record(&owner(), Kind::Secret, "tas-tls", 9, Some("7"), 42);
-        assert_eq!(
-            memory.current(&owner(), Kind::Secret, "tas-tls", 9, &present),
-            Some(42)
-        );
-        assert_eq!(
-            memory.current(&owner(), Kind::Secret, "tas-tls", 8, &present),
-            None
-        );
+        assert_eq!(current(9), Some(42));
+        assert_eq!(current(8), None);
     }
 
     #[test]
@@ -320,7 +299,11 @@ mod tests {
         let memory = AppliedMemory::<ValidUntil>::default();
         let present = Cached::Present("7".to_owned());
         let now = OffsetDateTime::now_utc();
-        let at = |when| memory.current_at(&owner(), Kind::Secret, "tas-tls", 9, &present, when);
+        let at = |when| {
+            memory
+                .current(&owner(), Kind::Secret, "tas-tls", 9, &present)
+                .filter(|valid_until| stands_at(*valid_until, when))
+        };
         memory.record(&owner(), Kind::Secret, "tas-tls", 9, Some("7"), Some(now));
         assert_eq!(at(now - time::Duration::SECOND), Some(Some(now)));
         assert_eq!(at(now), None);

@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DynamicObject};
 use kube::core::ApiResource;
 use kube::{Client, ResourceExt};
@@ -15,7 +16,7 @@ use super::super::resources::Instance;
 use super::cache::{Cached, KindCache};
 use super::changes::Changes;
 use super::declaration::{Adapted, Declaration, Kind, Rendered, Wanted};
-use super::memory::{Owner, ValidUntil, fingerprint};
+use super::memory::{Owner, ValidUntil, fingerprint, stands_at};
 use super::{Children, count, delete_ignoring_absent};
 use crate::controller::context::Context;
 
@@ -137,6 +138,20 @@ impl Child<'_> {
 
     /// Applies `wanted` unless the last apply left it current, adapting it to the live object
     /// first as its kind's hooks say.
+    /// Records that the child, rendered as `rendered`, stands as `metadata` shows it (nothing
+    /// known: forgotten) until `valid_until`.
+    fn remember(&self, rendered: u64, metadata: Option<&ObjectMeta>, valid_until: ValidUntil) {
+        let tracking = self.declaration.watch.tracking;
+        self.children().applied.record(
+            &self.owner,
+            self.kind,
+            &self.name,
+            rendered,
+            metadata.and_then(|meta| tracking.version(meta)).as_deref(),
+            valid_until,
+        );
+    }
+
     async fn apply(
         &self,
         wanted: &Wanted,
@@ -150,8 +165,9 @@ impl Child<'_> {
         })?;
         let cached = self.cache().lookup(self.namespace.as_deref(), &self.name);
         let now = OffsetDateTime::now_utc();
-        if let Some(valid_until) =
-            memory.current_at(&self.owner, kind, &self.name, rendered, &cached, now)
+        if let Some(valid_until) = memory
+            .current(&self.owner, kind, &self.name, rendered, &cached)
+            .filter(|valid_until| stands_at(*valid_until, now))
         {
             count(self.ctx, kind, "skipped");
             return Ok(ChildApplied {
@@ -183,15 +199,7 @@ impl Child<'_> {
                 Adapted::Foreign => return Ok(ChildApplied::default()),
                 Adapted::Keep { valid_until } => {
                     count(self.ctx, kind, "unchanged");
-                    let tracking = self.declaration.watch.tracking;
-                    memory.record(
-                        &self.owner,
-                        kind,
-                        &self.name,
-                        rendered,
-                        whole.and_then(|o| tracking.version(&o.metadata)).as_deref(),
-                        Some(valid_until),
-                    );
+                    self.remember(rendered, whole.map(|o| &o.metadata), Some(valid_until));
                     return Ok(ChildApplied {
                         applied: None,
                         valid_until: Some(valid_until),
@@ -258,13 +266,9 @@ impl Child<'_> {
         count(self.ctx, kind, applied.outcome.label());
         // Remembered only when the wanted object was applied: a refused one is tried again.
         if refused.is_none() {
-            let tracking = self.declaration.watch.tracking;
-            memory.record(
-                &self.owner,
-                kind,
-                &self.name,
+            self.remember(
                 rendered,
-                tracking.version(&applied.object.metadata).as_deref(),
+                Some(&applied.object.metadata),
                 issued.as_ref().map(|(_, valid_until)| *valid_until),
             );
         }

@@ -54,6 +54,19 @@ async fn refused_patch(api: &Api<DynamicObject>, name: &str, patch: Value, what:
     refusal(merge_patch(api, name, patch).await, what)
 }
 
+/// [`refused_patch`] checked with [`assert_invalid`]: the refusal, for more checks.
+async fn assert_patch_refused(
+    api: &Api<DynamicObject>,
+    name: &str,
+    patch: Value,
+    expected: &[&str],
+    what: &str,
+) -> Status {
+    let status = refused_patch(api, name, patch, what).await;
+    assert_invalid(&status, expected, what);
+    status
+}
+
 /// Asserts that `status` is a 422 Invalid whose message carries every one of `expected`.
 fn assert_invalid(status: &Status, expected: &[&str], what: &str) {
     assert_eq!(status.code, 422, "{what}: {status:?}");

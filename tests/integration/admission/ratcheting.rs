@@ -15,7 +15,7 @@ use support::cluster::{
 };
 use support::wait;
 
-use super::{assert_invalid, json_patch, refusal, refused_patch, start_operator};
+use super::{assert_invalid, assert_patch_refused, json_patch, refusal, start_operator};
 
 /// A finalizer only these tests manage, so no controller ever removes it for them.
 const TEST_FINALIZER: &str = "tests.trustyai.opendatahub.io/hold";
@@ -133,38 +133,30 @@ async fn a_change_is_held_only_to_its_own_fields_rules(api: &Api<DynamicObject>)
         .await
         .expect("changing replicas while the untouched image stays invalid");
 
-    let status = refused_patch(
+    let status = assert_patch_refused(
         api,
         "legacy",
         json!({"spec": {"metrics": {"schedule": "200ms"}}}),
-        "another invalid schedule",
-    )
-    .await;
-    assert_invalid(
-        &status,
         &[
             MUTATING_WEBHOOK,
             r#"spec.metrics.schedule: Invalid value: "200ms""#,
         ],
         "another invalid schedule",
-    );
+    )
+    .await;
     assert!(
         !status.message.contains("spec.image"),
         "the untouched image is ratcheted: {}",
         status.message
     );
-    let status = refused_patch(
+    assert_patch_refused(
         api,
         "legacy",
         json!({"spec": {"image": "docker.io/other/trustyai:2"}}),
+        &[r#"spec.image: Invalid value: "docker.io/other/trustyai:2""#],
         "another disallowed image",
     )
     .await;
-    assert_invalid(
-        &status,
-        &[r#"spec.image: Invalid value: "docker.io/other/trustyai:2""#],
-        "another disallowed image",
-    );
 }
 
 /// Deletion with a finalizer completes: removing the finalizer of an invalid object that is

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use support::cluster::{MUTATING_WEBHOOK, patch_spec, tas, tas_api};
 use support::samples::end_of_migration;
 
-use super::{assert_invalid, db_spec, pvc_spec, refused_patch};
+use super::{assert_patch_refused, db_spec, pvc_spec};
 
 pub(super) async fn updates_follow_the_immutability_rules(client: &Client, ns: &str) {
     let api = tas_api(client, ns, "v1");
@@ -24,36 +24,28 @@ pub(super) async fn updates_follow_the_immutability_rules(client: &Client, ns: &
 
     // DATABASE → PVC: the CRD's CEL rule answers before the webhook is asked.
     create("db-to-pvc", db_spec()).await;
-    let status = refused_patch(
+    assert_patch_refused(
         &api,
         "db-to-pvc",
         json!({"spec": {"storage": {"format": "PVC"}}}),
+        &["spec.storage", "from DATABASE back to PVC"],
         "DATABASE → PVC",
     )
     .await;
-    assert_invalid(
-        &status,
-        &["spec.storage", "from DATABASE back to PVC"],
-        "DATABASE → PVC",
-    );
 
     // PVC → DATABASE without the PVC fields that make it a migration: only the webhook knows.
     create("pvc-to-db", pvc_spec()).await;
-    let status = refused_patch(
+    assert_patch_refused(
         &api,
         "pvc-to-db",
         json!({"spec": {"storage": {"format": "DATABASE", "folder": null}}}),
-        "PVC → DATABASE without migration",
-    )
-    .await;
-    assert_invalid(
-        &status,
         &[
             MUTATING_WEBHOOK,
             r#"spec.storage.format: Invalid value: "DATABASE": may change from PVC to DATABASE only as a migration"#,
         ],
         "PVC → DATABASE without migration",
-    );
+    )
+    .await;
     // With folder and data.filename kept (they were defaulted), it is a migration.
     let migrated = patch_spec(
         &api,
@@ -72,14 +64,14 @@ pub(super) async fn updates_follow_the_immutability_rules(client: &Client, ns: &
     let mut sized = pvc_spec();
     sized["storage"]["size"] = json!("2Gi");
     create("shrink", sized).await;
-    let status = refused_patch(
+    assert_patch_refused(
         &api,
         "shrink",
         json!({"spec": {"storage": {"size": "1Gi"}}}),
+        &["spec.storage", "shrink"],
         "shrinking",
     )
     .await;
-    assert_invalid(&status, &["spec.storage", "shrink"], "shrinking");
     patch_spec(&api, "shrink", json!({"storage": {"size": "3Gi"}}))
         .await
         .expect("growing is allowed");
@@ -92,14 +84,14 @@ pub(super) async fn updates_follow_the_immutability_rules(client: &Client, ns: &
         (json!("pv-b"), "changing the pv"),
         (Value::Null, "removing the pv"),
     ] {
-        let status = refused_patch(
+        assert_patch_refused(
             &api,
             "bound",
             json!({"spec": {"storage": {"pv": change}}}),
+            &["spec.storage", "pv"],
             what,
         )
         .await;
-        assert_invalid(&status, &["spec.storage", "pv"], what);
     }
     // In migration mode it stays while the volume is mounted, and goes with the migration's end.
     create(
@@ -108,37 +100,29 @@ pub(super) async fn updates_follow_the_immutability_rules(client: &Client, ns: &
                "data": {"filename": "data.csv"}, "metrics": {"schedule": "5s"}}),
     )
     .await;
-    let status = refused_patch(
+    assert_patch_refused(
         &api,
         "migrating",
         json!({"spec": {"storage": {"pv": null}}}),
+        &["spec.storage.pv", "the end of a migration"],
         "removing the pv while migrating",
     )
     .await;
-    assert_invalid(
-        &status,
-        &["spec.storage.pv", "the end of a migration"],
-        "removing the pv while migrating",
-    );
     patch_spec(&api, "migrating", end_of_migration())
         .await
         .expect("the end of a migration takes the pv with it");
 
     // The mount path may not move while the volume holds the data: only the webhook knows.
     create("folder", pvc_spec()).await;
-    let status = refused_patch(
+    assert_patch_refused(
         &api,
         "folder",
         json!({"spec": {"storage": {"folder": "/data"}}}),
-        "moving the folder",
-    )
-    .await;
-    assert_invalid(
-        &status,
         &[
             MUTATING_WEBHOOK,
             r#"spec.storage.folder: Invalid value: "/data": may not change while the PersistentVolumeClaim is in use"#,
         ],
         "moving the folder",
-    );
+    )
+    .await;
 }

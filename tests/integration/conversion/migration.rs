@@ -108,19 +108,20 @@ async fn create_old_objects(
     versions
 }
 
-/// `count` objects stored as v1alpha1, as an older release left them ([`store_as_v1alpha1`],
-/// [`create_old_objects`]), which keep the API server from dropping v1alpha1; their
-/// resourceVersions by name.
+/// `count` objects stored as v1alpha1 in `cp`'s etcd, as an older release left them
+/// ([`store_as_v1alpha1`], [`create_old_objects`]), which keep the API server from dropping
+/// v1alpha1; the etcd URL, and their resourceVersions by name.
 async fn old_objects_stored_as_v1alpha1(
+    cp: &ControlPlane,
     client: &Client,
-    etcd: &str,
     ns: &str,
     count: usize,
-) -> Vec<(String, String)> {
-    store_as_v1alpha1(client, etcd, ns).await;
-    let before = create_old_objects(client, etcd, ns, count).await;
+) -> (String, Vec<(String, String)>) {
+    let etcd = etcd_url(cp);
+    store_as_v1alpha1(client, &etcd, ns).await;
+    let before = create_old_objects(client, &etcd, ns, count).await;
     assert_dropping_v1alpha1_is_refused(client).await;
-    before
+    (etcd, before)
 }
 
 /// The API server's refusal to drop v1alpha1 while etcd may still hold it.
@@ -244,9 +245,7 @@ fn count_in(report: &str, label: &str) -> usize {
 async fn the_operator_migrates_storage_at_start() {
     let (_claim, cp, client, ns) =
         control_planes::exclusive_namespace(Concern::Conversion, "migrate-start").await;
-    let etcd = etcd_url(cp);
-
-    let before = old_objects_stored_as_v1alpha1(&client, &etcd, &ns, 20).await;
+    let (etcd, before) = old_objects_stored_as_v1alpha1(cp, &client, &ns, 20).await;
     let events_before = migration_events(&client).await;
 
     // The operator's CRD maintenance makes v1 the storage version (the API server appends it
@@ -297,10 +296,8 @@ async fn the_operator_migrates_storage_at_start() {
 async fn migrate_storage_cli_rewrites_and_then_has_nothing_to_do() {
     let (_claim, cp, client, ns) =
         control_planes::exclusive_namespace(Concern::Conversion, "migrate-cli").await;
-    let etcd = etcd_url(cp);
-
     // More than one list page (100) of old objects.
-    let before = old_objects_stored_as_v1alpha1(&client, &etcd, &ns, 120).await;
+    let (etcd, before) = old_objects_stored_as_v1alpha1(cp, &client, &ns, 120).await;
 
     // With v1alpha1 still the storage version, the migration refuses to start.
     let (code, _, stderr) = migrate_storage_cli(cp);

@@ -2,6 +2,7 @@
 //! rules, and the alerts and panels use only metrics the operator exports.
 
 use super::template;
+use crate::support::temp::TempDir;
 
 /// The metric names the operator exports (from its own registry), to hold the chart's alerts and
 /// dashboard to. The per-TrustyAIMetric families have series only once a metric has a status,
@@ -110,8 +111,7 @@ pub(crate) fn metric_alert_and_panel_names() -> std::collections::BTreeSet<Strin
 #[test]
 fn the_alerts_pass_prometheus_rule_checker() {
     let (rules, _) = rules_and_dashboard();
-    let dir = std::env::temp_dir().join(format!("trustyai-rules-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = TempDir::new("rules");
     let file = dir.join("rules.yaml");
     std::fs::write(&file, trustyai_crds::manifests::to_yaml(&rules)).expect("write");
     let promcheck = trustyai_local_cluster::binary("promcheck").unwrap_or_else(|e| panic!("{e}"));
@@ -131,7 +131,6 @@ fn the_alerts_pass_prometheus_rule_checker() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The chart's alerts and the dashboard's panels use only metrics the operator exports.

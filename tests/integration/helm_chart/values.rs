@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::ControlPlane;
+use support::temp::TempDir;
 use support::wait;
 
 use super::{chart_dir, documents, establish_fixture_crds, names, of_kind, one, refused, template};
@@ -90,15 +91,10 @@ async fn dry_run(cp: &ControlPlane, manifest: &str) -> (bool, String, String) {
 /// `helm template` with `values` as a values file (in a folder of this call's own: tests run
 /// side by side).
 fn template_values(values: &Value) -> String {
-    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    let dir = std::env::temp_dir().join(format!("trustyai-values-{}-{call}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = TempDir::new("values");
     let file = dir.join("values.yaml");
     std::fs::write(&file, trustyai_crds::manifests::to_yaml(values)).expect("write values");
-    let manifest = template(&["-f", file.to_str().expect("path")]);
-    let _ = std::fs::remove_dir_all(&dir);
-    manifest
+    template(&["-f", file.to_str().expect("path")])
 }
 
 /// The values admins expect from cert-manager's chart, all at once.

@@ -7,6 +7,7 @@ use support::control_planes::{self, Concern};
 use kube::Client;
 use support::cluster::{annotate, tas_api};
 use support::operator::{Operator, free_port, http_get_accepting};
+use support::temp::TempDir;
 use support::wait;
 
 use super::prometheus_text::{Sample, sum};
@@ -17,7 +18,7 @@ use super::*;
 /// the series an alert needs are there before any event, and the process metrics too.
 async fn prometheus_parses_the_scrape(ops_port: u16) {
     let promcheck = trustyai_local_cluster::binary("promcheck").expect("promcheck");
-    let dir = tempfile_dir("scrape");
+    let dir = TempDir::new("scrape");
     // A Prometheus 3 scrape's Accept, then a client that asks for nothing (the text format).
     let prometheus = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
     for (accept, expected_type) in [
@@ -66,13 +67,6 @@ async fn prometheus_parses_the_scrape(ops_port: u16) {
             );
         }
     }
-}
-
-/// A fresh folder under the system temp dir for files a test hands to a tool.
-fn tempfile_dir(what: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("trustyai-{what}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,12 +1,12 @@
 //! What follows a change (drift, the CA bundle, the image) and what does not (restarts, peers).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::reconcile::env::{
@@ -19,47 +19,38 @@ async fn drift_is_corrected() {
     let (env, ns) = Env::shared_instance("drift", "tas").await;
 
     let services = env.api::<Service>(&ns);
-    let old = services.get("tas").await.expect("Service").uid();
-    services
-        .delete("tas", &DeleteParams::default())
-        .await
-        .expect("deleting the Service");
-    let started = Instant::now();
-    env.wait("the Service to come back", || async {
-        let svc = services.get_opt("tas").await.ok()??;
-        (svc.uid() != old).then_some(())
-    })
-    .await;
-    eprintln!("deleted Service re-created after {:?}", started.elapsed());
+    let took = recreated(&env, &services, "tas", "the Service to come back", |_| true).await;
+    eprintln!("deleted Service re-created after {took:?}");
 
     let deployments = env.api::<Deployment>(&ns);
-    merge_patch(&deployments, "tas", json!({"spec": {"replicas": 3}}))
-        .await
-        .expect("scaling the Deployment");
-    let started = Instant::now();
-    env.wait("replicas back to 1", || async {
-        let d = deployments.get("tas").await.ok()?;
-        (d.spec.replicas == Some(1)).then_some(())
-    })
+    let scaled = json!({"spec": {"replicas": 3}});
+    let took = restored(
+        &env,
+        &deployments,
+        "tas",
+        scaled,
+        "replicas back to 1",
+        |d| d.spec.replicas == Some(1),
+    )
     .await;
-    eprintln!("scaled Deployment restored after {:?}", started.elapsed());
+    eprintln!("scaled Deployment restored after {took:?}");
 
     // The kube-rbac-proxy configuration is restored too.
     let config_maps = env.api::<ConfigMap>(&ns);
-    merge_patch(
+    let tampered = json!({"data": {"config.yaml": "tampered"}});
+    restored(
+        &env,
         &config_maps,
         "tas-kube-rbac-proxy-config",
-        json!({"data": {"config.yaml": "tampered"}}),
+        tampered,
+        "the ConfigMap restored",
+        |cm| {
+            cm.data
+                .as_ref()
+                .and_then(|data| data.get("config.yaml"))
+                .is_some_and(|config| config.contains("    name: \"tas\""))
+        },
     )
-    .await
-    .expect("editing the ConfigMap");
-    env.wait("the ConfigMap restored", || async {
-        let cm = config_maps.get("tas-kube-rbac-proxy-config").await.ok()?;
-        cm.data?
-            .get("config.yaml")?
-            .contains("    name: \"tas\"")
-            .then_some(())
-    })
     .await;
 
     // A metadata-only change (no new generation) is corrected too: the operator skips applies
@@ -73,31 +64,32 @@ async fn drift_is_corrected() {
     // content was replaced (the operator remembers a good certificate only for the
     // resourceVersion it checked).
     let secrets = env.api::<Secret>(&ns);
-    let old = secrets.get("tas-tls").await.expect("serving Secret").uid();
-    secrets
-        .delete("tas-tls", &DeleteParams::default())
-        .await
-        .expect("deleting the serving Secret");
-    env.wait("the serving Secret issued again", || async {
-        let secret = secrets.get_opt("tas-tls").await.ok()??;
-        (secret.uid() != old && secret.data?.contains_key("tls.crt")).then_some(())
+    let issued_again = "the serving Secret issued again";
+    recreated(&env, &secrets, "tas-tls", issued_again, |secret| {
+        secret
+            .data
+            .as_ref()
+            .is_some_and(|data| data.contains_key("tls.crt"))
     })
     .await;
-    merge_patch(
+    let tampered = json!({"data": {"tls.crt": "dGFtcGVyZWQ="}});
+    let issued_again = "the internal serving Secret issued again";
+    restored(
+        &env,
         &secrets,
         "tas-internal",
-        json!({"data": {"tls.crt": "dGFtcGVyZWQ="}}),
+        tampered,
+        issued_again,
+        |secret| {
+            secret
+                .data
+                .as_ref()
+                .and_then(|data| data.get("tls.crt"))
+                .is_some_and(|crt| {
+                    std::str::from_utf8(&crt.0).is_ok_and(|pem| pem.contains("BEGIN CERTIFICATE"))
+                })
+        },
     )
-    .await
-    .expect("tampering with the internal serving Secret");
-    env.wait("the internal serving Secret issued again", || async {
-        let secret = secrets.get("tas-internal").await.ok()?;
-        let crt = secret.data?.get("tls.crt")?.0.clone();
-        String::from_utf8(crt)
-            .ok()?
-            .contains("BEGIN CERTIFICATE")
-            .then_some(())
-    })
     .await;
 }
 
@@ -107,23 +99,70 @@ async fn restores_tampered_version_label<K>(env: &Env, api: &Api<K>, name: &str)
 where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
 {
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"labels": {"app.kubernetes.io/version": "tampered"}}})),
-    )
-    .await
-    .expect("editing the labels");
-    env.wait(&format!("the labels of {name} restored"), || async {
-        let object = api.get(name).await.ok()?;
-        (object
+    let tampered = json!({"metadata": {"labels": {"app.kubernetes.io/version": "tampered"}}});
+    let what = format!("the labels of {name} restored");
+    restored(env, api, name, tampered, &what, |object| {
+        object
             .labels()
             .get("app.kubernetes.io/version")
             .map(String::as_str)
-            != Some("tampered"))
-        .then_some(())
+            != Some("tampered")
     })
     .await;
+}
+
+/// Deletes `name` and waits, as `what`, until the operator has made it again (another uid)
+/// with `made` holding for it; how long that took after the deletion.
+async fn recreated<K>(
+    env: &Env,
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    made: impl Fn(&K) -> bool,
+) -> Duration
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let old = api
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("reading {name}: {e}"))
+        .uid();
+    api.delete(name, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("deleting {name}: {e}"));
+    let started = Instant::now();
+    env.wait(what, || async {
+        let object = api.get_opt(name).await.ok()??;
+        (object.uid() != old && made(&object)).then_some(())
+    })
+    .await;
+    started.elapsed()
+}
+
+/// Merge-patches `name` with `tampering` and waits, as `what`, until the operator has undone it:
+/// until `undone` holds for the object; how long that took after the patch.
+async fn restored<K>(
+    env: &Env,
+    api: &Api<K>,
+    name: &str,
+    tampering: Value,
+    what: &str,
+    undone: impl Fn(&K) -> bool,
+) -> Duration
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    merge_patch(api, name, tampering)
+        .await
+        .unwrap_or_else(|e| panic!("tampering with {name}: {e}"));
+    let started = Instant::now();
+    env.wait(what, || async {
+        let object = api.get(name).await.ok()?;
+        undone(&object).then_some(())
+    })
+    .await;
+    started.elapsed()
 }
 
 /// The custom CA bundle ConfigMap is mounted into the proxy when it appears labelled for

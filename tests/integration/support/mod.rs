@@ -10,6 +10,7 @@ pub mod operator;
 pub mod proxy;
 pub mod real_pods;
 pub mod samples;
+pub mod temp;
 pub mod wait;
 
 pub use trustyai_local_cluster::ControlPlane;

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -28,24 +27,6 @@ pub struct Proxy {
 struct Backend {
     port: u16,
     ops_port: Option<u16>,
-}
-
-/// Whether `/readyz` on `ops_port` answers 200 (within a second).
-async fn ready(ops_port: u16) -> bool {
-    let check = async {
-        let mut stream = TcpStream::connect(("127.0.0.1", ops_port)).await.ok()?;
-        stream
-            .write_all(b"GET /readyz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-            .await
-            .ok()?;
-        let mut text = Vec::new();
-        stream.read_to_end(&mut text).await.ok()?;
-        Some(text.starts_with(b"HTTP/1.1 200"))
-    };
-    matches!(
-        tokio::time::timeout(Duration::from_secs(1), check).await,
-        Ok(Some(true))
-    )
 }
 
 impl Proxy {
@@ -101,7 +82,12 @@ impl Proxy {
                     let mut candidates = Vec::new();
                     for backend in &ordered {
                         match backend.ops_port {
-                            Some(ops) if !ready(ops).await => {}
+                            Some(ops)
+                                if !trustyai_local_cluster::readyz_ok(
+                                    ops,
+                                    Duration::from_secs(1),
+                                )
+                                .await => {}
                             _ => candidates.push(*backend),
                         }
                     }

@@ -68,14 +68,39 @@ fn condition<'a>(status: &'a TrustyAIServiceStatus, type_: &str) -> Option<&'a C
         .find(|c| c.type_ == type_)
 }
 
+/// The message of a condition; empty without one.
+fn message<'a>(status: &'a TrustyAIServiceStatus, type_: &str) -> &'a str {
+    condition(status, type_)
+        .and_then(|c| c.message.as_deref())
+        .unwrap_or_default()
+}
+
 /// `(status, reason)` of a condition.
 fn sr(status: &TrustyAIServiceStatus, type_: &str) -> (String, String) {
     let c = condition(status, type_).unwrap_or_else(|| panic!("no {type_} condition"));
     (c.status.clone(), c.reason.clone().unwrap_or_default())
 }
 
-fn pair(status: &str, reason: &str) -> (String, String) {
-    (status.to_owned(), reason.to_owned())
+/// Asserts that the `type_` condition of `status` has `expected_status` and `reason`.
+#[track_caller]
+fn assert_condition(
+    status: &TrustyAIServiceStatus,
+    type_: &str,
+    expected_status: &str,
+    reason: &str,
+) {
+    assert_eq!(
+        sr(status, type_),
+        (expected_status.to_owned(), reason.to_owned())
+    );
+}
+
+/// The first status computed for `observed`, checked with [`assert_consistent`].
+#[track_caller]
+fn first_status(observed: &Observations) -> TrustyAIServiceStatus {
+    let status = compute(None, observed, &at(100));
+    assert_consistent(&status);
+    status
 }
 
 /// Every field that says "ready" agrees.

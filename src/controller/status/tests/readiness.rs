@@ -8,8 +8,7 @@ use crate::controller::db_secret::DbSecretError;
 
 #[test]
 fn pvc_mode_all_ready() {
-    let status = compute(None, &pvc_ready(), &at(100));
-    assert_consistent(&status);
+    let status = first_status(&pvc_ready());
     assert_eq!(status.phase.as_deref(), Some("Ready"));
     assert_eq!(status.observed_generation, Some(3));
     assert_eq!(status.replicas, Some(1));
@@ -35,18 +34,22 @@ fn pvc_mode_all_ready() {
             "InferenceServicesPresent"
         ]
     );
-    assert_eq!(sr(&status, "Ready"), pair("True", "AllComponentsReady"));
-    assert_eq!(sr(&status, "Available"), pair("True", "AllComponentsReady"));
-    assert_eq!(
-        sr(&status, "ProvisioningSucceeded"),
-        pair("True", "ProvisioningComplete")
+    assert_condition(&status, "Ready", "True", "AllComponentsReady");
+    assert_condition(&status, "Available", "True", "AllComponentsReady");
+    assert_condition(
+        &status,
+        "ProvisioningSucceeded",
+        "True",
+        "ProvisioningComplete",
     );
-    assert_eq!(sr(&status, "Degraded"), pair("False", "FullyFunctional"));
-    assert_eq!(sr(&status, "PVCAvailable"), pair("True", "PVCFound"));
-    assert_eq!(sr(&status, "RouteAvailable"), pair("True", "RouteFound"));
-    assert_eq!(
-        sr(&status, "InferenceServicesPresent"),
-        pair("True", "InferenceServicesFound")
+    assert_condition(&status, "Degraded", "False", "FullyFunctional");
+    assert_condition(&status, "PVCAvailable", "True", "PVCFound");
+    assert_condition(&status, "RouteAvailable", "True", "RouteFound");
+    assert_condition(
+        &status,
+        "InferenceServicesPresent",
+        "True",
+        "InferenceServicesFound",
     );
 }
 
@@ -57,44 +60,29 @@ fn route_not_supported_is_still_ready() {
         inference_services_present: false,
         ..pvc_ready()
     };
-    let status = compute(None, &observed, &at(100));
-    assert_consistent(&status);
+    let status = first_status(&observed);
     assert_eq!(status.phase.as_deref(), Some("Ready"));
-    assert_eq!(
-        sr(&status, "RouteAvailable"),
-        pair("False", "RouteNotSupported")
-    );
-    let message = condition(&status, "RouteAvailable")
-        .and_then(|c| c.message.clone())
-        .unwrap_or_default();
+    assert_condition(&status, "RouteAvailable", "False", "RouteNotSupported");
+    let message = message(&status, "RouteAvailable");
     assert!(message.contains("not served by this cluster"), "{message}");
-    assert_eq!(
-        sr(&status, "InferenceServicesPresent"),
-        pair("False", "InferenceServicesNotFound")
+    assert_condition(
+        &status,
+        "InferenceServicesPresent",
+        "False",
+        "InferenceServicesNotFound",
     );
 }
 
 #[test]
 fn unadmitted_or_missing_route_blocks_readiness() {
     for route in [RouteObservation::Missing, RouteObservation::NotAdmitted] {
-        let status = compute(
-            None,
-            &Observations {
-                route,
-                ..pvc_ready()
-            },
-            &at(100),
-        );
-        assert_consistent(&status);
+        let status = first_status(&Observations {
+            route,
+            ..pvc_ready()
+        });
         assert_eq!(status.phase.as_deref(), Some("Not Ready"));
-        assert_eq!(
-            sr(&status, "RouteAvailable"),
-            pair("False", "RouteNotFound")
-        );
-        assert_eq!(
-            sr(&status, "Degraded"),
-            pair("True", "PartialFunctionality")
-        );
+        assert_condition(&status, "RouteAvailable", "False", "RouteNotFound");
+        assert_condition(&status, "Degraded", "True", "PartialFunctionality");
     }
 }
 
@@ -106,17 +94,10 @@ fn unbound_pvc_blocks_readiness() {
         }),
         ..pvc_ready()
     };
-    let status = compute(None, &observed, &at(100));
-    assert_consistent(&status);
-    assert_eq!(sr(&status, "PVCAvailable"), pair("False", "PVCPending"));
-    assert!(
-        condition(&status, "PVCAvailable")
-            .and_then(|c| c.message.as_deref())
-            .is_some_and(|m| m.contains("Pending"))
-    );
-    let ready_message = condition(&status, "Ready")
-        .and_then(|c| c.message.clone())
-        .unwrap_or_default();
+    let status = first_status(&observed);
+    assert_condition(&status, "PVCAvailable", "False", "PVCPending");
+    assert!(message(&status, "PVCAvailable").contains("Pending"));
+    let ready_message = message(&status, "Ready");
     assert!(
         ready_message.contains("PersistentVolumeClaim is not bound"),
         "{ready_message}"
@@ -131,18 +112,16 @@ fn nothing_exists_yet() {
         route: RouteObservation::Missing,
         ..pvc_ready()
     };
-    let status = compute(None, &observed, &at(100));
-    assert_consistent(&status);
+    let status = first_status(&observed);
     assert_eq!(status.replicas, Some(0));
-    assert_eq!(sr(&status, "Degraded"), pair("True", "NoFunctionality"));
-    assert_eq!(sr(&status, "Ready"), pair("False", "ComponentsNotReady"));
-    assert_eq!(
-        sr(&status, "Available"),
-        pair("False", "NotAllComponentsReady")
-    );
-    assert_eq!(
-        sr(&status, "ProvisioningSucceeded"),
-        pair("False", "ProvisioningInProgress")
+    assert_condition(&status, "Degraded", "True", "NoFunctionality");
+    assert_condition(&status, "Ready", "False", "ComponentsNotReady");
+    assert_condition(&status, "Available", "False", "NotAllComponentsReady");
+    assert_condition(
+        &status,
+        "ProvisioningSucceeded",
+        "False",
+        "ProvisioningInProgress",
     );
 }
 
@@ -152,14 +131,9 @@ fn provisioning_error_keeps_it_not_ready() {
         provisioning_error: Some("applying Service tas: forbidden".into()),
         ..pvc_ready()
     };
-    let status = compute(None, &observed, &at(100));
-    assert_consistent(&status);
+    let status = first_status(&observed);
     assert_eq!(status.phase.as_deref(), Some("Not Ready"));
-    assert!(
-        condition(&status, "ProvisioningSucceeded")
-            .and_then(|c| c.message.as_deref())
-            .is_some_and(|m| m.contains("forbidden"))
-    );
+    assert!(message(&status, "ProvisioningSucceeded").contains("forbidden"));
 }
 
 #[test]
@@ -168,8 +142,7 @@ fn a_refused_growth_is_reported_but_keeps_it_ready() {
         pvc_growth_refused: Some("it could not grow from 1Gi to 2Gi: not expandable".into()),
         ..pvc_ready()
     };
-    let status = compute(None, &observed, &at(100));
-    assert_consistent(&status);
+    let status = first_status(&observed);
     assert_eq!(status.phase.as_deref(), Some("Ready"));
     let pvc = condition(&status, "PVCAvailable").expect("PVCAvailable");
     assert_eq!(pvc.status, "True");
@@ -218,8 +191,7 @@ fn every_combination_is_consistent() {
                             route,
                             ..pvc_ready()
                         };
-                        let status = compute(None, &observed, &at(100));
-                        assert_consistent(&status);
+                        let status = first_status(&observed);
                         assert_eq!(
                             condition(&status, "PVCAvailable").is_some(),
                             mode.uses_pvc()
