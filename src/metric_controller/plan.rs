@@ -144,16 +144,18 @@ mod tests {
 
     #[test]
     fn a_replaced_pod_gets_the_metric_and_the_old_record_is_forgotten() {
-        let ready = [process("b", "t2")];
-        let records = [record("a", "t1", "r1", 1)];
-        let plan = plan(1, &ready, &ready, &records);
-        assert_eq!(plan.register, ready);
-        assert_eq!(plan.forget, records);
+        assert_registered_anew(process("b", "t2"));
     }
 
     #[test]
     fn a_restarted_container_is_a_new_process() {
-        let ready = [process("a", "t2")];
+        assert_registered_anew(process("a", "t2"));
+    }
+
+    /// `now`, the one ready process, gets the metric and the record of pod `a`'s process
+    /// started at `t1` is forgotten.
+    fn assert_registered_anew(now: Process) {
+        let ready = [now];
         let records = [record("a", "t1", "r1", 1)];
         let plan = plan(1, &ready, &ready, &records);
         assert_eq!(plan.register, ready);

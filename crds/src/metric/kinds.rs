@@ -56,14 +56,58 @@ pub struct MetricType {
 
 /// Every metric type, in the order error messages list them.
 pub const METRIC_TYPES: [MetricType; 7] = [
-    fairness("spd", "trustyai_spd"),
-    fairness("dir", "trustyai_dir"),
-    drift("comparemeans", "trustyai_comparemeans"),
-    drift("kstest", "trustyai_kstest"),
-    drift("ksteststreaming", "trustyai_ksteststreaming"),
-    drift("jensenshannon", "trustyai_jensenshannon"),
-    drift("mmd", "trustyai_mmd"),
+    of(
+        "spd",
+        Family::Fairness,
+        "/metrics/group/fairness/spd",
+        "trustyai_spd",
+    ),
+    of(
+        "dir",
+        Family::Fairness,
+        "/metrics/group/fairness/dir",
+        "trustyai_dir",
+    ),
+    of(
+        "comparemeans",
+        Family::Drift,
+        "/metrics/drift/comparemeans",
+        "trustyai_comparemeans",
+    ),
+    of(
+        "kstest",
+        Family::Drift,
+        "/metrics/drift/kstest",
+        "trustyai_kstest",
+    ),
+    of(
+        "ksteststreaming",
+        Family::Drift,
+        "/metrics/drift/ksteststreaming",
+        "trustyai_ksteststreaming",
+    ),
+    of(
+        "jensenshannon",
+        Family::Drift,
+        "/metrics/drift/jensenshannon",
+        "trustyai_jensenshannon",
+    ),
+    of("mmd", Family::Drift, "/metrics/drift/mmd", "trustyai_mmd"),
 ];
+
+const fn of(
+    name: &'static str,
+    family: Family,
+    route: &'static str,
+    gauge: &'static str,
+) -> MetricType {
+    MetricType {
+        name,
+        family,
+        route,
+        gauge,
+    }
+}
 
 /// The service's deprecated names (still routed, scheduled as the type they alias): the
 /// defaulting webhook replaces them with the current name and warns.
@@ -72,33 +116,6 @@ pub const ALIASES: [(&str, &str); 3] = [
     ("approxkstest", "ksteststreaming"),
     ("fouriermmd", "mmd"),
 ];
-
-const fn fairness(name: &'static str, gauge: &'static str) -> MetricType {
-    MetricType {
-        name,
-        family: Family::Fairness,
-        route: match name.as_bytes() {
-            b"spd" => "/metrics/group/fairness/spd",
-            _ => "/metrics/group/fairness/dir",
-        },
-        gauge,
-    }
-}
-
-const fn drift(name: &'static str, gauge: &'static str) -> MetricType {
-    MetricType {
-        name,
-        family: Family::Drift,
-        route: match name.as_bytes() {
-            b"comparemeans" => "/metrics/drift/comparemeans",
-            b"kstest" => "/metrics/drift/kstest",
-            b"ksteststreaming" => "/metrics/drift/ksteststreaming",
-            b"jensenshannon" => "/metrics/drift/jensenshannon",
-            _ => "/metrics/drift/mmd",
-        },
-        gauge,
-    }
-}
 
 /// The metric type named `name` (current names only).
 pub fn metric_type(name: &str) -> Option<&'static MetricType> {

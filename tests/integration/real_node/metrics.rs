@@ -187,14 +187,7 @@ async fn a_declared_metric_follows_its_service_through_a_restart() {
         status.registrations[0].pod_uid,
         pod.metadata.uid.clone().expect("a uid")
     );
-    wait_for(cp, &ns, "an OutsideBounds Warning", async || {
-        let events = events_regarding(&client, &ns, "demo-spd", "OutsideBounds").await;
-        events
-            .iter()
-            .any(|e| e.type_.as_deref() == Some("Warning"))
-            .then_some(())
-    })
-    .await;
+    wait_for_event(cp, &client, &ns, "demo-spd", "OutsideBounds", "Warning").await;
     // The service itself publishes it, once.
     let series = wait_for(cp, &ns, "the service's gauge of demo-spd", async || {
         spd_series(&user, &request_name)
@@ -309,14 +302,7 @@ async fn a_declared_metric_follows_its_service_through_a_restart() {
         (condition(&status, "WithinBounds")? == ("True", "WithinBounds")).then_some(())
     })
     .await;
-    wait_for(cp, &ns, "a WithinBounds event", async || {
-        let events = events_regarding(&client, &ns, "demo-spd", "WithinBounds").await;
-        events
-            .iter()
-            .any(|e| e.type_.as_deref() == Some("Normal"))
-            .then_some(())
-    })
-    .await;
+    wait_for_event(cp, &client, &ns, "demo-spd", "WithinBounds", "Normal").await;
     // The changed spec replaced the request: still one.
     wait_for(cp, &ns, "one scheduled SPD after the change", async || {
         (scheduled_spd(&user).await? == 1).then_some(())
@@ -423,6 +409,25 @@ async fn a_metric_says_when_its_service_is_going_or_gone_and_its_deletion_does_n
     .await;
     assert!(message(&gone, "Registered").contains(&ns), "{gone:?}");
     delete_metric(cp, &ns, &metrics, "staying").await;
+}
+
+/// Waits for an event of `type_` (Normal, Warning) and `reason` on the TrustyAIMetric `name`.
+async fn wait_for_event(
+    cp: &ControlPlane,
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    reason: &str,
+    type_: &str,
+) {
+    wait_for(cp, ns, &format!("a {type_} {reason} event"), async || {
+        let events = events_regarding(client, ns, name, reason).await;
+        events
+            .iter()
+            .any(|e| e.type_.as_deref() == Some(type_))
+            .then_some(())
+    })
+    .await;
 }
 
 /// Deletes the TrustyAIMetric `name` and waits until it is gone (its finalizer done).
