@@ -16,7 +16,7 @@ mod kube_client;
 mod leader_duties;
 pub mod leader_election;
 mod list_strategy;
-pub mod metric_controller;
+mod metric_controller;
 pub mod metrics;
 pub mod offline;
 pub mod run;
