@@ -35,7 +35,7 @@ pub mod status;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::core::PartialObjectMeta;
@@ -129,6 +129,8 @@ pub struct Context {
     scrapes: Scrapes,
     series: Arc<Series>,
     caches: Caches,
+    /// The process's stop: a reconcile waiting for the caches' first list gives up at it.
+    stop: CancellationToken,
     /// The trust of each service (by namespace and name) and when it was read.
     trust: std::sync::Mutex<
         std::collections::HashMap<(String, String), (std::time::Instant, service_api::ServiceApi)>,
@@ -257,6 +259,7 @@ pub async fn run(
             pods,
             slices,
         },
+        stop: stop.clone(),
         trust: std::sync::Mutex::default(),
         written: std::sync::Mutex::default(),
     });
@@ -273,11 +276,16 @@ pub async fn run(
             }
         });
     tracing::info!("metric controller started");
-    // The controller ends once its running reconciles have finished after the stop, but its
-    // watch streams can keep it from noticing: the process has 30 s for every task, so the
-    // metrics (whose reconciles are short and idempotent) get a few seconds, then stop anyway.
+    // The controller ends once its running reconciles have finished after the stop; the
+    // webhook server drains only after that, so the wait is short. kube's runner never ends
+    // before its cache's first list, and there is nothing to finish then: it stops at once.
+    // Otherwise the metrics (whose reconciles are short and idempotent) get a few seconds,
+    // then stop anyway.
     let stopped = async {
         stop.cancelled().await;
+        if store.wait_until_ready().now_or_never().is_none() {
+            return;
+        }
         tokio::time::sleep(SHUTDOWN_GRACE).await;
     };
     tokio::select! {

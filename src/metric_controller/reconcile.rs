@@ -54,8 +54,12 @@ async fn reconcile_in_span(
     name: String,
 ) -> Result<Action, MetricError> {
     let api: Api<TrustyAIMetric> = Api::namespaced(ctx.client.clone(), &namespace);
-    // Until the caches have their first list, an empty one would read as "no service".
-    ctx.caches.ready().await?;
+    // Until the caches have their first list, an empty one would read as "no service"; the
+    // stop is not kept waiting for that list.
+    tokio::select! {
+        ready = ctx.caches.ready() => ready?,
+        () = ctx.stop.cancelled() => return Ok(Action::await_change()),
+    }
     if metric.metadata.deletion_timestamp.is_some() {
         cleanup(&metric, &ctx, &namespace).await;
         remove_finalizer(&api, &metric).await?;
@@ -669,6 +673,7 @@ mod tests {
                 pods: listed(vec![]),
                 slices: listed(vec![]),
             },
+            stop: tokio_util::sync::CancellationToken::new(),
             trust: std::sync::Mutex::default(),
             written: std::sync::Mutex::default(),
         })
