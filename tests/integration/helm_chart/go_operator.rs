@@ -95,6 +95,26 @@ async fn installs_where_the_go_operators_crd_and_objects_exist() {
         crd_api.get(CRD_NAME).await.is_ok(),
         "the adopted CRD is kept on uninstall"
     );
+    // What the test stored goes with it: the next test of this control plane deletes the CRDs,
+    // and the API server deletes the instances of a CRD before the CRD.
+    for (name, _) in &stored {
+        tas.delete(name, &kube::api::DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("deleting {name}: {e}"));
+    }
+    crate::support::wait::until(
+        "the stored TrustyAIServices gone",
+        std::time::Duration::from_secs(60),
+        async || {
+            tas.list(&kube::api::ListParams::default())
+                .await
+                .ok()?
+                .items
+                .is_empty()
+                .then_some(())
+        },
+    )
+    .await;
 }
 
 /// TrustyAIServices stored under the Go operator's CRD, one of them invalid by our rules; their

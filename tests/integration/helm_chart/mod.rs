@@ -75,7 +75,32 @@ fn delete_crd(cp: &ControlPlane) {
         ],
         None,
     );
-    assert!(ok, "deleting the CRD: {out}{err}");
+    if !ok {
+        // What holds a CRD is in its status (the cleanup's conditions) and its instances.
+        let (_, crds, _) = cp.kubectl(
+            &["get", "crd", CRD_NAME, METRIC_CRD_NAME, "-o", "yaml"],
+            None,
+        );
+        let (_, instances, _) = cp.kubectl(
+            &[
+                "get",
+                "trustyaiservices,trustyaimetrics",
+                "-A",
+                "-o",
+                "yaml",
+            ],
+            None,
+        );
+        panic!(
+            "deleting the CRDs: {out}{err}
+--- the CRDs ---
+{crds}
+--- their instances ---
+{instances}
+{}",
+            cp.logs()
+        );
+    }
 }
 
 fn wait_established(cp: &ControlPlane) {
