@@ -16,6 +16,19 @@ use trustyai_crds::contract::EVENT_REPORTER;
 
 use super::event_series::{EventWriter, Occurrence};
 
+/// Event topics: each has at most one outstanding warning.
+pub mod topic {
+    pub const PROVISIONING: &str = "provisioning";
+    pub const DATABASE: &str = "database";
+    pub const IMAGE: &str = "image";
+    /// The pods keep the Java service's image.
+    pub const IMAGE_UPGRADE: &str = "image-upgrade";
+    pub const WIRING: &str = "wiring";
+    pub const CLEANUP: &str = "cleanup";
+    /// The service's pods do not serve (crashing, or unready for long).
+    pub const SERVICE: &str = "service";
+}
+
 /// The Events API caps a note at 1 kB.
 pub const NOTE_LIMIT: usize = 1000;
 

@@ -17,7 +17,8 @@
 //! The I/O side:
 //!
 //! - [`runner`]: [`run_controller`], the `kube` controller and its watches.
-//! - [`reconciler`]: one reconcile (finalizer, children, wiring, status) or cleanup.
+//! - [`reconciler`]: one reconcile (finalizer, children, wiring, status) or cleanup; `gather`:
+//!   what it reads before rendering (storage mode, images, database credentials, namespace objects).
 //! - [`children`]: the list of child kinds, each declared once (rendering, apply, watch and
 //!   cache, orphans, optional API), and the one path that applies them ([`apply`]), with
 //!   events ([`events`], written by [`event_series`], which folds repeats).
@@ -42,6 +43,7 @@ pub mod error;
 pub mod event_series;
 pub mod events;
 pub mod finalizer;
+mod gather;
 pub mod image_upgrade;
 pub mod migration_trigger;
 pub mod model_servers;

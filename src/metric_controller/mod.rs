@@ -63,32 +63,14 @@ const ERROR_REQUEUE: Duration = Duration::from_secs(15);
 #[derive(Debug, thiserror::Error)]
 pub enum MetricError {
     /// An API call failed.
-    #[error("{action} {name}")]
-    Kube {
-        /// What was attempted.
-        action: &'static str,
-        /// On what.
-        name: String,
-        /// The cause.
-        #[source]
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Kube(#[from] trustyai_certs::ApiCallError),
     /// A value the operator built did not serialize.
     #[error("internal: {0}")]
     Internal(String),
     /// A cache the reconcile reads stopped before its first list (the process is stopping).
     #[error("the cache of {0} stopped before its first list")]
     CacheClosed(&'static str),
-}
-
-impl MetricError {
-    fn kube(action: &'static str, name: &str, source: kube::Error) -> Self {
-        Self::Kube {
-            action,
-            name: name.to_owned(),
-            source,
-        }
-    }
 }
 
 /// How long a trust bundle read for a service is used before it is read again (a failed call

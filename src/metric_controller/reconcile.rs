@@ -25,6 +25,7 @@ use super::processes;
 use super::service_api::{CallError, ServiceApi};
 use super::status::{self, BoundsChange, Observed, Standing};
 use super::{Context, MetricError};
+use trustyai_certs::ApiCallError;
 
 /// The schedule a service without one runs on (the service's own default).
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
@@ -436,7 +437,11 @@ async fn write_status(
         &Patch::Apply(&patch),
     )
     .await
-    .map_err(|e| MetricError::kube("write the status of TrustyAIMetric", &name, e))?;
+    .map_err(ApiCallError::on(
+        "writing the status of",
+        "TrustyAIMetric",
+        name.as_str(),
+    ))?;
     info!(
         value = ?next.value,
         within_bounds = ?next.within_bounds,
@@ -519,11 +524,9 @@ async fn json_patch(
         Ok(_) => Ok(()),
         // Gone already, or changed meanwhile: the watch brings the current object back.
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 || s.code == 422 => Ok(()),
-        Err(e) => Err(MetricError::kube(
-            "patch the finalizers of TrustyAIMetric",
-            name,
-            e,
-        )),
+        Err(e) => {
+            Err(ApiCallError::new("patching the finalizers of", "TrustyAIMetric", name, e).into())
+        }
     }
 }
 
