@@ -25,7 +25,7 @@ async fn installs_where_the_go_operators_crd_and_objects_exist() {
     let claim = control_planes::exclusive(Concern::HelmChart);
     let cp = claim.control_plane();
     let client = cp.client().await;
-    delete_crd(cp);
+    delete_crd(cp).await;
     let fixture = format!(
         "{}/tests/fixtures/crds/go-operator-trustyaiservices.yaml",
         env!("CARGO_MANIFEST_DIR")

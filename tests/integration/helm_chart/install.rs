@@ -52,20 +52,20 @@ async fn every_certificate_mode_installs_and_uninstalls() {
     .enumerate()
     {
         // A CRD kept from the previous release carries that release's ownership metadata.
-        delete_crd(cp);
+        delete_crd(cp).await;
         let ns = cp.namespace(&client, "modes").await;
         let release = format!("mode-{i}");
         install(cp, &release, &ns, &extra);
         uninstall(cp, &release, &ns);
     }
-    delete_crd(cp);
+    delete_crd(cp).await;
 }
 
 #[tokio::test]
 async fn install_upgrade_and_uninstall_keep_the_crd_and_every_trustyaiservice() {
     let (_claim, cp, client, ns) =
         control_planes::exclusive_namespace(Concern::HelmChart, "helm").await;
-    delete_crd(cp);
+    delete_crd(cp).await;
     let out = install(cp, "trustyai", &ns, &[]);
     assert!(
         out.contains("Create a first TrustyAIService"),

@@ -27,7 +27,12 @@ mod values;
 use crate::support;
 
 use std::path::Path;
+use std::time::Duration;
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, CustomResourceDefinitionVersion,
+};
+use kube::api::{Api, DeleteParams};
 use serde_json::Value;
 use support::ControlPlane;
 use support::helm::{chart_dir, helm, helm_chart};
@@ -46,9 +51,7 @@ const NAMED_CLUSTER_ISSUER: [&str; 6] = [
 ];
 
 /// The CRD's `v1` version.
-fn v1_of(
-    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-) -> &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionVersion{
+fn v1_of(crd: &CustomResourceDefinition) -> &CustomResourceDefinitionVersion {
     crd.spec
         .versions
         .iter()
@@ -61,46 +64,55 @@ const METRIC_CRD_NAME: &str = trustyai_operator::crd_maintenance::METRIC_CRD_NAM
 
 /// Deletes both CRDs (and with them every TrustyAIService and TrustyAIMetric) so a test starts
 /// from a cluster without them: a CRD left by another release or by an operator's CRD
-/// maintenance would make `helm install` refuse to adopt it.
-fn delete_crd(cp: &ControlPlane) {
-    let (ok, out, err) = cp.kubectl(
+/// maintenance would make `helm install` refuse to adopt it. Whether they are gone is read
+/// back from the API server every half second rather than watched, and a deletion that does not
+/// finish prints what holds it: the CRDs' status (the cleanup's conditions) and their instances.
+async fn delete_crd(cp: &ControlPlane) {
+    let crds: Api<CustomResourceDefinition> = Api::all(cp.client().await);
+    for name in CRD_NAMES {
+        match crds.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(e) => panic!("deleting the CRD {name}: {e}"),
+        }
+    }
+    support::wait::until_showing(
+        "the CRDs deleted",
+        Duration::from_secs(180),
+        || what_holds_the_crds(cp),
+        async || {
+            for name in CRD_NAMES {
+                crds.get_opt(name).await.ok()?.is_none().then_some(())?;
+            }
+            Some(())
+        },
+    )
+    .await;
+}
+
+/// The TrustyAIService and TrustyAIMetric CRDs.
+const CRD_NAMES: [&str; 2] = [CRD_NAME, METRIC_CRD_NAME];
+
+/// The CRDs as stored, their instances and the control plane's logs.
+fn what_holds_the_crds(cp: &ControlPlane) -> String {
+    let (_, crds, _) = cp.kubectl(
+        &["get", "crd", CRD_NAME, METRIC_CRD_NAME, "-o", "yaml"],
+        None,
+    );
+    let (_, instances, _) = cp.kubectl(
         &[
-            "delete",
-            "crd",
-            CRD_NAME,
-            METRIC_CRD_NAME,
-            "--ignore-not-found",
-            "--wait=true",
-            "--timeout=120s",
+            "get",
+            "trustyaiservices,trustyaimetrics",
+            "-A",
+            "-o",
+            "yaml",
         ],
         None,
     );
-    if !ok {
-        // What holds a CRD is in its status (the cleanup's conditions) and its instances.
-        let (_, crds, _) = cp.kubectl(
-            &["get", "crd", CRD_NAME, METRIC_CRD_NAME, "-o", "yaml"],
-            None,
-        );
-        let (_, instances, _) = cp.kubectl(
-            &[
-                "get",
-                "trustyaiservices,trustyaimetrics",
-                "-A",
-                "-o",
-                "yaml",
-            ],
-            None,
-        );
-        panic!(
-            "deleting the CRDs: {out}{err}
---- the CRDs ---
-{crds}
---- their instances ---
-{instances}
-{}",
-            cp.logs()
-        );
-    }
+    format!(
+        "--- the CRDs ---\n{crds}\n--- their instances ---\n{instances}\n{}",
+        cp.logs()
+    )
 }
 
 fn wait_established(cp: &ControlPlane) {

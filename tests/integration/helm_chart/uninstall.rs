@@ -34,7 +34,7 @@ use super::{CRD_NAME, delete_crd, install, uninstall, wait_established};
 async fn helm_uninstall_then_the_uninstall_command_leaves_no_namespace_terminating() {
     let (_claim, cp, client, ns) =
         control_planes::exclusive_namespace(Concern::HelmChart, "release").await;
-    delete_crd(cp);
+    delete_crd(cp).await;
     let app = cp.namespace(&client, "app").await;
     // The registrations point at the chart's Service, which has no pod behind it here.
     install(cp, RELEASE, &ns, &["--set", "webhook.failurePolicy=Ignore"]);
@@ -118,7 +118,7 @@ async fn helm_uninstall_then_the_uninstall_command_leaves_no_namespace_terminati
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
     assert!(exists(&crds, CRD_NAME).await, "the CRD stays");
     // The operator pointed the CRD's conversion at itself: the next test starts without it.
-    delete_crd(cp);
+    delete_crd(cp).await;
 }
 
 /// The TrustyAIMetrics of `ns`.
