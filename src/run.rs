@@ -79,11 +79,96 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         readiness.register(Readiness::CA_BUNDLE);
     }
     let mut tasks = Tasks::default();
+    let metrics = Arc::new(crate::metrics::Metrics::new());
 
     // The ops server outlives the HTTPS drain, so probes see "draining" rather than a refusal.
     let ops_stop = CancellationToken::new();
+    start_ops_servers(&args, &readiness, &metrics, &ops_stop, &mut tasks).await?;
+    // Before the first watch: whether watches stream their first list. After the ops server
+    // starts, so probes get an answer ("not ready") while an unreachable API server holds the
+    // question until its timeout.
+    crate::list_strategy::detect(&client).await;
+
+    // TLS material first: nothing can be served without it.
+    let local = args.local_webhook_address.is_some();
+    let names = ServiceNames::new(&args.service_name, &args.names.namespace).with_local(local);
+    let material_rx = start_certificates(&client, &args, &names, &stop, &mut tasks).await?;
+    let serving = Arc::new(ServingCertificate::new());
+    load_material(&serving, &material_rx.borrow(), &readiness, &metrics);
+    spawn_certificate_loader(
+        &mut tasks,
+        CertificateLoader {
+            serving: serving.clone(),
+            readiness: readiness.clone(),
+            material: material_rx.clone(),
+            metrics: metrics.clone(),
+        },
+        &stop,
+    );
+
+    let webhooks = start_webhook_server(
+        &args, &client, &serving, &readiness, &metrics, &stop, &mut tasks,
+    )
+    .await?;
+
+    if !args.no_crd_maintenance {
+        crd_maintenance::apply_crd(&client).await?;
+    }
+    if args.create_webhook_configurations {
+        crate::webhook_configurations::apply(
+            &client,
+            &args.names.validating_webhook_configuration,
+            &args.names.mutating_webhook_configuration,
+            &endpoint,
+            args.webhook_timeout_seconds,
+        )
+        .await
+        .map_err(RunError::WebhookRegistration)?;
+    }
+    let webhooks_trusted = publishes_ca_bundle.then(|| {
+        start_ca_bundle_publisher(
+            publish_targets(&args, endpoint),
+            &client,
+            material_rx.clone(),
+            &readiness,
+            &stop,
+            &mut tasks,
+        )
+    });
+
+    // The reconcile loop and the storage migration run on the leader only; every replica serves
+    // the webhooks. They start after CRD maintenance and the webhook registrations, and where
+    // this process publishes the caBundle, after its first publication (their writes go through
+    // the webhooks). The storage migration runs only with CRD maintenance (who manages the CRD
+    // runs `migrate-storage`).
+    let duties = crate::leader_duties::Duties {
+        controller: controller_config(&args, &metrics, webhooks.process_watches),
+        migrate_storage: !args.no_crd_maintenance,
+        webhooks_trusted,
+    };
+    start_leader_duties(
+        &args,
+        duties,
+        &client,
+        &metrics,
+        webhooks.reconcile_stopped,
+        &stop,
+        &mut tasks,
+    )
+    .map_err(RunError::LeaderElection)?;
+
+    Ok(crate::supervisor::supervise(tasks, stop, ops_stop).await?)
+}
+
+/// The ops server, and the probe server where an address is given for it.
+async fn start_ops_servers(
+    args: &RunArgs,
+    readiness: &Readiness,
+    metrics: &Arc<crate::metrics::Metrics>,
+    ops_stop: &CancellationToken,
+    tasks: &mut Tasks,
+) -> Result<(), RunError> {
     let ops_listener = bind("the ops server", args.ops_address).await?;
-    let metrics = Arc::new(crate::metrics::Metrics::new());
     let ops_state = {
         let metrics = metrics.clone();
         OpsState::new(readiness.clone(), move |format| metrics.render(format))
@@ -97,51 +182,71 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
                 .map_err(TaskError::Server)
         });
     }
-    {
-        let ops_stop = ops_stop.clone();
-        tasks.spawn_ops(Task::OpsServer, async move {
-            trustyai_webhooks::serve_ops(ops_listener, ops_state, ops_stop.cancelled_owned())
-                .await
-                .map_err(TaskError::Server)
-        });
-    }
-    // Before the first watch: whether watches stream their first list. After the ops server
-    // starts, so probes get an answer ("not ready") while an unreachable API server holds the
-    // question until its timeout.
-    crate::list_strategy::detect(&client).await;
+    let ops_stop = ops_stop.clone();
+    tasks.spawn_ops(Task::OpsServer, async move {
+        trustyai_webhooks::serve_ops(ops_listener, ops_state, ops_stop.cancelled_owned())
+            .await
+            .map_err(TaskError::Server)
+    });
+    Ok(())
+}
 
-    // TLS material first: nothing can be served without it.
-    let local = args.local_webhook_address.is_some();
-    let names = ServiceNames::new(&args.service_name, &args.names.namespace).with_local(local);
-    let material_rx = start_certificates(&client, &args, &names, &stop, &mut tasks).await?;
-    let serving = Arc::new(ServingCertificate::new());
-    load_material(&serving, &material_rx.borrow(), &readiness, &metrics);
-    {
-        let (serving, readiness, mut rx, stop, metrics) = (
-            serving.clone(),
-            readiness.clone(),
-            material_rx.clone(),
-            stop.clone(),
-            metrics.clone(),
-        );
-        tasks.spawn(Task::CertificateLoader, async move {
-            loop {
-                tokio::select! {
-                    biased;
-                    _ = stop.cancelled() => return Ok(()),
-                    changed = rx.changed() => {
-                        if changed.is_err() {
-                            return Err(TaskError::InputStopped);
-                        }
-                        let material = rx.borrow_and_update().clone();
-                        load_material(&serving, &material, &readiness, &metrics);
+/// Where each new certificate from the source goes.
+struct CertificateLoader {
+    serving: Arc<ServingCertificate>,
+    readiness: Readiness,
+    material: watch::Receiver<TlsMaterial>,
+    metrics: Arc<crate::metrics::Metrics>,
+}
+
+/// A task that serves each new certificate from the source as it comes.
+fn spawn_certificate_loader(
+    tasks: &mut Tasks,
+    loader: CertificateLoader,
+    stop: &CancellationToken,
+) {
+    let CertificateLoader {
+        serving,
+        readiness,
+        material: mut rx,
+        metrics,
+    } = loader;
+    let stop = stop.clone();
+    tasks.spawn(Task::CertificateLoader, async move {
+        loop {
+            tokio::select! {
+                biased;
+                _ = stop.cancelled() => return Ok(()),
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        return Err(TaskError::InputStopped);
                     }
+                    let material = rx.borrow_and_update().clone();
+                    load_material(&serving, &material, &readiness, &metrics);
                 }
             }
-        });
-    }
+        }
+    });
+}
 
-    // The HTTPS server.
+/// What the webhook server shares with the leader's duties.
+struct WebhookServer {
+    /// The watches both the webhooks and the controller read.
+    process_watches: ProcessWatches,
+    /// Cancelled once the reconcile loop has ended: the server drains only then.
+    reconcile_stopped: CancellationToken,
+}
+
+/// The HTTPS server of the webhooks, and the process-wide watches its admission reads.
+async fn start_webhook_server(
+    args: &RunArgs,
+    client: &Client,
+    serving: &Arc<ServingCertificate>,
+    readiness: &Readiness,
+    metrics: &Arc<crate::metrics::Metrics>,
+    stop: &CancellationToken,
+    tasks: &mut Tasks,
+) -> Result<WebhookServer, RunError> {
     let webhook_address = args.local_webhook_address.unwrap_or(args.webhook_address);
     let https_listener = bind("the webhook server", webhook_address).await?;
     let settings = Arc::new(ArcSwap::from_pointee(AdmissionSettings {
@@ -166,7 +271,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     };
     let router = trustyai_webhooks::webhook_router(state);
     let client_trust = match &args.webhook_limits.webhook_client_ca_file {
-        Some(path) => Some(client_trust(&mut tasks, &stop, path).await?),
+        Some(path) => Some(client_trust(tasks, stop, path).await?),
         None => None,
     };
     let options = HttpsOptions {
@@ -194,113 +299,115 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         });
     }
     tracing::info!(address = %webhook_address, "webhook server listening");
+    Ok(WebhookServer {
+        process_watches,
+        reconcile_stopped,
+    })
+}
 
-    if !args.no_crd_maintenance {
-        crd_maintenance::apply_crd(&client).await?;
-    }
-    if args.create_webhook_configurations {
-        crate::webhook_configurations::apply(
-            &client,
-            &args.names.validating_webhook_configuration,
-            &args.names.mutating_webhook_configuration,
-            &endpoint,
-            args.webhook_timeout_seconds,
-        )
-        .await
-        .map_err(RunError::WebhookRegistration)?;
-    }
-    let mut webhooks_trusted = None;
-    if publishes_ca_bundle {
-        let targets = publish_targets(&args, endpoint);
-        let (published_tx, mut published_rx) = watch::channel(false);
-        webhooks_trusted = Some(published_rx.clone());
-        let (client, rx, stop, ready) = (
-            client.clone(),
-            material_rx.clone(),
-            stop.clone(),
-            readiness.clone(),
-        );
-        tasks.spawn(Task::CaBundlePublisher, async move {
-            let mark_ready = async move {
-                while published_rx.changed().await.is_ok() {
-                    if *published_rx.borrow() {
-                        ready.set(Readiness::CA_BUNDLE, true);
-                    }
+/// The caBundle publisher; readiness's CA_BUNDLE check turns true at its first publication.
+/// Returns whether the webhooks are trusted yet, for the leader's duties to wait on.
+fn start_ca_bundle_publisher(
+    targets: trustyai_certs::ca_bundle_patches::PublishTargets,
+    client: &Client,
+    material: watch::Receiver<TlsMaterial>,
+    readiness: &Readiness,
+    stop: &CancellationToken,
+    tasks: &mut Tasks,
+) -> watch::Receiver<bool> {
+    let (published_tx, mut published_rx) = watch::channel(false);
+    let webhooks_trusted = published_rx.clone();
+    let (client, stop, ready) = (client.clone(), stop.clone(), readiness.clone());
+    tasks.spawn(Task::CaBundlePublisher, async move {
+        let mark_ready = async move {
+            while published_rx.changed().await.is_ok() {
+                if *published_rx.borrow() {
+                    ready.set(Readiness::CA_BUNDLE, true);
                 }
-                std::future::pending::<()>().await
-            };
-            let work = async move {
-                tokio::select! {
-                    _ = trustyai_certs::run_publisher(client, targets, rx, Some(published_tx)) => TaskError::EndedUnexpectedly,
-                    _ = mark_ready => TaskError::InputStopped,
-                }
-            };
-            until_stop(&stop, work, |error| error).await
-        });
-    }
-
-    // The reconcile loop and the storage migration run on the leader only; every replica serves
-    // the webhooks. They start after CRD maintenance and the webhook registrations, and where
-    // this process publishes the caBundle, after its first publication (their writes go through
-    // the webhooks). The storage migration runs only with CRD maintenance (who manages the CRD
-    // runs `migrate-storage`).
-    {
-        let mut config =
-            crate::controller::ControllerConfig::new(&args.names.namespace).with_image_env();
-        config.proxy_cluster_role = args.proxy_cluster_role.clone();
-        config.service_access = args.service_access;
-        config.allowed_image_prefixes = args.image_prefixes.allowed_image_prefixes.clone();
-        config.operand_ca_secret = args.names.operand_ca_secret.clone();
-        config.operand_cert_lifetime = args.certificates.operand_cert_lifetime;
-        config.operand_ca_lifetime = args.certificates.operand_ca_lifetime;
-        config.ca_overlap = args.certificates.ca_overlap;
-        config.cleanup_timeout = args.cleanup_timeout;
-        config.pvc_pending_grace = args.pvc_pending_grace;
-        config.metrics = Some(metrics.clone());
-        config.process_watches = Some(process_watches);
-        let duties = crate::leader_duties::Duties {
-            controller: config,
-            migrate_storage: !args.no_crd_maintenance,
-            webhooks_trusted,
+            }
+            std::future::pending::<()>().await
         };
-        let (leading_tx, leading_rx) = watch::channel(false);
-        let release = CancellationToken::new();
-        if args.leader_election.no_leader_election {
-            leading_tx.send_replace(true);
-            let release = release.clone();
-            tasks.spawn(Task::LeaderElection, async move {
-                release.cancelled().await;
-                drop(leading_tx);
-                Ok(())
-            });
-        } else {
-            let config = crate::leader_election::LeaderConfig {
-                lease_name: args.names.lease_name.clone(),
-                namespace: args.names.namespace.clone(),
-                identity: leader_identity(),
-                lease_duration: args.leader_election.lease_duration,
-                renew_deadline: args.leader_election.renew_deadline,
-                retry_period: args.leader_election.retry_period,
-            };
-            config.validate().map_err(RunError::LeaderElection)?;
-            let (client, release) = (client.clone(), release.clone());
-            tasks.spawn(Task::LeaderElection, async move {
-                crate::leader_election::run(client, config, leading_tx, release)
-                    .await
-                    .map_err(TaskError::Leader)
-            });
-        }
-        let (client, stop, metrics) = (client.clone(), stop.clone(), metrics.clone());
-        tasks.spawn(Task::ReconcileLoop, async move {
-            // Also when the task is aborted or panics: the webhook server waits for it.
-            let _stopped = reconcile_stopped.drop_guard();
-            crate::leader_duties::lead(client, duties, leading_rx, stop, release, metrics)
+        let work = async move {
+            tokio::select! {
+                _ = trustyai_certs::run_publisher(client, targets, material, Some(published_tx)) => TaskError::EndedUnexpectedly,
+                _ = mark_ready => TaskError::InputStopped,
+            }
+        };
+        until_stop(&stop, work, |error| error).await
+    });
+    webhooks_trusted
+}
+
+/// The reconcile loop's settings from the command line.
+fn controller_config(
+    args: &RunArgs,
+    metrics: &Arc<crate::metrics::Metrics>,
+    process_watches: ProcessWatches,
+) -> crate::controller::ControllerConfig {
+    crate::controller::ControllerConfig {
+        proxy_cluster_role: args.proxy_cluster_role.clone(),
+        service_access: args.service_access,
+        allowed_image_prefixes: args.image_prefixes.allowed_image_prefixes.clone(),
+        operand_ca_secret: args.names.operand_ca_secret.clone(),
+        operand_cert_lifetime: args.certificates.operand_cert_lifetime,
+        operand_ca_lifetime: args.certificates.operand_ca_lifetime,
+        ca_overlap: args.certificates.ca_overlap,
+        cleanup_timeout: args.cleanup_timeout,
+        pvc_pending_grace: args.pvc_pending_grace,
+        metrics: Some(metrics.clone()),
+        process_watches: Some(process_watches),
+        ..crate::controller::ControllerConfig::new(&args.names.namespace).with_image_env()
+    }
+}
+
+/// Leader election (or, without it, leadership at once) and the duties of the leader: the
+/// reconcile loops and the storage migration. `reconcile_stopped` is cancelled when the duties
+/// end, whichever way.
+fn start_leader_duties(
+    args: &RunArgs,
+    duties: crate::leader_duties::Duties,
+    client: &Client,
+    metrics: &Arc<crate::metrics::Metrics>,
+    reconcile_stopped: CancellationToken,
+    stop: &CancellationToken,
+    tasks: &mut Tasks,
+) -> Result<(), crate::leader_election::LeaderError> {
+    let (leading_tx, leading_rx) = watch::channel(false);
+    let release = CancellationToken::new();
+    if args.leader_election.no_leader_election {
+        leading_tx.send_replace(true);
+        let release = release.clone();
+        tasks.spawn(Task::LeaderElection, async move {
+            release.cancelled().await;
+            drop(leading_tx);
+            Ok(())
+        });
+    } else {
+        let config = crate::leader_election::LeaderConfig {
+            lease_name: args.names.lease_name.clone(),
+            namespace: args.names.namespace.clone(),
+            identity: leader_identity(),
+            lease_duration: args.leader_election.lease_duration,
+            renew_deadline: args.leader_election.renew_deadline,
+            retry_period: args.leader_election.retry_period,
+        };
+        config.validate()?;
+        let (client, release) = (client.clone(), release.clone());
+        tasks.spawn(Task::LeaderElection, async move {
+            crate::leader_election::run(client, config, leading_tx, release)
                 .await
-                .map_err(TaskError::Leading)
+                .map_err(TaskError::Leader)
         });
     }
-
-    Ok(crate::supervisor::supervise(tasks, stop, ops_stop).await?)
+    let (client, stop, metrics) = (client.clone(), stop.clone(), metrics.clone());
+    tasks.spawn(Task::ReconcileLoop, async move {
+        // Also when the task is aborted or panics: the webhook server waits for it.
+        let _stopped = reconcile_stopped.drop_guard();
+        crate::leader_duties::lead(client, duties, leading_rx, stop, release, metrics)
+            .await
+            .map_err(TaskError::Leading)
+    });
+    Ok(())
 }
 
 fn load_material(
