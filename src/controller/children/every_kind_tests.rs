@@ -1,8 +1,9 @@
 //! What the one apply path does with every rendered kind, driven by the list of kinds rather
 //! than by a request script per kind: each behaviour is asserted the same way for each kind,
 //! so a new kind is covered by being declared. The serving Secrets' rendering reads the operand
-//! CA and their content is issued: their requests are `serving_secrets`' to test; their watch
-//! and lifecycle are here.
+//! CA and their content is issued: the same four behaviours are `serving_secrets`' tests (issued
+//! when absent, no request while current, issued again when changed or broken, a Secret no
+//! longer rendered kept); their watch is here.
 
 use kube::Resource;
 use kube::api::DynamicObject;

@@ -119,15 +119,19 @@ fn remember(harness: &Harness, name: &str, trust: &OperandTrust, valid_until: Of
 
 /// The watch shows both Secrets, `tas-tls` at `tls_version`, `tas-internal` at [`SEEN`].
 fn watch_shows(harness: &Harness, tls_version: &str) {
-    let meta = |name: &str, version: &str| {
-        let object = json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": name, "namespace": NAMESPACE, "resourceVersion": version}});
-        (object, None)
-    };
     harness.cache_objects(
         Kind::Secret,
-        [meta("tas-tls", tls_version), meta("tas-internal", SEEN)],
+        [
+            (secret_seen("tas-tls", tls_version), None),
+            (secret_seen("tas-internal", SEEN), None),
+        ],
     );
+}
+
+/// The Secret `name` as the watch shows it at `version` (metadata only).
+fn secret_seen(name: &str, version: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": NAMESPACE, "resourceVersion": version}})
 }
 
 /// Both Secrets remembered as applied with `ca`'s trust, `tas-tls` standing until `tls_until`
@@ -384,5 +388,24 @@ async fn the_rendering_holds_the_trust_bundle_and_says_when_the_operand_ca_chang
             "issued only by adapt_to_live"
         );
     }
+    assert_eq!(harness.api.calls(), Vec::<String>::new());
+}
+
+/// Credentials are never deleted while their TrustyAIService exists: a Secret of its own that
+/// it no longer renders stays (the every-kind tests assert the other kinds' lifecycles).
+#[tokio::test]
+async fn a_secret_of_its_own_no_longer_rendered_is_kept() {
+    let ca = ca();
+    let harness = harness(&ca, []).await;
+    issued_before(&harness, &ca, now() + Duration::days(30), SEEN);
+    harness.cache_objects(
+        Kind::Secret,
+        [
+            (secret_seen("tas-tls", SEEN), None),
+            (secret_seen("tas-internal", SEEN), None),
+            (secret_seen("tas-former", SEEN), Some(owner())),
+        ],
+    );
+    apply(&harness).await;
     assert_eq!(harness.api.calls(), Vec::<String>::new());
 }
