@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use tracing::{Instrument, info, warn};
@@ -362,18 +362,20 @@ fn find_service(
     namespace: &str,
     named: Option<&str>,
 ) -> Result<Arc<TrustyAIService>, Standing> {
-    let mut in_namespace = services
-        .state()
-        .into_iter()
-        .filter(|s| s.namespace().as_deref() == Some(namespace));
     let found = match named {
-        Some(name) => in_namespace.find(|s| s.name_any() == name).ok_or_else(|| {
-            Standing::ServiceNotFound(format!(
-                "no TrustyAIService {name} in namespace {namespace}"
-            ))
-        }),
+        Some(name) => services
+            .get(&ObjectRef::new(name).within(namespace))
+            .ok_or_else(|| {
+                Standing::ServiceNotFound(format!(
+                    "no TrustyAIService {name} in namespace {namespace}"
+                ))
+            }),
         None => {
-            let all: Vec<_> = in_namespace.collect();
+            let all: Vec<_> = services
+                .state()
+                .into_iter()
+                .filter(|s| s.namespace().as_deref() == Some(namespace))
+                .collect();
             match all.len() {
                 1 => all
                     .into_iter()
@@ -707,5 +709,53 @@ mod tests {
         assert!(second.is_ok(), "{second:?}");
         let requests: Vec<String> = api.requests().iter().map(ToString::to_string).collect();
         assert_eq!(requests, [format!("PATCH {STATUS}")]);
+    }
+
+    fn service(namespace: &str, name: &str) -> TrustyAIService {
+        serde_json::from_value(json!({
+            "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}},
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The service a metric names, or the only one of its namespace; a missing or ambiguous
+    /// one is said with what to do.
+    #[test]
+    fn the_service_is_the_named_one_or_the_only_one_of_the_namespace() {
+        let services = listed(vec![
+            service("models", "demo"),
+            service("other", "demo"),
+            service("other", "second"),
+        ]);
+        let found = |namespace, named| {
+            find_service(&services, namespace, named)
+                .map(|s| format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any()))
+        };
+        assert_eq!(found("models", Some("demo")), Ok("models/demo".to_owned()));
+        assert_eq!(found("models", None), Ok("models/demo".to_owned()));
+        assert_eq!(
+            found("other", Some("second")),
+            Ok("other/second".to_owned())
+        );
+        assert_eq!(
+            found("models", Some("second")),
+            Err(Standing::ServiceNotFound(
+                "no TrustyAIService second in namespace models".to_owned()
+            ))
+        );
+        assert_eq!(
+            found("other", None),
+            Err(Standing::ServiceNotFound(
+                "2 TrustyAIServices in namespace other: set spec.service to one of them".to_owned()
+            ))
+        );
+        assert_eq!(
+            found("empty", None),
+            Err(Standing::ServiceNotFound(
+                "no TrustyAIService in namespace empty".to_owned()
+            ))
+        );
     }
 }
