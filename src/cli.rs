@@ -514,7 +514,7 @@ mod tests {
     }
 
     #[test]
-    fn durations_in_go_and_humantime_spellings() {
+    fn durations_parse_in_every_accepted_spelling() {
         assert_eq!(humantime_duration("1m30s"), Ok(Duration::from_secs(90)));
         assert_eq!(humantime_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(
@@ -526,7 +526,7 @@ mod tests {
     }
 
     #[test]
-    fn overflowing_and_malformed_durations_are_refused() {
+    fn an_invalid_duration_is_refused_quoting_its_text() {
         for text in [
             "99999999999999999999999s",
             "18446744073709551615d",

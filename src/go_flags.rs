@@ -218,10 +218,20 @@ mod tests {
         }
     }
 
+    /// The Go operator's line with leader election off and services that leave TAS out.
+    fn leader_election_off_without_tas() -> Translated {
+        translated(&["/manager", "--leader-elect=false", "--enable-services=LMES"])
+    }
+
     #[test]
-    fn leader_election_off_and_services_without_tas_are_said() {
-        let t = translated(&["/manager", "--leader-elect=false", "--enable-services=LMES"]);
+    fn leader_elect_false_becomes_no_leader_election() {
+        let t = leader_election_off_without_tas();
         assert_eq!(strings(&t), ["/manager", "run", "--no-leader-election"]);
+    }
+
+    #[test]
+    fn services_that_leave_out_tas_are_said() {
+        let t = leader_election_off_without_tas();
         assert!(
             t.notices[1].contains("does not name TAS"),
             "{:?}",

@@ -91,7 +91,7 @@ mod tests {
     /// A real client, from a kubeconfig, against a loopback listener that records what it is
     /// sent.
     #[tokio::test]
-    async fn every_request_names_the_operator_and_its_version() {
+    async fn every_request_carries_the_operators_versioned_user_agent() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");

@@ -457,7 +457,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_renewal_that_conflicts_reads_the_lease_and_judges_it_again() {
+    async fn a_renewal_conflict_is_settled_by_rereading_the_lease() {
         use crate::controller::mock_api::{Expected, MockApi, failure};
         use http::Method;
         let (_mock, client) = MockApi::new([
@@ -479,7 +479,7 @@ mod tests {
     }
 
     #[test]
-    fn timing_must_leave_room_between_giving_up_and_takeover() {
+    fn the_renew_deadline_must_be_shorter_than_the_lease() {
         let ok = timing();
         assert!(ok.validate().is_ok());
         let bad = LeaderConfig {

@@ -79,24 +79,52 @@ mod tests {
         }
     }
 
-    #[test]
-    fn lookups_say_nothing_until_listed_then_match_namespace_and_name() {
+    /// A Secret cache over fresh process watches, and the Secret kind cache their watch fills.
+    fn unlisted() -> (SecretCache, Arc<KindCache>) {
         let watches = ProcessWatches::default();
         let cache = SecretCache::of(&watches).expect("the process watches Secrets");
-        let secrets = watches.cache(Kind::Secret).expect("a Secret cache");
-        assert_eq!(cache.exists("ns", "creds"), None);
+        let secrets = watches.cache(Kind::Secret).expect("a Secret cache").clone();
+        (cache, secrets)
+    }
+
+    /// Starts a list of `secrets` and lists Secret `ns/creds` in it, leaving the list open.
+    fn listing_creds(secrets: &KindCache) {
         secrets.begin_list();
         let entry = secrets.entry_for(&meta("ns", "creds"), None, None);
         secrets.listed_object(Some("ns"), "creds", entry);
+    }
+
+    /// A cache whose first list, of Secret `ns/creds` alone, has completed.
+    fn listed_with_creds() -> (SecretCache, Arc<KindCache>) {
+        let (cache, secrets) = unlisted();
+        listing_creds(&secrets);
+        secrets.end_list();
+        (cache, secrets)
+    }
+
+    #[test]
+    fn lookups_say_nothing_until_the_first_list_completes() {
+        let (cache, secrets) = unlisted();
+        assert_eq!(cache.exists("ns", "creds"), None);
+        listing_creds(&secrets);
         assert_eq!(
             cache.exists("ns", "creds"),
             None,
             "not until the list is complete"
         );
-        secrets.end_list();
+    }
+
+    #[test]
+    fn a_listed_secret_matches_only_its_own_namespaced_name() {
+        let (cache, _secrets) = listed_with_creds();
         assert_eq!(cache.exists("ns", "creds"), Some(true));
         assert_eq!(cache.exists("other", "creds"), Some(false));
         assert_eq!(cache.exists("ns", "other"), Some(false));
+    }
+
+    #[test]
+    fn a_deleted_secret_is_reported_absent() {
+        let (cache, secrets) = listed_with_creds();
         secrets.deleted(Some("ns"), "creds");
         assert_eq!(cache.exists("ns", "creds"), Some(false));
     }

@@ -698,7 +698,7 @@ mod tests {
     }
 
     #[test]
-    fn the_status_patch_is_conditional_and_replaces_the_list() {
+    fn the_status_patch_is_a_conditional_replacement_of_stored_versions() {
         assert_eq!(
             stored_versions_patch("42"),
             json!({"metadata": {"resourceVersion": "42"}, "status": {"storedVersions": ["v1"]}})
@@ -712,7 +712,7 @@ mod tests {
     }
 
     #[test]
-    fn start_up_backoff_doubles_and_is_bounded() {
+    fn start_up_backoff_doubles_over_a_fixed_number_of_attempts() {
         let delays: Vec<u64> = start_delays().map(|d| d.as_secs()).collect();
         assert_eq!(delays, [2, 4, 8, 16, 32]);
         assert_eq!(delays.len() as u32, START_ATTEMPTS - 1);

@@ -410,15 +410,32 @@ mod tests {
         });
     }
 
-    #[tokio::test]
-    async fn a_task_ending_before_the_stop_fails_and_stops_the_others() {
+    /// Supervises a task that ends before the stop beside one that runs until it; returns the
+    /// stop, the ops server's stop and the outcome.
+    async fn one_task_ends_before_the_stop() -> (
+        CancellationToken,
+        CancellationToken,
+        Result<(), TaskFailure>,
+    ) {
         let (stop, ops_stop, mut tasks) = fixture();
         tasks.spawn(Task::CaBundlePublisher, async {
             Err(TaskError::InputStopped)
         });
         tasks.spawn(Task::ProcessWatches, until(&stop, Ok(())));
-        let failure = supervised(tasks, &stop, &ops_stop).await.unwrap_err();
+        let outcome = supervised(tasks, &stop, &ops_stop).await;
+        (stop, ops_stop, outcome)
+    }
+
+    #[tokio::test]
+    async fn a_task_ending_before_the_stop_fails_the_supervision() {
+        let (_stop, _ops_stop, outcome) = one_task_ends_before_the_stop().await;
+        let failure = outcome.unwrap_err();
         assert_eq!(failure.task, Task::CaBundlePublisher);
+    }
+
+    #[tokio::test]
+    async fn a_task_ending_before_the_stop_stops_the_others() {
+        let (stop, ops_stop, _outcome) = one_task_ends_before_the_stop().await;
         assert!(stop.is_cancelled() && ops_stop.is_cancelled());
     }
 
@@ -431,7 +448,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_panic_is_a_failure_and_names_its_task() {
+    async fn a_panic_is_its_tasks_failure() {
         let (stop, ops_stop, mut tasks) = fixture();
         tasks.spawn(Task::CertificateMaintenance, async { panic!("boom") });
         let failure = supervised(tasks, &stop, &ops_stop).await.unwrap_err();
@@ -441,7 +458,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_task_that_does_not_stop_within_the_budget_is_aborted_and_fails() {
+    async fn a_task_that_does_not_stop_within_the_budget_fails_as_did_not_stop() {
         let (stop, ops_stop, mut tasks) = fixture();
         tasks.spawn(Task::ReconcileLoop, std::future::pending());
         let failure = stopped(tasks, &stop, &ops_stop).await.unwrap_err();

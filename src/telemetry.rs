@@ -220,8 +220,8 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn span_fields_are_flat_and_no_key_is_written_twice() {
+    /// The record of an event in a reconcile span whose `name` field the event has too.
+    fn reconcile_record() -> Value {
         let lines = records(|| {
             let span = tracing::info_span!(
                 "reconcile",
@@ -232,16 +232,26 @@ mod tests {
             let _entered = span.enter();
             tracing::info!(name = "tas-tls", attempt = 2_u64, ready = true, "issued");
         });
-        let line = &lines[0];
+        lines[0].clone()
+    }
+
+    #[test]
+    fn every_field_is_written_at_the_top_level_of_the_record() {
+        let line = &reconcile_record();
         assert_eq!(line["message"], "issued");
         assert_eq!(line["span"], "reconcile");
         assert_eq!(line["kind"], "TrustyAIService");
         assert_eq!(line["namespace"], "team-a");
-        assert_eq!(line["name"], "tas-tls");
-        assert_eq!(line["reconcile.name"], "tas");
         assert_eq!(line["attempt"], 2);
         assert_eq!(line["ready"], true);
         assert_eq!(line["level"], "INFO");
+    }
+
+    #[test]
+    fn a_span_field_whose_key_the_event_has_is_written_under_the_span_name() {
+        let line = &reconcile_record();
+        assert_eq!(line["name"], "tas-tls");
+        assert_eq!(line["reconcile.name"], "tas");
     }
 
     #[test]

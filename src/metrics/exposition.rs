@@ -60,7 +60,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counters_and_info_are_named_after_their_samples_and_openmetrics_only_lines_go() {
+    fn openmetrics_text_is_rewritten_only_where_the_classic_format_differs() {
         let openmetrics = "# HELP a_requests Requests \\\"served\\\".\n# TYPE a_requests counter\n# UNIT a_requests requests\na_requests_total{code=\"200\"} 3\n# HELP a_build Build information.\n# TYPE a_build info\na_build_info{version=\"1\"} 1\n# HELP a_up Up.\n# TYPE a_up gauge\na_up 1\n# EOF\n";
         assert_eq!(
             to_prometheus_text(openmetrics),

@@ -138,9 +138,18 @@ fn max_open_files(limits: &str) -> Option<f64> {
 mod tests {
     use super::*;
 
+    /// The value of sample `name` in `text`, 0 when absent or unreadable.
+    #[cfg(target_os = "linux")]
+    fn sample_value(text: &str, name: &str) -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+
     #[cfg(target_os = "linux")]
     #[test]
-    fn this_process_reports_its_cpu_memory_start_and_files() {
+    fn this_process_reports_every_standard_process_metric() {
         let text = render();
         for name in [
             "process_cpu_seconds_total ",
@@ -152,21 +161,27 @@ mod tests {
         ] {
             assert!(text.contains(name), "{name} missing in {text}");
         }
-        let value = |name: &str| -> f64 {
-            text.lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0.0)
-        };
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_resident_memory_is_reported_in_bytes() {
+        let text = render();
         assert!(
-            value("process_resident_memory_bytes") > 1_000_000.0,
+            sample_value(&text, "process_resident_memory_bytes") > 1_000_000.0,
             "{text}"
         );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_start_time_is_a_recent_unix_time() {
+        let text = render();
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs_f64())
             .unwrap_or_default();
-        let started = value("process_start_time_seconds");
+        let started = sample_value(&text, "process_start_time_seconds");
         assert!(
             started <= now + 1.0 && started > now - 86_400.0,
             "{started} vs {now}"
@@ -174,13 +189,21 @@ mod tests {
     }
 
     #[test]
-    fn limits_and_status_lines_are_read() {
+    fn the_soft_open_files_limit_is_read() {
         let limits = "Limit                     Soft Limit           Hard Limit           Units\nMax open files            1024                 524288               files\n";
         assert_eq!(max_open_files(limits), Some(1024.0));
+    }
+
+    #[test]
+    fn a_status_line_is_read_in_kib() {
         assert_eq!(
             status_kib("Name:\tx\nVmRSS:\t  2048 kB\n", "VmRSS:"),
             Some(2048.0)
         );
+    }
+
+    #[test]
+    fn the_boot_time_is_read_from_the_btime_line() {
         assert_eq!(
             boot_time_seconds("cpu 1 2\nbtime 1700000000\n"),
             Some(1.7e9)

@@ -337,7 +337,7 @@ data:
     }
 
     #[test]
-    fn targets_accept_short_and_full_names() {
+    fn every_target_spelling_resolves_to_its_full_api_version() {
         for (to, full) in [
             ("v1", "trustyai.opendatahub.io/v1"),
             ("v1alpha1", "trustyai.opendatahub.io/v1alpha1"),
@@ -349,6 +349,10 @@ data:
         ] {
             assert_eq!(target_api_version(to).ok().as_deref(), Some(full));
         }
+    }
+
+    #[test]
+    fn an_unknown_target_is_refused_with_exit_code_2() {
         for bad in ["v2", "", "apps/v1", "trustyai.opendatahub.io/v2"] {
             let err = convert_text(ALPHA, bad).expect_err("unknown target");
             assert!(matches!(err, ConvertFailure::UnknownTarget(_)), "{err}");
@@ -356,16 +360,26 @@ data:
         }
     }
 
+    /// [`ALPHA`] then [`CONFIG_MAP`], converted to v1.
+    fn alpha_then_config_map_in_v1() -> String {
+        ok(&format!("{ALPHA}---\n{CONFIG_MAP}"), "v1")
+    }
+
     #[test]
-    fn a_v1alpha1_document_becomes_v1_and_others_are_copied_verbatim() {
-        let text = format!("{ALPHA}---\n{CONFIG_MAP}");
-        let out = ok(&text, "v1");
-        let (first, second) = out.split_once("---\n").expect("two documents");
+    fn other_documents_of_the_stream_are_copied_verbatim() {
+        let out = alpha_then_config_map_in_v1();
+        let (_, second) = out.split_once("---\n").expect("two documents");
+        assert_eq!(second, CONFIG_MAP);
+    }
+
+    #[test]
+    fn a_v1alpha1_document_becomes_v1_in_place() {
+        let out = alpha_then_config_map_in_v1();
+        let (first, _) = out.split_once("---\n").expect("two documents");
         assert!(
             first.starts_with("# the service of team A\napiVersion: trustyai.opendatahub.io/v1\nkind: TrustyAIService\nmetadata:\n"),
             "{first}"
         );
-        assert_eq!(second, CONFIG_MAP);
         let docs = parse_documents(&out).expect("output parses");
         assert_eq!(
             docs[0]["spec"],
@@ -382,16 +396,24 @@ data:
         assert_eq!(ok(&text, "v1alpha1"), text);
     }
 
-    #[test]
-    fn v1_to_v1alpha1_keeps_the_v1_only_fields_in_the_annotation_and_back() {
-        let v1 = json!({
+    /// A v1 TrustyAIService with fields v1alpha1 does not have.
+    fn v1_with_v1_only_fields() -> Value {
+        json!({
             "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService",
             "metadata": {"name": "b"},
             "spec": {"storage": {"format": "PVC", "retention": "Delete"},
                      "metrics": {"schedule": "5s"}, "image": "quay.io/trustyai/x:1"}
-        });
-        let text = trustyai_crds::manifests::to_yaml(&v1);
-        let alpha = ok(&text, "v1alpha1");
+        })
+    }
+
+    /// `v1` converted to v1alpha1.
+    fn in_v1alpha1(v1: &Value) -> String {
+        ok(&trustyai_crds::manifests::to_yaml(v1), "v1alpha1")
+    }
+
+    #[test]
+    fn v1_to_v1alpha1_keeps_the_v1_only_fields_in_the_annotation() {
+        let alpha = in_v1alpha1(&v1_with_v1_only_fields());
         let doc = &parse_documents(&alpha).expect("parses")[0];
         assert_eq!(doc["apiVersion"], "trustyai.opendatahub.io/v1alpha1");
         assert!(doc["spec"].get("image").is_none());
@@ -400,6 +422,12 @@ data:
                 .get(trustyai_crds::contract::CONVERSION_PRESERVED_ANNOTATION)
                 .is_some()
         );
+    }
+
+    #[test]
+    fn v1_survives_the_round_trip_through_v1alpha1() {
+        let v1 = v1_with_v1_only_fields();
+        let alpha = in_v1alpha1(&v1);
         let back = ok(&alpha, "v1");
         assert_eq!(parse_documents(&back).expect("parses")[0], v1);
     }
@@ -434,7 +462,7 @@ data:
     }
 
     #[test]
-    fn a_typed_list_and_its_items_are_converted() {
+    fn a_typed_list_is_converted_as_a_whole() {
         let text = r#"{"apiVersion": "trustyai.opendatahub.io/v1alpha1", "kind": "TrustyAIServiceList",
             "items": [{"metadata": {"name": "x"}, "spec": {"storage": {"format": "PVC"}}}]}"#;
         let out: Value = serde_json::from_str(&ok(text, "v1")).expect("JSON");
@@ -444,18 +472,27 @@ data:
     }
 
     #[test]
-    fn other_groups_and_kinds_pass_through() {
+    fn objects_that_are_not_our_trustyaiservices_pass_through() {
         let text = "apiVersion: example.com/v1\nkind: TrustyAIService\nmetadata: {name: other}\n---\napiVersion: trustyai.opendatahub.io/v1alpha1\nkind: Other\n";
         assert_eq!(ok(text, "v1"), text);
     }
 
-    #[test]
-    fn unconvertible_objects_are_named_by_document_and_nothing_is_returned() {
+    /// The failure converting a ConfigMap then two objects that cannot be converted.
+    fn two_unconvertible_objects() -> ConvertFailure {
         let text = format!(
             "{CONFIG_MAP}---\napiVersion: trustyai.opendatahub.io/v2\nkind: TrustyAIService\nmetadata: {{name: future, namespace: ns}}\n---\nkind: TrustyAIService\nmetadata: {{name: bare}}\n"
         );
-        let err = convert_text(&text, "v1").expect_err("two failures");
-        assert_eq!(err.exit_code(), 1);
+        convert_text(&text, "v1").expect_err("two failures")
+    }
+
+    #[test]
+    fn unconvertible_objects_fail_the_whole_conversion_with_exit_code_1() {
+        assert_eq!(two_unconvertible_objects().exit_code(), 1);
+    }
+
+    #[test]
+    fn unconvertible_objects_are_named_by_document() {
+        let err = two_unconvertible_objects();
         let ConvertFailure::Objects(failures) = err else {
             panic!("expected object failures");
         };

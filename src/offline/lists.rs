@@ -89,15 +89,17 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A `TrustyAIService` document with `api_version`, if any.
+    fn doc(api_version: Option<&str>) -> Value {
+        let mut doc = json!({"kind": "TrustyAIService"});
+        if let Some(v) = api_version {
+            doc["apiVersion"] = json!(v);
+        }
+        doc
+    }
+
     #[test]
-    fn a_trustyaiservice_is_ours_by_group_and_needs_an_api_version() {
-        let doc = |api_version: Option<&str>| {
-            let mut doc = json!({"kind": "TrustyAIService"});
-            if let Some(v) = api_version {
-                doc["apiVersion"] = json!(v);
-            }
-            doc
-        };
+    fn only_a_trustyaiservice_of_our_group_is_ours() {
         assert_eq!(
             classify(&doc(Some("trustyai.opendatahub.io/v1"))),
             Document::Ours
@@ -110,7 +112,6 @@ mod tests {
             classify(&doc(Some("trustyai.opendatahub.io/v2"))),
             Document::UnknownVersion("trustyai.opendatahub.io/v2")
         );
-        assert_eq!(classify(&doc(None)), Document::MissingApiVersion);
         assert_eq!(classify(&doc(Some("example.com/v1"))), Document::Other);
         assert_eq!(
             classify(&json!({"kind": "ConfigMap", "apiVersion": "v1"})),
@@ -119,7 +120,12 @@ mod tests {
     }
 
     #[test]
-    fn plain_and_typed_lists_are_lists() {
+    fn a_trustyaiservice_needs_an_api_version() {
+        assert_eq!(classify(&doc(None)), Document::MissingApiVersion);
+    }
+
+    #[test]
+    fn a_document_is_a_list_by_a_kind_ending_in_list() {
         assert_eq!(
             list_items(&json!({"apiVersion": "v1", "kind": "List", "items": [{}]})).map(Vec::len),
             Some(1)
@@ -133,12 +139,16 @@ mod tests {
     }
 
     #[test]
-    fn typed_list_items_take_the_lists_kind_and_version() {
+    fn typed_list_items_take_their_type_from_the_list() {
         let list = json!({"apiVersion": "trustyai.opendatahub.io/v1alpha1", "kind": "TrustyAIServiceList"});
         let mut item = json!({"metadata": {"name": "a"}});
         ItemDefaults::of(&list).fill(&mut item);
         assert_eq!(item["kind"], "TrustyAIService");
         assert_eq!(item["apiVersion"], "trustyai.opendatahub.io/v1alpha1");
+    }
+
+    #[test]
+    fn plain_list_items_are_left_as_they_are() {
         let mut own = json!({"apiVersion": "v1", "kind": "ConfigMap"});
         ItemDefaults::of(&json!({"apiVersion": "v1", "kind": "List"})).fill(&mut own);
         assert_eq!(own, json!({"apiVersion": "v1", "kind": "ConfigMap"}));

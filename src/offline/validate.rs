@@ -705,13 +705,23 @@ mod tests {
 
     const VALID: &str = "apiVersion: trustyai.opendatahub.io/v1\nkind: TrustyAIService\nmetadata: {name: tas, namespace: ns}\nspec: {storage: {format: PVC}, metrics: {schedule: 5s}}\n";
 
+    /// The report on [`VALID`].
+    fn valid_report() -> Report {
+        validate_text(VALID, None, &options()).expect("readable")
+    }
+
     #[test]
-    fn a_valid_object_is_defaulted_and_passes() {
-        let report = validate_text(VALID, None, &options()).expect("readable");
-        assert!(report.is_valid(), "{}", lines(&report));
-        assert_eq!(report.exit_code(), EXIT_VALID);
+    fn a_valid_object_is_defaulted() {
+        let report = valid_report();
         let defaulted = report.defaulted_objects();
         assert_eq!(defaulted[0]["spec"]["storage"]["size"], "1Gi");
+    }
+
+    #[test]
+    fn a_valid_object_passes() {
+        let report = valid_report();
+        assert!(report.is_valid(), "{}", lines(&report));
+        assert_eq!(report.exit_code(), EXIT_VALID);
         assert_eq!(
             report.diagnostics(),
             [
@@ -721,44 +731,68 @@ mod tests {
         );
     }
 
-    #[test]
-    fn every_violation_gets_a_line_naming_document_and_field() {
+    /// The report on [`VALID`] then an object with three violations.
+    fn one_valid_one_invalid_report() -> Report {
         let text = format!(
             "{VALID}---\napiVersion: trustyai.opendatahub.io/v1\nkind: TrustyAIService\nmetadata: {{name: bad}}\nspec: {{image: docker.io/x/y:1, storage: {{format: PVC}}, data: {{format: JSON}}, metrics: {{schedule: 500ms}}}}\n"
         );
-        let report = validate_text(&text, None, &options()).expect("readable");
+        validate_text(&text, None, &options()).expect("readable")
+    }
+
+    #[test]
+    fn an_invalid_object_makes_the_exit_code_invalid() {
+        let report = one_valid_one_invalid_report();
         assert_eq!(report.exit_code(), EXIT_INVALID);
-        let shown = lines(&report);
+    }
+
+    #[test]
+    fn every_violation_gets_a_line_saying_where_it_is() {
+        let shown = lines(&one_valid_one_invalid_report());
         for field in ["spec.image", "spec.data.format", "spec.metrics.schedule"] {
             assert!(
                 shown.contains(&format!("document 2 (bad): {field}: ")),
                 "{field}: {shown}"
             );
         }
+    }
+
+    #[test]
+    fn the_summary_counts_the_checked_objects_by_verdict() {
+        let shown = lines(&one_valid_one_invalid_report());
         assert!(
             shown.contains("2 TrustyAIServices checked: 1 valid, 1 invalid"),
             "{shown}"
         );
     }
 
-    #[test]
-    fn other_kinds_are_skipped_and_lists_expanded() {
+    /// The report on a List of a ConfigMap and a valid TrustyAIService.
+    fn config_map_and_service_list_report() -> Report {
         let text = r#"{"apiVersion": "v1", "kind": "List", "items": [
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "ns"}},
             {"apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService", "metadata": {"name": "tas"},
              "spec": {"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}}}]}"#;
-        let report = validate_text(text, None, &options()).expect("readable");
+        validate_text(text, None, &options()).expect("readable")
+    }
+
+    #[test]
+    fn other_kinds_are_skipped() {
+        let report = config_map_and_service_list_report();
         assert!(report.is_valid());
         let shown = lines(&report);
         assert!(
             shown.contains("document 1 item 1 (v1 ConfigMap ns/cm): skipped"),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn list_items_are_checked_one_by_one() {
+        let shown = lines(&config_map_and_service_list_report());
         assert!(shown.contains("document 1 item 2 (tas): valid"), "{shown}");
     }
 
     #[test]
-    fn typed_list_items_inherit_kind_and_version() {
+    fn items_of_a_typed_list_are_checked_as_its_kind() {
         let text = "apiVersion: trustyai.opendatahub.io/v1alpha1\nkind: TrustyAIServiceList\nitems:\n- metadata: {name: a}\n  spec: {storage: {format: PVC}, metrics: {schedule: 5s}}\n";
         let report = validate_text(text, None, &options()).expect("readable");
         assert!(matches!(
@@ -778,13 +812,23 @@ mod tests {
         );
     }
 
-    #[test]
-    fn our_kind_without_api_version_is_invalid_and_another_groups_is_skipped() {
+    /// The report on our kind without apiVersion then another group's TrustyAIService.
+    fn bare_then_another_groups_report() -> Report {
         let text = "kind: TrustyAIService\nmetadata: {name: bare}\nspec: {storage: {format: PVC}, metrics: {schedule: 5s}}\n---\napiVersion: example.com/v1\nkind: TrustyAIService\nmetadata: {name: theirs}\n";
-        let report = validate_text(text, None, &options()).expect("readable");
+        validate_text(text, None, &options()).expect("readable")
+    }
+
+    #[test]
+    fn our_kind_without_api_version_is_invalid() {
+        let report = bare_then_another_groups_report();
         assert_eq!(report.exit_code(), EXIT_INVALID);
         let shown = lines(&report);
         assert!(shown.contains("apiVersion: Required value"), "{shown}");
+    }
+
+    #[test]
+    fn another_groups_trustyaiservice_is_skipped() {
+        let shown = lines(&bare_then_another_groups_report());
         assert!(
             shown.contains("document 2 (example.com/v1 TrustyAIService theirs): skipped"),
             "{shown}"
@@ -792,7 +836,7 @@ mod tests {
     }
 
     #[test]
-    fn old_objects_match_by_namespace_and_name() {
+    fn an_update_is_checked_against_the_stored_object_it_names() {
         let old = VALID.replace("format: PVC}", "format: PVC, size: 2Gi}");
         let new = VALID.replace("format: PVC}", "format: PVC, size: 1Gi}");
         let report = validate_text(&new, Some(&old), &options()).expect("readable");
@@ -813,13 +857,18 @@ mod tests {
     }
 
     #[test]
-    fn ambiguous_and_duplicate_old_objects() {
+    fn a_name_stored_in_two_namespaces_needs_a_namespace() {
         let a = VALID.to_owned();
         let b = VALID.replace("namespace: ns", "namespace: other");
         let bare = VALID.replace(", namespace: ns", "");
         let report =
             validate_text(&bare, Some(&format!("{a}---\n{b}")), &options()).expect("readable");
         assert!(lines(&report).contains("metadata.namespace: Required value"));
+    }
+
+    #[test]
+    fn a_stored_object_given_twice_is_an_input_error() {
+        let a = VALID.to_owned();
         let err = validate_text(VALID, Some(&format!("{a}---\n{a}")), &options())
             .expect_err("a duplicate stored object");
         assert!(err.to_string().contains("appears twice"), "{err}");
@@ -827,17 +876,27 @@ mod tests {
 
     const METRIC: &str = "apiVersion: trustyai.opendatahub.io/v1alpha1\nkind: TrustyAIMetric\nmetadata: {name: m, namespace: ns}\nspec: {model: demo-model, type: spd, protectedAttribute: gender, privilegedValue: 1, unprivilegedValue: 0, outcomeName: income, favorableOutcome: 1}\n";
 
+    /// The report on [`METRIC`].
+    fn valid_metric_report() -> Report {
+        validate_text(METRIC, None, &options()).expect("report")
+    }
+
     #[test]
-    fn a_valid_metric_passes_and_is_counted_apart() {
-        let report = validate_text(METRIC, None, &options()).expect("report");
+    fn a_valid_metric_passes() {
+        let report = valid_metric_report();
         assert!(report.is_valid(), "{}", lines(&report));
         let text = lines(&report);
         assert!(text.contains("document 1 (ns/m): valid"), "{text}");
+        assert_eq!(report.defaulted_objects().len(), 1);
+    }
+
+    #[test]
+    fn metrics_get_their_own_count_in_the_summary() {
+        let text = lines(&valid_metric_report());
         assert!(
             text.contains("; 1 TrustyAIMetric checked: 1 valid, 0 invalid"),
             "{text}"
         );
-        assert_eq!(report.defaulted_objects().len(), 1);
     }
 
     #[test]
