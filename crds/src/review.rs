@@ -94,13 +94,17 @@ mod tests {
     }
 
     #[test]
-    fn a_v1alpha1_object_is_judged_in_v1_and_defaulted_only_when_the_step_defaults() {
+    fn a_v1alpha1_object_is_defaulted_in_v1_when_the_step_defaults() {
         let object = alpha(minimal_spec());
         let defaulted = reviewed_at_create(&object);
         assert_eq!(defaulted.object["apiVersion"], "trustyai.opendatahub.io/v1");
         assert_eq!(defaulted.object["spec"]["replicas"], 1);
         assert!(defaulted.verdict.is_allowed(), "{:?}", defaulted.verdict);
+    }
 
+    #[test]
+    fn a_v1alpha1_object_judged_as_is_is_converted_to_v1_without_defaults() {
+        let object = alpha(minimal_spec());
         let as_is = review(&object, None, AdmissionStep::JudgeAsIs, &context()).expect("converts");
         assert_eq!(as_is.object["apiVersion"], "trustyai.opendatahub.io/v1");
         assert!(as_is.object["spec"].get("replicas").is_none());

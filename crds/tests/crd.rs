@@ -44,7 +44,7 @@ fn committed_crd_equals_generated() {
 }
 
 #[test]
-fn names_versions_and_columns() {
+fn the_crd_names_namespaced_trustyaiservices() {
     let crd = crd_value();
     let names = &crd["spec"]["names"];
     assert_eq!(
@@ -58,13 +58,23 @@ fn names_versions_and_columns() {
     assert_eq!(names["singular"], "trustyaiservice");
     assert_eq!(names["shortNames"], serde_json::json!(["tas"]));
     assert_eq!(names["categories"], serde_json::json!(["trustyai"]));
+}
 
+#[test]
+fn v1_is_the_current_storage_version() {
+    let crd = crd_value();
     let v1 = version(&crd, "v1");
-    let v1alpha1 = version(&crd, "v1alpha1");
     assert_eq!(
         (v1["served"].as_bool(), v1["storage"].as_bool()),
         (Some(true), Some(true))
     );
+    assert!(v1.get("deprecated").is_none_or(|d| d == false));
+}
+
+#[test]
+fn v1alpha1_is_served_but_deprecated_in_favour_of_v1() {
+    let crd = crd_value();
+    let v1alpha1 = version(&crd, "v1alpha1");
     assert_eq!(
         (v1alpha1["served"].as_bool(), v1alpha1["storage"].as_bool()),
         (Some(true), Some(false))
@@ -75,37 +85,74 @@ fn names_versions_and_columns() {
         warning.contains("trustyai.opendatahub.io/v1 "),
         "warning must name v1: {warning}"
     );
-    assert!(v1.get("deprecated").is_none_or(|d| d == false));
+}
 
-    for v in [v1, v1alpha1] {
+/// The served versions, storage version first.
+const VERSIONS: [&str; 2] = ["v1", "v1alpha1"];
+
+#[test]
+fn every_version_has_the_status_subresource() {
+    let crd = crd_value();
+    for name in VERSIONS {
+        let v = version(&crd, name);
         assert!(
             v["subresources"]["status"].is_object(),
             "{} has the status subresource",
             v["name"]
         );
-        let columns: Vec<&str> = v["additionalPrinterColumns"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|c| c["name"].as_str())
-            .collect();
-        let mut expected = vec![
-            "Ready", "Reason", "Storage", "Replicas", "Age", "Phase", "Database",
-        ];
-        if v["name"] == "v1" {
-            expected.extend(["Image", "Observed"]);
-        }
-        assert_eq!(columns, expected, "{}", v["name"]);
-        let wide: Vec<&str> = v["additionalPrinterColumns"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|c| c["priority"] == 1)
-            .filter_map(|c| c["name"].as_str())
-            .collect();
-        assert_eq!(wide, expected[5..], "-o wide only: {}", v["name"]);
     }
+}
 
+/// The names of `v`'s printer columns that `keep` keeps, in order.
+fn printer_columns(v: &Value, keep: impl Fn(&Value) -> bool) -> Vec<&str> {
+    v["additionalPrinterColumns"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| keep(c))
+        .filter_map(|c| c["name"].as_str())
+        .collect()
+}
+
+/// The printer columns each version should have, `v1` with two of its own.
+fn expected_columns(v: &Value) -> Vec<&'static str> {
+    let mut expected = vec![
+        "Ready", "Reason", "Storage", "Replicas", "Age", "Phase", "Database",
+    ];
+    if v["name"] == "v1" {
+        expected.extend(["Image", "Observed"]);
+    }
+    expected
+}
+
+#[test]
+fn every_version_has_its_printer_columns() {
+    let crd = crd_value();
+    for name in VERSIONS {
+        let v = version(&crd, name);
+        let columns = printer_columns(v, |_| true);
+        assert_eq!(columns, expected_columns(v), "{}", v["name"]);
+    }
+}
+
+#[test]
+fn the_columns_after_age_show_only_with_wide_output() {
+    let crd = crd_value();
+    for name in VERSIONS {
+        let v = version(&crd, name);
+        let wide = printer_columns(v, |c| c["priority"] == 1);
+        assert_eq!(
+            wide,
+            expected_columns(v)[5..],
+            "-o wide only: {}",
+            v["name"]
+        );
+    }
+}
+
+#[test]
+fn conversion_goes_through_the_webhook() {
+    let crd = crd_value();
     let conversion = &crd["spec"]["conversion"];
     assert_eq!(conversion["strategy"], "Webhook");
     assert_eq!(
@@ -114,10 +161,42 @@ fn names_versions_and_columns() {
     );
 }
 
-/// Every property is typed and described (structural schema; `kubectl explain` text).
+/// Calls `visit` with every schema node of both versions and its path.
+fn each_schema_node(mut visit: impl FnMut(&Value, &str)) {
+    fn walk(node: &Value, path: &str, visit: &mut dyn FnMut(&Value, &str)) {
+        visit(node, path);
+        if let Some(props) = node.get("properties").and_then(Value::as_object) {
+            for (key, child) in props {
+                walk(child, &format!("{path}.{key}"), visit);
+            }
+        }
+        if let Some(items) = node.get("items") {
+            walk(items, &format!("{path}[]"), visit);
+        }
+    }
+    let crd = crd_value();
+    for name in VERSIONS {
+        walk(
+            &version(&crd, name)["schema"]["openAPIV3Schema"],
+            name,
+            &mut visit,
+        );
+    }
+}
+
+fn assert_no_schema_problems(problems: &[String]) {
+    assert!(
+        problems.is_empty(),
+        "schema problems:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// Every schema node is typed and none is nullable (a structural schema).
 #[test]
-fn schema_is_structural_and_described() {
-    fn walk(node: &Value, path: &str, problems: &mut Vec<String>) {
+fn schema_is_structural() {
+    let mut problems = Vec::new();
+    each_schema_node(|node, path| {
         if node.get("type").is_none() && node.get("x-kubernetes-preserve-unknown-fields").is_none()
         {
             problems.push(format!("{path}: no type"));
@@ -125,37 +204,31 @@ fn schema_is_structural_and_described() {
         if node.get("nullable").is_some() {
             problems.push(format!("{path}: nullable"));
         }
-        if let Some(props) = node.get("properties").and_then(Value::as_object) {
-            for (key, child) in props {
-                let child_path = format!("{path}.{key}");
-                if child
-                    .get("description")
-                    .and_then(Value::as_str)
-                    .is_none_or(str::is_empty)
-                {
-                    problems.push(format!("{child_path}: no description"));
-                }
-                walk(child, &child_path, problems);
+    });
+    assert_no_schema_problems(&problems);
+}
+
+/// Every property is described (the `kubectl explain` text).
+#[test]
+fn every_property_is_described() {
+    let mut problems = Vec::new();
+    each_schema_node(|node, path| {
+        for (key, child) in node
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            if child
+                .get("description")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
+                problems.push(format!("{path}.{key}: no description"));
             }
         }
-        if let Some(items) = node.get("items") {
-            walk(items, &format!("{path}[]"), problems);
-        }
-    }
-    let crd = crd_value();
-    let mut problems = Vec::new();
-    for name in ["v1", "v1alpha1"] {
-        walk(
-            &version(&crd, name)["schema"]["openAPIV3Schema"],
-            name,
-            &mut problems,
-        );
-    }
-    assert!(
-        problems.is_empty(),
-        "schema problems:\n{}",
-        problems.join("\n")
-    );
+    });
+    assert_no_schema_problems(&problems);
 }
 
 #[test]
@@ -186,15 +259,17 @@ fn v1_only_fields_are_only_in_v1() {
     );
 }
 
-/// The fixture at `path`, typed as `version_name`'s struct, after checking that the CRD's
-/// schema of that version accepts it and that the struct writes it back unchanged.
+const GO_V1_SAMPLE: &str = "tests/fixtures/go-operator/v1-sample.yaml";
+const GO_V1ALPHA1_EXAMPLE: &str = "tests/fixtures/go-operator/v1alpha1-example.yaml";
+
+/// The fixture at `path`, typed as `version_name`'s struct, after checking that the struct
+/// writes it back unchanged.
 #[track_caller]
-fn fits_and_round_trips<T>(path: &str, version_name: &str) -> T
+fn round_tripped<T>(path: &str, version_name: &str) -> T
 where
     T: serde::Serialize + serde::de::DeserializeOwned,
 {
     let manifest = fixture(path);
-    assert_schema_accepts(&manifest, version_name);
     let typed: T = serde_json::from_value(manifest.clone())
         .unwrap_or_else(|e| panic!("typed {version_name}: {e}"));
     assert_eq!(serde_json::to_value(&typed).expect("serializes"), manifest);
@@ -214,20 +289,27 @@ fn assert_schema_accepts(manifest: &Value, version_name: &str) {
 }
 
 #[test]
-fn go_v1_sample_fits_v1_and_round_trips() {
-    let typed: trustyai_crds::v1::TrustyAIService =
-        fits_and_round_trips("tests/fixtures/go-operator/v1-sample.yaml", "v1");
+fn go_v1_sample_fits_the_v1_schema() {
+    assert_schema_accepts(&fixture(GO_V1_SAMPLE), "v1");
+}
+
+#[test]
+fn go_v1_sample_round_trips_through_the_v1_struct() {
+    let typed: trustyai_crds::v1::TrustyAIService = round_tripped(GO_V1_SAMPLE, "v1");
     assert_eq!(typed.spec.storage.format, "PVC");
     assert_eq!(typed.spec.metrics.batch_size, Some(5000));
     assert_eq!(typed.spec.replicas, Some(1));
 }
 
 #[test]
-fn go_v1alpha1_example_fits_v1alpha1_and_round_trips() {
-    let typed: trustyai_crds::v1alpha1::TrustyAIService = fits_and_round_trips(
-        "tests/fixtures/go-operator/v1alpha1-example.yaml",
-        "v1alpha1",
-    );
+fn go_v1alpha1_example_fits_the_v1alpha1_schema() {
+    assert_schema_accepts(&fixture(GO_V1ALPHA1_EXAMPLE), "v1alpha1");
+}
+
+#[test]
+fn go_v1alpha1_example_round_trips_through_the_v1alpha1_struct() {
+    let typed: trustyai_crds::v1alpha1::TrustyAIService =
+        round_tripped(GO_V1ALPHA1_EXAMPLE, "v1alpha1");
     assert_eq!(typed.spec.metrics.schedule, "5s");
 }
 

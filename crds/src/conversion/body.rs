@@ -299,9 +299,15 @@ mod tests {
     use super::*;
     use crate::conversion::tests::map;
 
+    fn assert_canonical(cases: &[(&str, &str)]) {
+        for (input, expected) in cases {
+            assert_eq!(canonical_status(input), *expected, "{input:?}");
+        }
+    }
+
     #[test]
-    fn canonical_status_is_case_insensitive_and_total() {
-        for (input, expected) in [
+    fn canonical_status_ignores_case() {
+        assert_canonical(&[
             ("True", "True"),
             ("true", "True"),
             ("TRUE", "True"),
@@ -310,39 +316,63 @@ mod tests {
             ("false", "False"),
             ("Unknown", "Unknown"),
             ("unknown", "Unknown"),
+        ]);
+    }
+
+    #[test]
+    fn canonical_status_is_unknown_for_any_other_string() {
+        assert_canonical(&[
             ("", "Unknown"),
             (" True", "Unknown"),
             ("yes", "Unknown"),
             ("garbage", "Unknown"),
-        ] {
-            assert_eq!(canonical_status(input), expected, "{input:?}");
-        }
+        ]);
     }
 
     #[test]
-    fn map_status_carries_non_strings_and_copies_down() {
+    fn map_status_canonicalizes_strings_for_v1() {
         assert_eq!(map_status(&json!("true"), Version::V1), json!("True"));
+    }
+
+    #[test]
+    fn map_status_copies_strings_down_to_v1alpha1() {
         assert_eq!(map_status(&json!("true"), Version::V1alpha1), json!("true"));
+    }
+
+    #[test]
+    fn map_status_carries_non_strings_as_they_are() {
         assert_eq!(map_status(&json!(1), Version::V1), json!(1));
         assert_eq!(map_status(&json!(null), Version::V1), json!(null));
     }
 
-    #[test]
-    fn take_and_restore_nested_fields() {
+    /// A spec with both of v1's own spec fields, one of them nested, and the fields taken out
+    /// of it.
+    fn spec_with_v1_only_fields_taken() -> (Map<String, Value>, Map<String, Value>) {
         let mut spec = map(json!({
             "storage": {"format": "PVC", "retention": "Delete"},
             "image": "quay.io/x:1",
             "replicas": 2
         }));
         let taken = take_fields(&mut spec, V1_ONLY.spec);
+        (spec, taken)
+    }
+
+    #[test]
+    fn take_moves_nested_fields_out_keeping_their_nesting() {
+        let (spec, taken) = spec_with_v1_only_fields_taken();
         assert_eq!(
-            Value::Object(taken.clone()),
+            Value::Object(taken),
             json!({"image": "quay.io/x:1", "storage": {"retention": "Delete"}})
         );
         assert_eq!(
-            Value::Object(spec.clone()),
+            Value::Object(spec),
             json!({"storage": {"format": "PVC"}, "replicas": 2})
         );
+    }
+
+    #[test]
+    fn restore_puts_taken_nested_fields_back() {
+        let (mut spec, taken) = spec_with_v1_only_fields_taken();
         restore_fields(&mut spec, V1_ONLY.spec, &taken);
         assert_eq!(
             Value::Object(spec),
@@ -362,8 +392,10 @@ mod tests {
         assert_eq!(Value::Object(spec), json!({"storage": "PVC"}));
     }
 
+    /// A value written through the other version wins; a parent removed through it stays
+    /// removed.
     #[test]
-    fn restore_needs_the_parent_and_never_overwrites() {
+    fn restore_never_undoes_an_edit_made_through_the_other_version() {
         let kept = map(json!({"image": "a", "storage": {"retention": "Delete"}}));
         let mut spec = map(json!({"image": "b"}));
         restore_fields(&mut spec, V1_ONLY.spec, &kept);
@@ -371,7 +403,7 @@ mod tests {
     }
 
     #[test]
-    fn conditions_are_matched_by_type_and_rank() {
+    fn conditions_are_matched_by_rank_within_their_type() {
         let entry = |t: &str, nth: u64, generation: i64| Entry {
             seen: map(json!({"type": t, "status": "True"})),
             nth,
@@ -432,7 +464,7 @@ mod tests {
     }
 
     #[test]
-    fn down_keeps_non_canonical_v1_statuses_and_observed_generation() {
+    fn down_keeps_what_v1alpha1_cannot_give_back() {
         let mut list = vec![
             json!({"type": "Ready", "status": "True", "observedGeneration": 2, "reason": ""}),
             json!({"type": "Degraded", "status": "maybe"}),

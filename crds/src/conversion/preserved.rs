@@ -429,9 +429,13 @@ mod tests {
     }
 
     #[test]
-    fn parse_refuses_the_other_version_and_malformed_values() {
+    fn parse_refuses_data_for_the_other_version() {
         let text = Value::String(sample().render());
         assert_eq!(Preserved::parse(&text, Version::V1alpha1), None);
+    }
+
+    #[test]
+    fn parse_refuses_malformed_values() {
         for bad in [
             json!(7),
             json!("not json"),
@@ -456,7 +460,7 @@ mod tests {
     }
 
     #[test]
-    fn carried_json_is_embedded_and_other_values_are_quoted() {
+    fn carried_annotations_of_every_kind_read_back_unchanged() {
         for annotation in [
             Some(json!(r#"{"restores":"v1alpha1"}"#)),
             Some(json!(r#"{ "spaced": 1 }"#)),
@@ -474,6 +478,10 @@ mod tests {
             let back = Preserved::parse(&Value::String(text.clone()), Version::V1);
             assert_eq!(back, Some(p), "{text}");
         }
+    }
+
+    #[test]
+    fn a_carried_annotation_in_compact_json_is_embedded_as_json() {
         let mut p = Preserved::new(Version::V1);
         p.carried = Some(Carried {
             annotation: Some(json!(r#"{"restores":"v1alpha1"}"#)),
@@ -536,9 +544,13 @@ mod tests {
     }
 
     #[test]
-    fn drop_largest_keeps_order_and_prefers_later_items_on_ties() {
+    fn drop_largest_removes_the_largest_items_keeping_the_order_of_the_rest() {
         let kept = drop_largest(vec![3, 5, 1, 5, 2], |n| *n, 6);
         assert_eq!(kept, vec![3, 1, 2]);
+    }
+
+    #[test]
+    fn drop_largest_removes_only_as_much_as_the_excess_needs() {
         let kept = drop_largest(vec![4, 4, 4], |n| *n, 1);
         assert_eq!(kept, vec![4, 4]);
         let kept = drop_largest(vec![4, 4, 4], |n| *n, 0);

@@ -142,13 +142,17 @@ fn errors_name_what_is_wrong() {
 }
 
 #[test]
-fn describe_and_json_type() {
+fn describe_names_an_object_as_fully_as_it_can() {
     assert_eq!(
         describe(&json!({"metadata": {"name": "a", "namespace": "ns"}})),
         "ns/a"
     );
     assert_eq!(describe(&json!({"metadata": {"name": "a"}})), "a");
     assert_eq!(describe(&json!("x")), "without a name");
+}
+
+#[test]
+fn json_type_names_the_kind_of_json_value() {
     assert_eq!(json_type(&json!(null)), "null");
     assert_eq!(json_type(&json!(true)), "boolean");
     assert_eq!(json_type(&json!(1.5)), "number");
@@ -182,8 +186,8 @@ fn ready_set_false_after_a_v1alpha1_true() -> (Value, Value) {
 }
 
 #[test]
-fn a_stale_v1_side_annotation_is_carried_and_given_back() {
-    let (v1, alpha) = ready_set_false_after_a_v1alpha1_true();
+fn a_stale_v1_side_annotation_is_carried_down() {
+    let (_, alpha) = ready_set_false_after_a_v1alpha1_true();
     assert_eq!(alpha["status"]["conditions"][0]["status"], "False");
     let kept = alpha["metadata"]["annotations"][KEY]
         .as_str()
@@ -192,6 +196,11 @@ fn a_stale_v1_side_annotation_is_carried_and_given_back() {
         kept.contains(r#""carried":{"json":{"restores":"v1alpha1""#),
         "{kept}"
     );
+}
+
+#[test]
+fn a_carried_stale_v1_side_annotation_is_given_back() {
+    let (v1, alpha) = ready_set_false_after_a_v1alpha1_true();
     assert_eq!(up(&alpha), v1);
 }
 
@@ -247,12 +256,27 @@ fn v1_only_spec_pointers_are_the_fields_v1alpha1_lacks() {
     assert!(!is_v1_only_spec_pointer("/spec/imagePullPolicy"));
 }
 
+/// A minimal object in the storage version.
+fn minimal_v1() -> Value {
+    json!({"apiVersion": V1, "kind": "TrustyAIService", "spec": {"storage": {"format": "PVC"}}})
+}
+
 #[test]
-fn the_storage_version_borrows_v1_and_converts_the_rest() {
-    let v1 = json!({"apiVersion": V1, "kind": "TrustyAIService", "spec": {"storage": {"format": "PVC"}}});
-    assert!(matches!(in_storage_version(&v1), Ok(Cow::Borrowed(_))));
-    let old = down(&v1);
+fn a_v1_object_is_borrowed_as_the_storage_version() {
+    assert!(matches!(
+        in_storage_version(&minimal_v1()),
+        Ok(Cow::Borrowed(_))
+    ));
+}
+
+#[test]
+fn a_v1alpha1_object_is_converted_to_the_storage_version() {
+    let old = down(&minimal_v1());
     assert_eq!(in_storage_version(&old).map(Cow::into_owned), Ok(up(&old)));
+}
+
+#[test]
+fn an_object_without_an_api_version_has_no_storage_version() {
     assert_eq!(
         in_storage_version(&json!({"kind": "TrustyAIService"})),
         Err(ConversionError::MissingApiVersion)

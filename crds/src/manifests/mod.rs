@@ -107,12 +107,18 @@ mod tests {
         );
     }
 
+    /// A JSON object after leading whitespace.
+    const JSON_TEXT: &str = " {\"kind\": \"X\"}";
+
     #[test]
-    fn json_is_detected_and_parsed() {
-        let text = " {\"kind\": \"X\"}";
-        assert_eq!(TextFormat::detect(text), TextFormat::Json);
+    fn text_starting_with_a_brace_is_detected_as_json() {
+        assert_eq!(TextFormat::detect(JSON_TEXT), TextFormat::Json);
+    }
+
+    #[test]
+    fn json_text_parses_to_its_document() {
         assert_eq!(
-            parse_documents(text).expect("parses"),
+            parse_documents(JSON_TEXT).expect("parses"),
             vec![serde_json::json!({"kind": "X"})]
         );
     }

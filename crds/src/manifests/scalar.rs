@@ -167,7 +167,7 @@ mod tests {
     }
 
     #[test]
-    fn yaml_1_1_booleans_and_nulls_are_quoted_in_every_case() {
+    fn words_read_as_a_boolean_or_null_are_quoted_in_every_case() {
         for s in [
             "y", "Y", "yes", "Yes", "YES", "yEs", "n", "N", "no", "No", "NO", "on", "On", "ON",
             "off", "Off", "OFF", "true", "True", "TRUE", "tRUE", "false", "False", "FALSE", "null",
@@ -188,7 +188,7 @@ mod tests {
     }
 
     #[test]
-    fn floats_exponents_and_non_finite_spellings_are_quoted() {
+    fn every_float_spelling_is_quoted() {
         for s in [
             "1.5",
             ".5",
@@ -223,7 +223,7 @@ mod tests {
     }
 
     #[test]
-    fn dates_and_timestamps_are_quoted() {
+    fn date_like_scalars_are_quoted() {
         for s in [
             "2025-01-01",
             "2025-1-1",
@@ -235,13 +235,13 @@ mod tests {
     }
 
     #[test]
-    fn merge_and_value_keys_are_quoted() {
+    fn yaml_1_1_special_key_symbols_are_quoted() {
         assert!(quoted("<<"));
         assert!(quoted("="));
     }
 
     #[test]
-    fn leading_and_trailing_spaces_are_quoted() {
+    fn whitespace_at_either_end_is_quoted() {
         for s in [" a", "a ", " ", "\ta"] {
             assert!(quoted(s), "{s:?}");
         }
@@ -259,14 +259,14 @@ mod tests {
     }
 
     #[test]
-    fn mapping_and_comment_indicators_inside_are_quoted() {
+    fn a_string_that_could_read_as_a_collection_or_comment_is_quoted() {
         for s in ["a: b", "a #b", "a#b", "a:", "{x}", "[0]"] {
             assert!(quoted(s), "{s:?}");
         }
     }
 
     #[test]
-    fn line_breaks_tabs_and_controls_are_escaped() {
+    fn control_characters_are_escaped() {
         assert_eq!(string("a\nb"), "\"a\\nb\"");
         assert_eq!(string("a\tb"), "\"a\\tb\"");
         assert_eq!(string("a\rb"), "\"a\\rb\"");
@@ -275,7 +275,7 @@ mod tests {
     }
 
     #[test]
-    fn yaml_1_1_line_breaks_and_the_byte_order_mark_are_escaped() {
+    fn unicode_yaml_readers_cannot_take_raw_is_escaped() {
         assert_eq!(string("a\u{85}b"), "\"a\\x85b\"");
         assert_eq!(string("a \u{2028}b"), "\"a \\u2028b\"");
         assert_eq!(string("\u{2029}"), "\"\\u2029\"");
@@ -291,13 +291,13 @@ mod tests {
     }
 
     #[test]
-    fn quotes_and_backslashes_are_escaped_when_double_quoted() {
+    fn characters_special_in_double_quotes_are_escaped() {
         assert_eq!(string("\"\u{e9}\"\n"), "\"\\\"\u{e9}\\\"\\n\"");
         assert_eq!(string("'x' \\\t"), "\"'x' \\\\\\t\"");
     }
 
     #[test]
-    fn other_unicode_is_quoted_and_written_as_it_is() {
+    fn other_unicode_is_double_quoted_verbatim() {
         for s in ["日本語", "😀", "e\u{301}", "caf\u{e9}", "a\u{a0}b"] {
             assert_eq!(string(s), format!("\"{s}\""), "{s:?}");
         }

@@ -84,7 +84,7 @@ mod tests {
     }
 
     #[test]
-    fn current_and_unknown_names_and_odd_shapes_are_left_alone() {
+    fn anything_but_an_alias_is_left_alone() {
         for odd in [
             metric(json!("spd")),
             metric(json!("nonsense")),

@@ -174,17 +174,31 @@ mod tests {
         assert_eq!(bounds(&drift), None);
     }
 
-    #[test]
-    fn the_reference_spd_is_out_of_the_default_bounds_and_within_a_wider_one() {
-        let value = -0.300_000_000_000_000_04;
-        let default = bounds(&spec(json!({"model": "m", "type": "spd"}))).unwrap_or_default();
-        assert!(!within(&default, value));
-        let wide = bounds(&spec(
+    /// The reference SPD: -0.3 as floating-point arithmetic leaves it.
+    const REFERENCE_SPD: f64 = -0.300_000_000_000_000_04;
+
+    /// The bounds of an SPD metric with a threshold delta of 0.4, wider than the default.
+    fn wide_spd_bounds() -> Bounds {
+        bounds(&spec(
             json!({"model": "m", "type": "spd", "thresholdDelta": 0.4}),
         ))
-        .unwrap_or_default();
-        assert!(within(&wide, value));
-        assert!(!within(&wide, f64::NAN));
+        .unwrap_or_default()
+    }
+
+    #[test]
+    fn the_reference_spd_is_out_of_the_default_bounds() {
+        let default = bounds(&spec(json!({"model": "m", "type": "spd"}))).unwrap_or_default();
+        assert!(!within(&default, REFERENCE_SPD));
+    }
+
+    #[test]
+    fn the_reference_spd_is_within_a_wider_threshold() {
+        assert!(within(&wide_spd_bounds(), REFERENCE_SPD));
+    }
+
+    #[test]
+    fn nan_is_never_within_bounds() {
+        assert!(!within(&wide_spd_bounds(), f64::NAN));
     }
 
     #[test]

@@ -208,7 +208,7 @@ fn defaulted_objects_validate() {
 }
 
 #[test]
-fn samples_and_go_operator_manifests_validate_after_defaulting() {
+fn every_sample_manifest_validates_after_defaulting() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     for file in [
         "samples/v1-pvc.yaml",

@@ -1,7 +1,7 @@
 //! Properties over generated specs: defaulting is minimal, idempotent and consistent, validation
 //! never panics, and an unchanged spec is always allowed.
 
-use json_patch::PatchOperation;
+use json_patch::{Patch, PatchOperation};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use trustyai_crds::defaults::{Operation, defaulted, defaults_patch};
@@ -70,11 +70,24 @@ fn spec_like() -> impl Strategy<Value = Value> {
     })
 }
 
+/// An object of `spec` and its defaults patch on create.
+fn created(spec: Value) -> (Value, Patch) {
+    let input = object("tas", spec);
+    let patch = defaults_patch(&input, Operation::Create);
+    (input, patch)
+}
+
+/// `input` with `patch` applied; a patch that does not apply fails the case.
+fn patched(input: &Value, patch: &Patch) -> Result<Value, TestCaseError> {
+    let mut patched = input.clone();
+    prop_assert!(json_patch::patch(&mut patched, patch).is_ok());
+    Ok(patched)
+}
+
 proptest! {
     #[test]
-    fn defaulting_is_minimal_idempotent_and_consistent(spec in spec_like()) {
-        let input = object("tas", spec);
-        let patch = defaults_patch(&input, Operation::Create);
+    fn defaulting_only_adds_what_is_missing(spec in spec_like()) {
+        let (input, patch) = created(spec);
         for op in &patch.0 {
             let PatchOperation::Add(add) = op else {
                 panic!("only add operations, got {op:?}");
@@ -83,9 +96,19 @@ proptest! {
             let target = input.pointer(add.path.as_str());
             prop_assert!(target.is_none_or(Value::is_null), "overwrites {}", add.path);
         }
-        let mut patched = input.clone();
-        prop_assert!(json_patch::patch(&mut patched, &patch).is_ok());
+    }
+
+    #[test]
+    fn the_defaults_patch_gives_the_defaulted_object(spec in spec_like()) {
+        let (input, patch) = created(spec);
+        let patched = patched(&input, &patch)?;
         prop_assert_eq!(&patched, &defaulted(&input, Operation::Create));
+    }
+
+    #[test]
+    fn defaulting_is_idempotent(spec in spec_like()) {
+        let (input, patch) = created(spec);
+        let patched = patched(&input, &patch)?;
         prop_assert!(defaults_patch(&patched, Operation::Update).0.is_empty());
     }
 

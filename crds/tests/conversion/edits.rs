@@ -125,18 +125,34 @@ fn convert_object_refuses_only_what_it_must() {
     ));
 }
 
-#[test]
-fn oversized_data_is_bounded_and_flagged() {
-    // An image far beyond the schema's limit (only an invalid stored object has one).
+/// An object with an image far beyond the schema's limit (only an invalid stored object has
+/// one), and its conversion to v1alpha1.
+fn oversized_v1_and_down() -> (Value, Value) {
     let v1 = json!({
         "apiVersion": V1,
         "spec": {"image": "i".repeat(40 * 1024), "storage": {"format": "PVC", "retention": "Delete"}},
         "status": {"observedGeneration": 1}
     });
     let alpha = down(&v1);
+    (v1, alpha)
+}
+
+#[test]
+fn oversized_data_is_bounded() {
+    let (v1, alpha) = oversized_v1_and_down();
     check_output(&v1, &alpha, V1ALPHA1);
+}
+
+#[test]
+fn oversized_data_is_flagged_as_truncated() {
+    let (_, alpha) = oversized_v1_and_down();
+    assert_eq!(kept(&alpha)["truncated"], true);
+}
+
+#[test]
+fn only_the_oversized_field_is_lost() {
+    let (_, alpha) = oversized_v1_and_down();
     let kept = kept(&alpha);
-    assert_eq!(kept["truncated"], true);
     assert_eq!(kept["spec"], json!({"storage": {"retention": "Delete"}}));
     assert_eq!(kept["status"], json!({"observedGeneration": 1}));
     let back = up(&alpha);

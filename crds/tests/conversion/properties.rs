@@ -25,12 +25,12 @@ proptest! {
     #![proptest_config(config())]
 
     #[test]
-    fn v1_to_v1alpha1_and_back_is_the_identity(v1 in stored_v1()) {
+    fn v1_objects_round_trip_through_v1alpha1_unchanged(v1 in stored_v1()) {
         assert_round_trip(&v1);
     }
 
     #[test]
-    fn v1alpha1_to_v1_and_back_is_the_identity(alpha in read_v1alpha1()) {
+    fn v1alpha1_objects_round_trip_through_v1_unchanged(alpha in read_v1alpha1()) {
         assert_round_trip(&alpha);
     }
 
