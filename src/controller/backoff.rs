@@ -72,28 +72,51 @@ mod tests {
         assert_eq!(delay_for(u32::MAX), MAXIMUM);
     }
 
+    /// Backoffs after one failure of each key of `failures`, in order.
+    fn backoffs_after(failures: &[&str]) -> Backoffs {
+        let backoffs = Backoffs::default();
+        for key in failures {
+            backoffs.next_delay(key);
+        }
+        backoffs
+    }
+
     #[test]
-    fn per_object_and_reset_on_success() {
+    fn each_object_backs_off_on_its_own() {
         let backoffs = Backoffs::default();
         assert_eq!(backoffs.next_delay("a"), Duration::from_secs(1));
         assert_eq!(backoffs.next_delay("a"), Duration::from_secs(2));
         assert_eq!(backoffs.next_delay("b"), Duration::from_secs(1));
         assert_eq!(backoffs.next_delay("a"), Duration::from_secs(4));
+    }
+
+    #[test]
+    fn a_reset_restarts_only_that_objects_backoff() {
+        let backoffs = backoffs_after(&["a", "a", "b", "a"]);
         backoffs.reset("a");
         assert_eq!(backoffs.next_delay("a"), Duration::from_secs(1));
         assert_eq!(backoffs.next_delay("b"), Duration::from_secs(2));
     }
 
+    const BASE: Duration = Duration::from_secs(600);
+
     #[test]
-    fn jitter_is_bounded_and_stable() {
-        let base = Duration::from_secs(600);
-        let a = jittered(base, "uid-a");
-        assert!(a >= base && a < base + Duration::from_secs(60), "{a:?}");
-        assert_eq!(a, jittered(base, "uid-a"));
+    fn jitter_adds_less_than_a_tenth_of_the_base() {
+        let a = jittered(BASE, "uid-a");
+        assert!(a >= BASE && a < BASE + Duration::from_secs(60), "{a:?}");
+        assert_eq!(jittered(Duration::ZERO, "x"), Duration::ZERO);
+    }
+
+    #[test]
+    fn jitter_is_the_same_for_the_same_object() {
+        assert_eq!(jittered(BASE, "uid-a"), jittered(BASE, "uid-a"));
+    }
+
+    #[test]
+    fn jitter_spreads_different_objects() {
         let spread: std::collections::BTreeSet<_> = (0..20)
-            .map(|i| jittered(base, &format!("uid-{i}")))
+            .map(|i| jittered(BASE, &format!("uid-{i}")))
             .collect();
         assert!(spread.len() > 10);
-        assert_eq!(jittered(Duration::ZERO, "x"), Duration::ZERO);
     }
 }

@@ -108,36 +108,58 @@ mod tests {
         ))
     }
 
+    fn conflict() -> ReconcileError {
+        ReconcileError::kube("applying", "Deployment", "tas")(api_error(409, "Conflict"))
+    }
+
+    fn forbidden() -> ReconcileError {
+        ReconcileError::kube("reading", "Secret", "x")(api_error(403, "Forbidden"))
+    }
+
+    fn invalid() -> ReconcileError {
+        ReconcileError::kube("applying", "PVC", "x")(api_error(422, "Invalid"))
+    }
+
+    fn already_exists() -> ReconcileError {
+        ReconcileError::kube("creating", "Secret", "x")(api_error(409, "AlreadyExists"))
+    }
+
     #[test]
-    fn categories_are_bounded_and_conflicts_recognised() {
-        let conflict =
-            ReconcileError::kube("applying", "Deployment", "tas")(api_error(409, "Conflict"));
-        assert!(conflict.is_conflict());
-        assert_eq!(conflict.category(), "Conflict");
-        let forbidden = ReconcileError::kube("reading", "Secret", "x")(api_error(403, "Forbidden"));
-        assert!(!forbidden.is_conflict());
-        assert_eq!(forbidden.category(), "Forbidden");
-        let invalid = ReconcileError::kube("applying", "PVC", "x")(api_error(422, "Invalid"));
-        assert_eq!(invalid.category(), "Rejected");
+    fn only_a_409_other_than_already_exists_is_a_conflict() {
+        assert!(conflict().is_conflict());
+        assert!(!forbidden().is_conflict());
+        assert!(!already_exists().is_conflict());
+    }
+
+    #[test]
+    fn errors_are_categorised_by_their_cause() {
+        assert_eq!(conflict().category(), "Conflict");
+        assert_eq!(forbidden().category(), "Forbidden");
+        assert_eq!(invalid().category(), "Rejected");
         assert_eq!(
             ReconcileError::Build(BuildError::MissingMetadata("uid")).category(),
             "InvalidSpec"
         );
+    }
+
+    #[test]
+    fn only_a_404_is_not_found_whatever_its_reason() {
         assert!(is_not_found(&api_error(404, "NotFound")));
         assert!(is_not_found(&api_error(404, "Failed to parse error data")));
-        let exists =
-            ReconcileError::kube("creating", "Secret", "x")(api_error(409, "AlreadyExists"));
-        assert!(!exists.is_conflict());
         assert!(!is_not_found(&api_error(409, "Conflict")));
+    }
+
+    #[test]
+    fn every_category_is_one_of_the_bounded_set() {
         let encode = ReconcileError::Encode {
             what: "x",
             source: serde_json::from_str::<u8>("x").expect_err("not a number"),
         };
         for error in [
-            conflict,
-            forbidden,
-            invalid,
-            exists,
+            conflict(),
+            forbidden(),
+            invalid(),
+            already_exists(),
             encode,
             ReconcileError::kube("reading", "Secret", "x")(api_error(500, "InternalError")),
             ReconcileError::Certificates(trustyai_certs::operand_serving::OperandServingError::Ca(

@@ -207,8 +207,9 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_repeat_counts_in_the_series_and_another_note_is_a_new_event() {
+    /// A writer that wrote a note, the same note again, then another note, all about
+    /// [`regarding`]; with the mock API server it wrote to.
+    async fn written_repeat_then_another_note() -> (MockApi, EventWriter) {
         let (mock, client) = MockApi::new([]);
         let writer = EventWriter::new(client, "reporter");
         for note in [
@@ -221,6 +222,12 @@ mod tests {
                 .await
                 .expect("written");
         }
+        (mock, writer)
+    }
+
+    #[tokio::test]
+    async fn a_repeat_counts_in_the_series() {
+        let (mock, _writer) = written_repeat_then_another_note().await;
         let events = mock.events();
         assert_eq!(events.len(), 3, "{events:?}");
         assert_eq!(events[0]["note"], "Service tas updated");
@@ -230,11 +237,22 @@ mod tests {
                 "count": 2, "lastObservedTime": events[1]["series"]["lastObservedTime"]}}),
             "a repeat patches the series only"
         );
+    }
+
+    #[tokio::test]
+    async fn another_note_is_a_new_event() {
+        let (mock, _writer) = written_repeat_then_another_note().await;
+        let events = mock.events();
         assert_eq!(
             events[2]["note"], "Deployment tas updated",
             "another note is a new event"
         );
         assert_eq!(events[2]["reportingController"], "reporter");
+    }
+
+    #[tokio::test]
+    async fn forgetting_an_object_drops_its_series() {
+        let (_mock, writer) = written_repeat_then_another_note().await;
         assert_eq!(writer.remembered(), 2);
         writer.forget("uid-1");
         assert_eq!(writer.remembered(), 0);

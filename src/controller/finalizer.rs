@@ -172,9 +172,13 @@ mod tests {
     }
 
     #[test]
-    fn deletion_cleans_up_only_with_our_finalizer_and_never_adds_it() {
+    fn an_object_being_deleted_without_our_finalizer_is_left_alone() {
         assert_eq!(step(&meta(&[], true)), FinalizerAction::Ignore);
         assert_eq!(step(&meta(&["other/x"], true)), FinalizerAction::Ignore);
+    }
+
+    #[test]
+    fn an_object_being_deleted_with_our_finalizer_is_cleaned_up_keeping_the_others() {
         assert_eq!(
             step(&meta(&["other/x", contract::FINALIZER], true)),
             FinalizerAction::Cleanup {

@@ -143,7 +143,7 @@ mod tests {
     }
 
     #[test]
-    fn new_instances_and_every_other_change_take_the_configured_image() {
+    fn anything_but_leaving_the_java_service_takes_the_configured_image() {
         let cases = [
             (PYTHON, None),
             (PYTHON, Some("localhost/trustyai-service:old")),

@@ -140,22 +140,37 @@ mod tests {
             .unwrap_or_default()
     }
 
-    #[test]
-    fn a_growth_is_recognized_and_can_be_undone() {
+    /// A live claim of 1Gi, and the body applying [`desired`] (2Gi) over it.
+    fn growing() -> (PersistentVolumeClaim, PersistentVolumeClaim) {
         let live = claim(json!({"spec": {"resources": {"requests": {"storage": "1Gi"}}}}));
-        let body = apply_body(desired(), Some(&live));
+        (apply_body(desired(), Some(&live)), live)
+    }
+
+    #[test]
+    fn a_larger_request_is_a_growth() {
+        let (body, live) = growing();
         let growth = growth(&body, &live).expect("1Gi -> 2Gi grows");
         assert_eq!(
             (growth.from.0.as_str(), growth.to.0.as_str()),
             ("1Gi", "2Gi")
         );
-        let kept = with_size(body, growth.from);
+    }
+
+    #[test]
+    fn a_growth_can_be_undone() {
+        let (body, live) = growing();
+        let from = growth(&body, &live).expect("1Gi -> 2Gi grows").from;
+        let kept = with_size(body, from);
         assert_eq!(size(&kept), "1Gi");
-        assert!(super::growth(&kept, &live).is_none());
+        assert!(growth(&kept, &live).is_none());
+    }
+
+    #[test]
+    fn the_same_size_or_no_live_size_is_no_growth() {
         // Same size, spelled differently, or no live size: no growth.
         let same = claim(json!({"spec": {"resources": {"requests": {"storage": "2048Mi"}}}}));
-        assert!(super::growth(&desired(), &same).is_none());
-        assert!(super::growth(&desired(), &claim(json!({"spec": {}}))).is_none());
+        assert!(growth(&desired(), &same).is_none());
+        assert!(growth(&desired(), &claim(json!({"spec": {}}))).is_none());
     }
 
     #[test]
@@ -163,16 +178,29 @@ mod tests {
         assert_eq!(apply_body(desired(), None), desired());
     }
 
+    /// The size of the body applying [`desired`] (2Gi) over the live claim `live`.
+    fn size_applied_over(live: Value) -> String {
+        size(&apply_body(desired(), Some(&claim(live))))
+    }
+
     #[test]
-    fn never_shrinks_and_grows() {
-        let live = claim(json!({"spec": {"accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": "5Gi"}}}}));
-        assert_eq!(size(&apply_body(desired(), Some(&live))), "5Gi");
-        let live = claim(json!({"spec": {"accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": "1024Mi"}}}}));
-        assert_eq!(size(&apply_body(desired(), Some(&live))), "2Gi");
-        let live = claim(json!({"spec": {"resources": {"requests": {"storage": "2048Mi"}}}}));
-        assert_eq!(size(&apply_body(desired(), Some(&live))), "2Gi");
+    fn never_shrinks() {
+        let live = json!({"spec": {"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "5Gi"}}}});
+        assert_eq!(size_applied_over(live), "5Gi");
+    }
+
+    #[test]
+    fn grows_to_the_desired_size() {
+        let live = json!({"spec": {"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1024Mi"}}}});
+        assert_eq!(size_applied_over(live), "2Gi");
+    }
+
+    #[test]
+    fn the_same_size_spelled_differently_takes_the_desired_spelling() {
+        let live = json!({"spec": {"resources": {"requests": {"storage": "2048Mi"}}}});
+        assert_eq!(size_applied_over(live), "2Gi");
     }
 
     #[test]

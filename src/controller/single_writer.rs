@@ -183,7 +183,7 @@ mod tests {
     }
 
     #[test]
-    fn the_oldest_of_several_gated_pods_goes_first_and_a_deleted_one_never() {
+    fn the_oldest_gated_pod_not_being_deleted_is_released() {
         let deleted = pod(
             "deleted",
             T1,

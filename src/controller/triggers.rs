@@ -116,13 +116,18 @@ mod tests {
     }
 
     #[test]
-    fn status_and_label_changes_are_not_relevant() {
+    fn status_label_or_resource_version_changes_are_not_relevant() {
         let a = pvc_service();
         let mut b = a.clone();
         b.status = Some(Default::default());
         b.metadata.labels = Some([("x".to_owned(), "y".to_owned())].into());
         b.metadata.resource_version = Some("99".into());
         assert_eq!(reconcile_relevant(&a), reconcile_relevant(&b));
+    }
+
+    #[test]
+    fn spec_finalizer_annotation_or_deletion_changes_are_relevant() {
+        let a = pvc_service();
         for change in [
             |s: &mut TrustyAIService| s.metadata.generation = Some(4),
             |s: &mut TrustyAIService| s.metadata.finalizers = Some(vec!["f".into()]),

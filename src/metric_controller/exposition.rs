@@ -98,13 +98,22 @@ mod tests {
         );
     }
 
+    /// The samples of a line with escapes in a label value and the value `NaN`.
+    fn escaped_nan_line() -> Vec<Sample> {
+        samples("trustyai_mmd{request=\"a\",requestName=\"x\\\"y\\\\z\",subcategory=\"age\"} NaN\n")
+    }
+
     #[test]
-    fn escaped_label_values_and_special_values_are_read() {
-        let text =
-            "trustyai_mmd{request=\"a\",requestName=\"x\\\"y\\\\z\",subcategory=\"age\"} NaN\n";
-        let read = samples(text);
-        assert_eq!(read[0].request_name.as_deref(), Some("x\"y\\z"));
-        assert!(read[0].value.is_nan());
+    fn escaped_label_values_are_unescaped() {
+        assert_eq!(
+            escaped_nan_line()[0].request_name.as_deref(),
+            Some("x\"y\\z")
+        );
+    }
+
+    #[test]
+    fn a_nan_value_is_read() {
+        assert!(escaped_nan_line()[0].value.is_nan());
     }
 
     #[test]

@@ -143,7 +143,7 @@ mod tests {
     }
 
     #[test]
-    fn a_replaced_pod_gets_the_metric_and_the_old_record_is_forgotten() {
+    fn a_replaced_pod_is_a_new_process() {
         assert_registered_anew(process("b", "t2"));
     }
 

@@ -656,12 +656,7 @@ mod tests {
     }
 
     fn context(client: kube::Client) -> Arc<Context> {
-        let service: TrustyAIService = serde_json::from_value(json!({
-            "apiVersion": "trustyai.opendatahub.io/v1", "kind": "TrustyAIService",
-            "metadata": {"name": "demo", "namespace": "models"},
-            "spec": {"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}},
-        }))
-        .unwrap_or_else(|e| panic!("{e}"));
+        let service = service("models", "demo");
         Arc::new(Context {
             recorder: Recorder::new(
                 client.clone(),

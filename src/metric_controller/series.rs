@@ -149,12 +149,22 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_metric_outside_bounds_exports_its_value_and_a_zero() {
+    /// The exposition after `demo-spd` was recorded outside its bounds.
+    fn rendered_outside_bounds() -> String {
         let series = Series::default();
         series.record(&metric("demo-spd"), &outside());
-        let text = render(&series);
+        render(&series)
+    }
+
+    #[test]
+    fn a_metric_outside_bounds_exports_a_zero() {
+        let text = rendered_outside_bounds();
         assert!(text.contains("trustyai_operator_metric_within_bounds{metric_namespace=\"ns\",metric_name=\"demo-spd\",type=\"spd\",model=\"demo-model\"} 0"), "{text}");
+    }
+
+    #[test]
+    fn a_metric_exports_its_last_value() {
+        let text = rendered_outside_bounds();
         assert!(text.contains("trustyai_operator_metric_value{metric_namespace=\"ns\",metric_name=\"demo-spd\",type=\"spd\",model=\"demo-model\"} -0.3"), "{text}");
     }
 

@@ -269,7 +269,7 @@ async fn a_cache_that_has_not_listed_means_a_read_before_the_apply() {
 }
 
 #[tokio::test]
-async fn a_binding_to_another_role_is_deleted_and_created_again() {
+async fn a_binding_to_another_role_is_recreated() {
     let harness = Harness::listed([Expected::delete(BINDING), Expected::apply(BINDING)]);
     let binding = json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
@@ -378,8 +378,9 @@ async fn a_refused_growth_keeps_the_claim_at_its_live_size() {
     assert_eq!(applied.answers.len(), 1);
 }
 
-#[tokio::test]
-async fn a_conflict_stops_the_apply_and_the_event_names_what_was_done() {
+/// Applies every child of a database-mode TrustyAIService where the API server answers the
+/// ClusterRoleBinding's apply (the second) with a conflict; the harness and the error.
+async fn apply_all_with_a_conflict_on_the_binding() -> (Harness, ReconcileError) {
     let harness = Harness::listed([
         Expected::apply(SERVICE_ACCOUNT),
         Expected::apply_refused(BINDING, 409, "Conflict", "the object has been modified"),
@@ -388,7 +389,18 @@ async fn a_conflict_stops_the_apply_and_the_event_names_what_was_done() {
         .apply_all(&database_service(), openshift())
         .await
         .expect_err("a conflict");
+    (harness, error)
+}
+
+#[tokio::test]
+async fn a_conflict_stops_the_apply() {
+    let (_harness, error) = apply_all_with_a_conflict_on_the_binding().await;
     assert!(error.is_conflict(), "{error}");
+}
+
+#[tokio::test]
+async fn the_event_after_a_conflict_names_what_was_done() {
+    let (harness, _error) = apply_all_with_a_conflict_on_the_binding().await;
     assert_one_event(
         &harness,
         "ServiceAccountCreated",

@@ -444,7 +444,7 @@ mod tests {
     }
 
     #[test]
-    fn projection_unescapes_keys_and_keeps_array_items_in_place() {
+    fn each_projected_pointer_lands_at_the_same_place() {
         let projection = Projection(&[
             "/metadata/annotations/example.com~1a",
             "/spec/containers/0/name",
@@ -526,7 +526,7 @@ mod tests {
     }
 
     #[test]
-    fn conditions_keep_only_type_and_status() {
+    fn projected_conditions_keep_only_what_the_reconciler_reads() {
         let projection = Projection(&["/status"]);
         let route = json!({"status": {"ingress": [{"host": "h", "conditions": [
             {"type": "Admitted", "status": "True", "lastTransitionTime": "t", "message": "long"}]}]}});

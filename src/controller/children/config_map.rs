@@ -130,9 +130,15 @@ mod tests {
         );
     }
 
+    /// The config with [`ServiceAccess::Get`] for `tas` in `models`.
+    fn get_config() -> String {
+        config_yaml("tas", "models", ServiceAccess::Get)
+    }
+
     #[test]
-    fn config_authorizes_get_on_the_service_and_proxies_to_8081() {
-        let text = config_yaml("tas", "models", ServiceAccess::Get);
+    fn config_authorizes_get_on_the_service() {
+        let text = get_config();
+        assert!(text.starts_with("authorization:\n"));
         assert!(text.contains("namespace: \"models\"\n"));
         assert!(text.contains("resource: \"services\"\n"));
         // `name` is the key kube-rbac-proxy reads; `resourceName` would be dropped.
@@ -140,10 +146,18 @@ mod tests {
         assert!(!text.contains("resourceName"));
         assert!(text.contains("verb: \"get\"\n"));
         assert!(text.contains("apiGroup: \"\"\n"));
-        assert!(text.contains("url: \"http://127.0.0.1:8081\"\n"));
+    }
+
+    #[test]
+    fn config_proxies_to_the_service_on_port_8081() {
+        assert!(get_config().contains("url: \"http://127.0.0.1:8081\"\n"));
+    }
+
+    #[test]
+    fn config_sets_a_tls12_floor_with_six_cipher_suites() {
+        let text = get_config();
         assert!(text.contains("minVersion: \"VersionTLS12\"\n"));
         assert_eq!(text.matches("TLS_").count(), 6);
-        assert!(text.starts_with("authorization:\n"));
     }
 
     #[test]

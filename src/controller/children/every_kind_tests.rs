@@ -308,7 +308,7 @@ fn no_selector_or_pod_template_carries_the_version() {
 }
 
 #[test]
-fn namespaced_objects_are_owned_except_retained_pvc_and_shared_ones() {
+fn namespaced_children_are_owned_unless_retained_or_shared() {
     let service = pvc_service();
     for object in render_all(&service) {
         let kind = object["kind"].as_str().map(str::to_owned);

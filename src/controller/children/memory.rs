@@ -246,7 +246,7 @@ mod tests {
     }
 
     #[test]
-    fn current_only_when_fingerprint_and_resource_version_match() {
+    fn a_record_is_current_only_for_the_same_rendering_at_the_cached_version() {
         let memory = AppliedMemory::<()>::default();
         let known = |kind: Kind, name: &str, fingerprint: u64, cached: &Cached| {
             memory
@@ -268,19 +268,38 @@ mod tests {
         assert!(!known(Kind::Service, "tas", 1, &Cached::Absent));
     }
 
-    #[test]
-    fn an_answer_without_resource_version_forgets_and_owners_are_forgotten() {
+    /// A memory holding the Service `tas` of [`owner`], applied with fingerprint 1 at version 7.
+    fn remembering_the_service() -> AppliedMemory<()> {
         let memory = AppliedMemory::<()>::default();
-        let present = Cached::Present("7".to_owned());
-        let current = || memory.current(&owner(), Kind::Service, "tas", 1, &present);
         memory.record(&owner(), Kind::Service, "tas", 1, Some("7"), ());
+        memory
+    }
+
+    /// What `memory` holds for the Service `tas` at fingerprint 1 while the cache shows version 7.
+    fn current_service(memory: &AppliedMemory<()>) -> Option<()> {
+        memory.current(
+            &owner(),
+            Kind::Service,
+            "tas",
+            1,
+            &Cached::Present("7".to_owned()),
+        )
+    }
+
+    #[test]
+    fn an_answer_without_resource_version_forgets_the_child() {
+        let memory = remembering_the_service();
         memory.record(&owner(), Kind::Service, "tas", 1, None, ());
-        assert_eq!(current(), None);
-        memory.record(&owner(), Kind::Service, "tas", 1, Some("7"), ());
+        assert_eq!(current_service(&memory), None);
+    }
+
+    #[test]
+    fn a_forgotten_owners_children_are_forgotten() {
+        let memory = remembering_the_service();
         assert_eq!(memory.owners(), 1);
         memory.forget_owner(&owner());
         assert_eq!(memory.owners(), 0);
-        assert_eq!(current(), None);
+        assert_eq!(current_service(&memory), None);
     }
 
     #[test]

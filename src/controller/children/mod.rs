@@ -547,7 +547,7 @@ mod tests {
     }
 
     #[test]
-    fn only_data_and_credentials_survive_when_unwanted() {
+    fn only_stateful_kinds_survive_when_unwanted() {
         for &kind in Kind::ALL {
             let kept = !kind.declaration().lifecycle.removes_orphans();
             let expected = matches!(kind, Kind::PersistentVolumeClaim | Kind::Secret);

@@ -426,16 +426,13 @@ mod tests {
     }
 
     #[test]
-    fn migration_has_a_claim_and_database_none() {
+    fn migration_mode_has_a_claim() {
         let claim = build(&migration_service()).expect("claim");
-        assert_eq!(
-            claim
-                .spec
-                .and_then(|s| s.resources)
-                .and_then(|r| r.requests)
-                .expect("requests")["storage"],
-            Quantity("2Gi".into())
-        );
+        assert_eq!(requested(claim), Quantity("2Gi".into()));
+    }
+
+    #[test]
+    fn database_mode_has_no_claim() {
         assert!(build(&database_service()).is_none());
     }
 

@@ -32,7 +32,7 @@ mod tests {
     use crate::controller::test_support::{NAMESPACE, pvc_instance};
 
     #[test]
-    fn named_owned_and_labelled() {
+    fn the_proxy_service_account_is_a_plain_owned_child() {
         let instance = pvc_instance();
         let sa = service_account(&instance);
         assert_eq!(sa.metadata.name.as_deref(), Some("tas-proxy"));

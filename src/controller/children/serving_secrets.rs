@@ -217,7 +217,7 @@ mod tests {
     use crate::controller::test_support::pvc_instance;
 
     #[test]
-    fn issued_secrets_are_owned_and_marked() {
+    fn issued_secrets_are_owned_by_the_instance() {
         let instance = pvc_instance();
         let metadata = metadata(&instance, "tas-tls");
         assert_eq!(metadata.name.as_deref(), Some("tas-tls"));
@@ -225,6 +225,11 @@ mod tests {
             metadata.owner_references,
             Some(vec![instance.owner_reference()])
         );
+    }
+
+    #[test]
+    fn issued_secrets_are_marked_as_this_operators_to_reissue() {
+        let metadata = metadata(&pvc_instance(), "tas-tls");
         assert_eq!(
             metadata
                 .annotations

@@ -13,7 +13,7 @@ use trustyai_certs::time::{Duration, OffsetDateTime};
 use trustyai_certs::{CaCert, Lifetimes, ServiceNames};
 
 use super::super::apply_tests::{Harness, owner};
-use super::super::declaration::Kind;
+use super::super::declaration::{Kind, Rendering};
 use super::super::memory::fingerprint;
 use super::super::rendered::KindApplied;
 use super::super::wanted;
@@ -358,10 +358,9 @@ async fn a_serving_secret_made_by_someone_else_is_left_alone() {
     );
 }
 
-#[tokio::test]
-async fn the_rendering_holds_the_trust_bundle_and_says_when_the_operand_ca_changes() {
-    let ca = ca();
-    let harness = harness(&ca, []).await;
+/// The Secrets' rendering for the PVC-mode instance, on a harness whose operand CA is `ca`.
+async fn render_secrets(ca: &Ca) -> (Harness, Rendering) {
+    let harness = harness(ca, []).await;
     let inputs = harness.inputs_wanting_istio(OptionalApis::default(), false);
     let rendering = Kind::Secret
         .declaration()
@@ -370,10 +369,22 @@ async fn the_rendering_holds_the_trust_bundle_and_says_when_the_operand_ca_chang
         .render(&harness.ctx, &pvc_instance(), &inputs)
         .await
         .expect("rendered");
+    (harness, rendering)
+}
+
+#[tokio::test]
+async fn the_rendering_says_when_the_operand_ca_changes() {
+    let (harness, rendering) = render_secrets(&ca()).await;
     assert_eq!(
         rendering.changes_at,
         Some(trust(&harness).await.changes_at())
     );
+}
+
+#[tokio::test]
+async fn the_rendered_secrets_carry_the_trust_bundle_but_no_certificate() {
+    let ca = ca();
+    let (_harness, rendering) = render_secrets(&ca).await;
     let names: Vec<String> = rendering
         .wanted
         .iter()
@@ -388,6 +399,11 @@ async fn the_rendering_holds_the_trust_bundle_and_says_when_the_operand_ca_chang
             "issued only by adapt_to_live"
         );
     }
+}
+
+#[tokio::test]
+async fn rendering_the_secrets_costs_no_request() {
+    let (harness, _rendering) = render_secrets(&ca()).await;
     assert_eq!(harness.api.calls(), Vec::<String>::new());
 }
 

@@ -314,7 +314,7 @@ mod tests {
     }
 
     #[test]
-    fn blank_and_padded_values() {
+    fn surrounding_whitespace_in_image_values_is_ignored() {
         let padded = cm(&[
             ("trustyaiServiceImage", " cm/full:1\n"),
             ("kube-rbac-proxy", "  "),

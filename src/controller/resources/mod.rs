@@ -178,7 +178,7 @@ mod tests {
     use crate::controller::test_support::{pvc_service, with_spec};
 
     #[test]
-    fn instance_needs_name_namespace_and_uid() {
+    fn an_instance_needs_its_identity_fields() {
         let mut service = pvc_service();
         service.metadata.uid = None;
         assert_eq!(

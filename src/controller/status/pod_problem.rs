@@ -202,22 +202,28 @@ mod tests {
         );
     }
 
+    /// A pod whose service container runs, unready, since `started`.
+    fn unready_since(started: &str) -> Pod {
+        pod(json!({
+            "name": "trustyai-service", "ready": false, "restartCount": 0, "image": "s", "imageID": "",
+            "state": {"running": {"startedAt": started}},
+        }))
+    }
+
     #[test]
-    fn a_service_unready_past_the_grace_is_reported_and_not_before() {
-        let running_since = |started: &str| {
-            pod(json!({
-                "name": "trustyai-service", "ready": false, "restartCount": 0, "image": "s", "imageID": "",
-                "state": {"running": {"startedAt": started}},
-            }))
-        };
+    fn a_service_unready_past_the_grace_is_reported() {
         assert_eq!(
-            pod_problem(&[running_since("2026-01-01T00:08:00Z")], now(), &[]),
+            pod_problem(&[unready_since("2026-01-01T00:08:00Z")], now(), &[]),
             Some(PodProblem::NotReady {
                 pod: "tas-1".into()
             })
         );
+    }
+
+    #[test]
+    fn a_service_unready_within_the_grace_is_not_reported() {
         assert_eq!(
-            pod_problem(&[running_since("2026-01-01T00:09:30Z")], now(), &[]),
+            pod_problem(&[unready_since("2026-01-01T00:09:30Z")], now(), &[]),
             None
         );
     }

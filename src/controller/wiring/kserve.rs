@@ -315,22 +315,38 @@ mod tests {
         assert!(remove_logger(&unwired, "tas", "models").is_empty());
     }
 
+    const FOREIGN_URL: &str = "https://other.models.svc.cluster.local";
+
     #[test]
-    fn foreign_logger_is_a_conflict_and_never_removed() {
-        let object = raw_deployment_logging_to("https://other.models.svc.cluster.local");
+    fn a_foreign_logger_is_a_conflict() {
+        let object = raw_deployment_logging_to(FOREIGN_URL);
         assert_eq!(
             set_logger(&object, "tas", "models", &logger_url("tas", "models", true)),
             LoggerChange::Conflict {
-                existing_url: "https://other.models.svc.cluster.local".into()
+                existing_url: FOREIGN_URL.into()
             }
         );
-        assert!(remove_logger(&object, "tas", "models").is_empty());
     }
 
     #[test]
-    fn our_url_under_the_other_scheme_is_replaced_and_removable() {
-        let object = raw_deployment_logging_to("http://tas.models.svc.cluster.local");
-        assert!(!remove_logger(&object, "tas", "models").is_empty());
+    fn a_foreign_logger_is_never_removed() {
+        let object = raw_deployment_logging_to(FOREIGN_URL);
+        assert!(remove_logger(&object, "tas", "models").is_empty());
+    }
+
+    /// An InferenceService logging to this TrustyAIService over plain HTTP.
+    fn logging_to_us_over_http() -> DynamicObject {
+        raw_deployment_logging_to("http://tas.models.svc.cluster.local")
+    }
+
+    #[test]
+    fn our_url_under_the_other_scheme_is_removable() {
+        assert!(!remove_logger(&logging_to_us_over_http(), "tas", "models").is_empty());
+    }
+
+    #[test]
+    fn our_url_under_the_other_scheme_is_replaced() {
+        let object = logging_to_us_over_http();
         let url = logger_url("tas", "models", true);
         let LoggerChange::Patch(patch) = set_logger(&object, "tas", "models", &url) else {
             panic!("expected a patch");

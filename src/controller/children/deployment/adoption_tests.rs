@@ -108,14 +108,21 @@ fn our_own_deployment_gets_no_decision() {
 }
 
 #[test]
-fn the_fingerprint_is_stable_and_follows_the_template() {
+fn the_fingerprint_of_the_same_template_is_pinned() {
     let a = template_fingerprint(&desired());
     assert_eq!(a, template_fingerprint(&desired()));
     // Pinned: it is stored on Deployments, so it must not change between releases.
     assert_eq!(a, "2df0ce0d5c8daab9");
+}
+
+#[test]
+fn the_fingerprint_follows_the_template() {
     let mut other = desired();
     other.data["spec"]["template"]["spec"]["containers"][0]["image"] = json!("svc:2");
-    assert_ne!(a, template_fingerprint(&other));
+    assert_ne!(
+        template_fingerprint(&desired()),
+        template_fingerprint(&other)
+    );
 }
 
 fn live(match_labels: Value) -> Value {
@@ -133,12 +140,17 @@ fn replaced(live: &Value, desired: &DynamicObject) -> bool {
     must_replace(live, desired)
 }
 
-#[test]
-fn the_go_operators_selector_is_kept_and_the_pods_get_its_labels() {
-    let go = live(
+/// The Go operator's selector, with its version label.
+fn go_selector() -> Value {
+    live(
         json!({"app": "tas", "app.kubernetes.io/part-of": "trustyai",
-                         "app.kubernetes.io/version": "1.39.0"}),
-    );
+                "app.kubernetes.io/version": "1.39.0"}),
+    )
+}
+
+#[test]
+fn the_go_operators_selector_is_kept() {
+    let go = go_selector();
     let mut object = desired();
     assert!(keep_selector(&go, &mut object));
     assert_eq!(
@@ -147,13 +159,19 @@ fn the_go_operators_selector_is_kept_and_the_pods_get_its_labels() {
             .pointer("/spec/selector/matchLabels/app.kubernetes.io~1version"),
         Some(&json!("1.39.0"))
     );
+    assert!(!replaced(&go, &object));
+}
+
+#[test]
+fn the_pods_get_the_kept_selectors_labels() {
+    let mut object = desired();
+    keep_selector(&go_selector(), &mut object);
     assert_eq!(
         object
             .data
             .pointer("/spec/template/metadata/labels/app.kubernetes.io~1version"),
         Some(&json!("1.39.0"))
     );
-    assert!(!replaced(&go, &object));
 }
 
 #[test]

@@ -132,7 +132,7 @@ fn operator_upgrade_does_not_change_the_pod_template_or_selector() {
 }
 
 #[test]
-fn metadata_selector_and_template_labels() {
+fn the_deployment_is_a_versioned_child_of_the_instance() {
     let d = render(&pvc_service());
     assert_eq!(d.metadata.name.as_deref(), Some("tas"));
     assert_eq!(d.metadata.namespace.as_deref(), Some("models"));
@@ -143,13 +143,47 @@ fn metadata_selector_and_template_labels() {
     assert_eq!(owner.kind, "TrustyAIService");
     assert_eq!(owner.controller, Some(true));
     assert_eq!(owner.block_owner_deletion, Some(true));
+}
 
-    let spec = &d.spec;
-    let selector = spec.selector.match_labels.as_ref().expect("selector");
+/// The selector's labels of `deployment`.
+fn selector(deployment: &Deployment) -> &BTreeMap<String, String> {
+    deployment
+        .spec
+        .selector
+        .match_labels
+        .as_ref()
+        .expect("selector")
+}
+
+#[test]
+fn the_selector_leaves_the_version_out() {
+    let d = render(&pvc_service());
+    let selector = selector(&d);
     assert_eq!(selector, &labels::selector("tas"));
     assert!(!selector.contains_key(contract_labels::VERSION));
-    let template = spec.template.metadata.as_ref().expect("template metadata");
-    assert_eq!(template.labels.as_ref(), Some(selector));
+}
+
+/// The pod template's metadata of `deployment`.
+fn template_metadata(deployment: &Deployment) -> &ObjectMeta {
+    deployment
+        .spec
+        .template
+        .metadata
+        .as_ref()
+        .expect("template metadata")
+}
+
+#[test]
+fn the_pods_carry_the_selectors_labels() {
+    let d = render(&pvc_service());
+    let template = template_metadata(&d);
+    assert_eq!(template.labels.as_ref(), Some(selector(&d)));
+}
+
+#[test]
+fn the_pods_are_annotated_for_prometheus_scraping() {
+    let d = render(&pvc_service());
+    let template = template_metadata(&d);
     let annotations = template.annotations.as_ref().expect("annotations");
     assert_eq!(annotations["prometheus.io/scrape"], "true");
     assert_eq!(annotations["prometheus.io/path"], "/q/metrics");
@@ -157,19 +191,33 @@ fn metadata_selector_and_template_labels() {
     assert_eq!(annotations.len(), 3);
 }
 
+/// The replicas of the Deployment rendered for a TrustyAIService with `spec`.
+fn replicas(spec: serde_json::Value) -> Option<i32> {
+    render(&with_spec(spec)).spec.replicas
+}
+
 #[test]
-fn replicas_default_to_one_and_are_honoured_in_database_mode() {
-    let replicas = |d: Deployment| d.spec.replicas;
-    let unset = with_spec(json!({"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}}));
-    assert_eq!(replicas(render(&unset)), Some(1));
-    let three = with_spec(json!({
-        "replicas": 3, "storage": {"format": "DATABASE"}, "metrics": {"schedule": "5s"}
-    }));
-    assert_eq!(replicas(render(&three)), Some(3));
-    let zero = with_spec(json!({
-        "replicas": 0, "storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}
-    }));
-    assert_eq!(replicas(render(&zero)), Some(0));
+fn replicas_default_to_one() {
+    assert_eq!(
+        replicas(json!({"storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}})),
+        Some(1)
+    );
+}
+
+#[test]
+fn the_requested_replicas_are_honoured_where_the_storage_allows_them() {
+    assert_eq!(
+        replicas(json!({
+            "replicas": 3, "storage": {"format": "DATABASE"}, "metrics": {"schedule": "5s"}
+        })),
+        Some(3)
+    );
+    assert_eq!(
+        replicas(json!({
+            "replicas": 0, "storage": {"format": "PVC"}, "metrics": {"schedule": "5s"}
+        })),
+        Some(0)
+    );
 }
 
 #[test]
@@ -328,7 +376,7 @@ fn proxy_container() {
 }
 
 #[test]
-fn pvc_mode_volumes_and_env() {
+fn pvc_mode_has_the_claim_among_its_volumes() {
     let d = render(&pvc_service());
     assert_eq!(volume_names(&d), PVC_MODE_VOLUMES);
     let claim = volume(&d, "volume")
@@ -336,16 +384,25 @@ fn pvc_mode_volumes_and_env() {
         .as_ref()
         .expect("pvc volume");
     assert_eq!(claim.claim_name, "tas-pvc");
-    let service = container(&d, "trustyai-service");
+}
+
+#[test]
+fn pvc_mode_mounts_the_claim_in_the_service_at_inputs() {
+    let d = render(&pvc_service());
     assert_eq!(
-        mounts(service),
+        mounts(container(&d, "trustyai-service")),
         [
             ("tas-internal".to_owned(), "/etc/tls/internal".to_owned()),
             ("volume".to_owned(), "/inputs".to_owned())
         ]
     );
+}
+
+#[test]
+fn pvc_mode_configures_the_service_for_file_storage() {
+    let d = render(&pvc_service());
     assert_eq!(
-        env_names(service),
+        env_names(container(&d, "trustyai-service")),
         [
             "SERVICE_STORAGE_FORMAT",
             "STORAGE_DATA_FILENAME",
@@ -356,6 +413,11 @@ fn pvc_mode_volumes_and_env() {
             "SERVICE_BATCH_SIZE"
         ]
     );
+}
+
+#[test]
+fn the_proxy_mounts_its_certificate_with_its_config() {
+    let d = render(&pvc_service());
     assert_eq!(
         mounts(container(&d, "kube-rbac-proxy")),
         [
@@ -376,22 +438,30 @@ fn pvc_mode_ignores_the_db_ca() {
     );
 }
 
-#[test]
-fn database_mode_has_no_pvc_and_uses_the_fallback_secret() {
-    let service = with_spec(json!({
+/// The Deployment of a database-mode TrustyAIService that names no credentials Secret.
+fn database_only() -> Deployment {
+    render(&with_spec(json!({
         "storage": {"format": "DATABASE"}, "metrics": {"schedule": "5s"}
-    }));
-    let d = render(&service);
+    })))
+}
+
+#[test]
+fn database_mode_has_no_claim_volume() {
+    let d = database_only();
     assert_eq!(
         volume_names(&d),
         ["tas-tls", "tas-internal", "kube-rbac-proxy-config"]
     );
-    let c = container(&d, "trustyai-service");
     assert_eq!(
-        mounts(c),
+        mounts(container(&d, "trustyai-service")),
         [("tas-internal".to_owned(), "/etc/tls/internal".to_owned())]
     );
-    let refs: Vec<_> = c
+}
+
+#[test]
+fn database_mode_reads_the_fallback_credentials_secret() {
+    let d = database_only();
+    let refs: Vec<_> = container(&d, "trustyai-service")
         .env
         .iter()
         .flatten()
@@ -426,12 +496,17 @@ fn database_mode_with_db_ca_mounts_it() {
 }
 
 #[test]
-fn migration_mode_has_pvc_and_database() {
+fn migration_mode_keeps_the_claim_mounted() {
     let d = render(&migration_service());
     assert_eq!(volume_names(&d), PVC_MODE_VOLUMES);
     let c = container(&d, "trustyai-service");
     assert!(mounts(c).contains(&("volume".to_owned(), "/inputs".to_owned())));
-    let names = env_names(c);
+}
+
+#[test]
+fn migration_mode_configures_a_move_from_the_folder_into_the_database() {
+    let d = render(&migration_service());
+    let names = env_names(container(&d, "trustyai-service"));
     assert_eq!(
         names.iter().filter(|n| *n == "SERVICE_DATA_FORMAT").count(),
         1

@@ -84,7 +84,7 @@ fn database_mode_is_not_always_a_connection_error() {
 }
 
 #[test]
-fn migration_needs_pvc_and_database() {
+fn migration_is_ready_only_with_both_its_stores() {
     let migration = Observations {
         mode: StorageMode::Migration,
         pvc: Some(PvcObservation::Bound),

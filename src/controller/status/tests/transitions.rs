@@ -91,16 +91,27 @@ fn generation_bump_is_a_change() {
     );
 }
 
-#[test]
-fn inapplicable_conditions_are_dropped_and_foreign_ones_kept() {
+/// The status once a PVC-mode TrustyAIService, whose status also holds a condition of
+/// someone else's, is observed in database mode.
+fn pvc_status_with_a_foreign_condition_now_database() -> TrustyAIServiceStatus {
     let mut previous = compute(None, &pvc_ready(), &at(100));
     previous.conditions.get_or_insert_default().push(Condition {
         type_: "SomeoneElses".into(),
         status: "True".into(),
         ..Condition::default()
     });
-    let now_database = compute(Some(&previous), &database_ready(), &at(200));
+    compute(Some(&previous), &database_ready(), &at(200))
+}
+
+#[test]
+fn inapplicable_conditions_are_dropped() {
+    let now_database = pvc_status_with_a_foreign_condition_now_database();
     assert!(condition(&now_database, "PVCAvailable").is_none());
+}
+
+#[test]
+fn foreign_conditions_are_kept_at_the_end() {
+    let now_database = pvc_status_with_a_foreign_condition_now_database();
     assert!(condition(&now_database, "SomeoneElses").is_some());
     assert_eq!(
         now_database

@@ -125,10 +125,19 @@ fn url_format() {
     assert_eq!(payload_processor_url("tas-a", "models"), URL_A);
 }
 
+/// `deployment` after the API server applied `cr`'s wiring to it.
+fn wired(deployment: &Deployment, cr: &str) -> Deployment {
+    patched(deployment, &wire(deployment, cr, "models"))
+}
+
+/// `deployment` after the API server applied the removal of `cr`'s wiring.
+fn unwired(deployment: &Deployment, cr: &str) -> Deployment {
+    patched(deployment, &unwire(deployment, cr, "models"))
+}
+
 #[test]
-fn wire_adds_url_mount_volume_and_cert_path() {
-    let original = modelmesh_deployment();
-    let patch = wire(&original, "tas-a", "models");
+fn wire_is_guarded_by_the_resource_version() {
+    let patch = wire(&modelmesh_deployment(), "tas-a", "models");
     assert_eq!(
         patch.operations().first(),
         Some(&super::super::json_patch::test(
@@ -136,9 +145,18 @@ fn wire_adds_url_mount_volume_and_cert_path() {
             json!("7")
         ))
     );
-    let d = patched(&original, &patch);
+}
+
+#[test]
+fn wire_adds_the_url_to_every_containers_payload_processors() {
+    let d = wired(&modelmesh_deployment(), "tas-a");
     assert_processors(&d, "mm", &format!("http://other.example/consume {URL_A}"));
     assert_processors(&d, "ovms", URL_A);
+}
+
+#[test]
+fn wire_gives_the_modelmesh_container_the_cert_path_among_its_env() {
+    let d = wired(&modelmesh_deployment(), "tas-a");
     assert_eq!(
         env(&d, "mm", "MM_TLS_KEY_CERT_PATH").as_deref(),
         Some("/etc/trustyai/tls/tls.crt")
@@ -148,6 +166,11 @@ fn wire_adds_url_mount_volume_and_cert_path() {
         env(&d, "mm", "MM_SERVICE_NAME").as_deref(),
         Some("modelmesh-serving")
     );
+}
+
+#[test]
+fn wire_mounts_the_internal_certificate_secret_in_every_container() {
+    let d = wired(&modelmesh_deployment(), "tas-a");
     for c in ["mm", "ovms"] {
         assert!(mounts(&d, c).contains(&("tas-a-internal".into(), "/etc/trustyai/tls".into())));
     }
@@ -173,11 +196,24 @@ fn wire_is_idempotent() {
     assert!(wire(&once, "tas-a", "models").is_empty());
 }
 
+/// The ModelMesh Deployment wired to `tas-a`, then to `tas-b`.
+fn wired_to_both() -> Deployment {
+    wired(&wired(&modelmesh_deployment(), "tas-a"), "tas-b")
+}
+
+/// [`wired_to_both`] once `tas-a`'s wiring is removed.
+fn left_by_a() -> Deployment {
+    unwired(&wired_to_both(), "tas-a")
+}
+
+/// [`left_by_a`] after `tas-b`'s next reconcile.
+fn taken_over_by_b() -> Deployment {
+    wired(&left_by_a(), "tas-b")
+}
+
 #[test]
-fn two_services_add_up_and_remove_independently() {
-    let original = modelmesh_deployment();
-    let a = patched(&original, &wire(&original, "tas-a", "models"));
-    let ab = patched(&a, &wire(&a, "tas-b", "models"));
+fn two_services_add_up() {
+    let ab = wired_to_both();
     assert_processors(
         &ab,
         "mm",
@@ -192,9 +228,12 @@ fn two_services_add_up_and_remove_independently() {
     assert_eq!(volumes(&ab), ["tc-config", "tas-a-internal"]);
     assert!(wire(&ab, "tas-a", "models").is_empty());
     assert!(wire(&ab, "tas-b", "models").is_empty());
+}
 
+#[test]
+fn removing_one_of_two_services_leaves_the_others_wiring() {
     // Removing A keeps B's URL and the foreign one; A's mount, volume and the cert path go.
-    let b = patched(&ab, &unwire(&ab, "tas-a", "models"));
+    let b = left_by_a();
     assert_processors(&b, "mm", &format!("http://other.example/consume {URL_B}"));
     assert_processors(&b, "ovms", URL_B);
     assert!(mounts(&b, "ovms").is_empty());
@@ -205,9 +244,12 @@ fn two_services_add_up_and_remove_independently() {
     assert_eq!(volumes(&b), ["tc-config"]);
     assert_eq!(env(&b, "mm", "MM_TLS_KEY_CERT_PATH"), None);
     assert!(unwire(&b, "tas-a", "models").is_empty());
+}
 
+#[test]
+fn the_remaining_service_takes_the_freed_path_over() {
     // B's next reconcile takes the free path over.
-    let b2 = patched(&b, &wire(&b, "tas-b", "models"));
+    let b2 = taken_over_by_b();
     assert!(mounts(&b2, "ovms").contains(&("tas-b-internal".into(), "/etc/trustyai/tls".into())));
     assert_eq!(volumes(&b2), ["tc-config", "tas-b-internal"]);
     assert_eq!(
@@ -215,10 +257,12 @@ fn two_services_add_up_and_remove_independently() {
         Some("/etc/trustyai/tls/tls.crt")
     );
     assert!(wire(&b2, "tas-b", "models").is_empty());
+}
 
-    // Removing B restores the original content.
-    let none = patched(&b2, &unwire(&b2, "tas-b", "models"));
-    assert_eq!(content(&none), content(&original));
+#[test]
+fn removing_the_last_service_restores_the_original() {
+    let none = unwired(&taken_over_by_b(), "tas-b");
+    assert_eq!(content(&none), content(&modelmesh_deployment()));
 }
 
 #[test]
