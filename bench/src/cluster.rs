@@ -817,7 +817,7 @@ mod tests {
     }
 
     #[test]
-    fn reconciled_needs_current_generation_and_all_children() {
+    fn only_a_current_status_with_every_child_counts_as_reconciled() {
         let services = [
             // Reconciled and Ready.
             tas("a", 2, observed(2, "Ready")),

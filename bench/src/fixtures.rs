@@ -225,7 +225,7 @@ mod tests {
     }
 
     #[test]
-    fn typical_and_maximal_are_valid_once_defaulted() {
+    fn every_object_to_create_is_valid_once_defaulted() {
         for (name, object) in [("typical", typical()), ("maximal", maximal())] {
             let verdict = validated(&object, allowed_image_prefixes());
             assert!(verdict.is_allowed(), "{name}: {:?}", verdict.errors);

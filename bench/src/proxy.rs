@@ -182,12 +182,14 @@ mod tests {
         classify(&Method::GET, path, query)
     }
 
+    const TAS: &str = "/apis/trustyai.opendatahub.io/v1/namespaces/x/trustyaiservices";
+
     fn counts(entries: &[(&str, u64)]) -> BTreeMap<String, u64> {
         entries.iter().map(|&(k, v)| (k.to_owned(), v)).collect()
     }
 
     #[test]
-    fn core_group_get_list_and_watch() {
+    fn core_group_reads_are_classified_by_their_verb() {
         assert_eq!(get("/api/v1/namespaces/x/secrets/y", None), "get secrets");
         assert_eq!(get("/api/v1/namespaces/x/secrets", None), "list secrets");
         assert_eq!(
@@ -229,8 +231,16 @@ mod tests {
     }
 
     #[test]
-    fn write_verbs_and_subresources() {
-        let tas = "/apis/trustyai.opendatahub.io/v1/namespaces/x/trustyaiservices";
+    fn a_subresource_is_named_after_its_resource() {
+        assert_eq!(
+            classify(&Method::PATCH, &format!("{TAS}/t/status"), None),
+            "patch trustyaiservices/status"
+        );
+    }
+
+    #[test]
+    fn non_get_methods_map_to_their_kubernetes_verb() {
+        let tas = TAS;
         assert_eq!(
             classify(&Method::POST, tas, None),
             "create trustyaiservices"
@@ -238,10 +248,6 @@ mod tests {
         assert_eq!(
             classify(&Method::PUT, &format!("{tas}/t"), None),
             "update trustyaiservices"
-        );
-        assert_eq!(
-            classify(&Method::PATCH, &format!("{tas}/t/status"), None),
-            "patch trustyaiservices/status"
         );
         assert_eq!(
             classify(&Method::DELETE, &format!("{tas}/t"), None),
@@ -285,9 +291,13 @@ mod tests {
     }
 
     #[test]
-    fn discovery_and_non_resource_paths() {
+    fn group_version_paths_are_discovery() {
         assert_eq!(get("/api/v1", None), "get discovery");
         assert_eq!(get("/apis/apps/v1", None), "get discovery");
+    }
+
+    #[test]
+    fn paths_outside_any_api_group_version_are_non_resource() {
         assert_eq!(get("/api", None), "get non-resource");
         assert_eq!(get("/apis", None), "get non-resource");
         assert_eq!(get("/version", None), "get non-resource");

@@ -726,14 +726,25 @@ mod tests {
         assert!(at("API requests by verb and resource") < at("**Binary**"));
     }
 
-    #[test]
-    fn write_puts_the_json_and_the_markdown_side_by_side() {
-        let dir = TempDir::new("write");
+    /// A directory `name` into which `write` put the results of [`full`], where it put them, and
+    /// what it returned.
+    fn written(name: &str) -> (TempDir, PathBuf, String) {
+        let dir = TempDir::new(name);
         let out = dir.0.join("results");
-        let results = full();
-        let md = write(&out, &results).unwrap();
-        assert_eq!(md, markdown(&results));
+        let md = write(&out, &full()).unwrap();
+        (dir, out, md)
+    }
+
+    #[test]
+    fn write_stores_the_markdown_it_returns_as_latest_md() {
+        let (_dir, out, md) = written("write-md");
+        assert_eq!(md, markdown(&full()));
         assert_eq!(std::fs::read_to_string(out.join("latest.md")).unwrap(), md);
+    }
+
+    #[test]
+    fn write_stores_the_results_as_latest_json() {
+        let (_dir, out, _) = written("write-json");
         let text = std::fs::read_to_string(out.join("latest.json")).unwrap();
         assert!(text.ends_with("}\n"));
         let json: Value = serde_json::from_str(&text).unwrap();

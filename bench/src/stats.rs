@@ -101,7 +101,7 @@ mod tests {
     }
 
     #[test]
-    fn sub_microsecond_and_millisecond_values_keep_their_scale() {
+    fn percentiles_keep_the_scale_of_every_duration() {
         let mut samples = vec![Duration::from_nanos(500), Duration::from_millis(3)];
         let p = percentiles(&mut samples);
         assert_close(p.p50_us, 0.5);

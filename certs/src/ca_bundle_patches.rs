@@ -439,7 +439,7 @@ mod tests {
     }
 
     #[test]
-    fn a_registration_gets_the_endpoint_and_path_without_a_bundle() {
+    fn a_registration_references_the_service_path_without_a_bundle() {
         let registered: admission::WebhookClientConfig =
             service().client_config(Some("/validate".into())).into();
         let reference = registered.service.expect("a service reference");
@@ -452,6 +452,10 @@ mod tests {
             (Some("/validate"), Some(443))
         );
         assert!(registered.ca_bundle.is_none() && registered.url.is_none());
+    }
+
+    #[test]
+    fn a_local_registration_gets_a_url_with_the_path() {
         let local: admission::WebhookClientConfig =
             local().client_config(Some("/mutate".into())).into();
         assert_eq!(local.url.as_deref(), Some("https://127.0.0.1:8443/mutate"));
@@ -472,8 +476,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn webhook_entries_keep_their_paths_and_get_the_bundle() {
+    /// Live entries, one calling a Service and one a URL, and what they should become.
+    fn live_and_desired_entries() -> (Vec<LiveEntry>, Vec<LiveEntry>) {
         let live = vec![
             (
                 "validate.tas".to_owned(),
@@ -496,6 +500,12 @@ mod tests {
             ),
         ];
         let desired = desired_entries(&live, &service(), PEM);
+        (live, desired)
+    }
+
+    #[test]
+    fn webhook_entries_keep_their_paths_under_the_bundled_service() {
+        let (_, desired) = live_and_desired_entries();
         let body = webhooks_apply_body("ValidatingWebhookConfiguration", "tas", &desired);
         assert_eq!(
             body["webhooks"],
@@ -508,7 +518,11 @@ mod tests {
                     "caBundle": b64(PEM) } },
             ])
         );
-        // Only the entry that used a URL needs the switch patch first.
+    }
+
+    #[test]
+    fn only_a_webhook_entry_that_used_a_url_needs_the_switch_patch() {
+        let (live, desired) = live_and_desired_entries();
         assert!(!live[0].1.needs_switch_to(&desired[0].1));
         assert!(live[1].1.needs_switch_to(&desired[1].1));
         assert_eq!(
@@ -518,7 +532,7 @@ mod tests {
     }
 
     #[test]
-    fn up_to_date_detection_covers_strategy_versions_and_bundle() {
+    fn a_live_conversion_is_up_to_date_only_while_it_matches_the_desired_one() {
         let desired = desired_conversion(&service(), "/convert", PEM);
         let mut live = LiveConversion {
             strategy: Some("Webhook".into()),

@@ -167,6 +167,8 @@ fn report_once(last: &mut Option<String>, error: &(dyn std::error::Error + 'stat
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::generate::KeyedCert;
+    use crate::material::CaCert;
     use crate::testutil::{ca, leaf};
 
     fn write_set(dir: &Path, cert: &str, key: &str, ca: &str) {
@@ -182,39 +184,100 @@ mod tests {
         dir
     }
 
-    #[tokio::test]
-    async fn files_are_loaded_and_reloaded_and_garbage_is_ignored() {
+    /// A directory `name` holding a first valid set of files, and what it was made of.
+    struct Written {
+        dir: PathBuf,
+        ca: KeyedCert,
+        parsed_ca: CaCert,
+        first: KeyedCert,
+    }
+
+    fn written(name: &str) -> Written {
         let now = OffsetDateTime::now_utc();
-        let dir = temp_dir("reload");
-        let (ca_a, parsed_a) = ca(now);
-        let first = leaf(&parsed_a, now);
-        write_set(&dir, &first.cert_pem, &first.key_pem, &ca_a.cert_pem);
-        let source = FileSource::in_dir(&dir, true);
-        let material = load_files(&source).await.expect("load");
-        assert_eq!(material.cert_chain_pem(), first.cert_pem);
+        let dir = temp_dir(name);
+        let (ca, parsed_ca) = ca(now);
+        let first = leaf(&parsed_ca, now);
+        write_set(&dir, &first.cert_pem, &first.key_pem, &ca.cert_pem);
+        Written {
+            dir,
+            ca,
+            parsed_ca,
+            first,
+        }
+    }
 
-        let (tx, mut rx) = watch::channel(material);
-        let task = tokio::spawn(watch_files(source.clone(), tx, Duration::from_millis(20)));
+    /// The files of [`written`], loaded and watched every 20 ms.
+    struct Watched {
+        files: Written,
+        rx: watch::Receiver<TlsMaterial>,
+        task: tokio::task::JoinHandle<()>,
+    }
 
-        // Garbage never replaces what is served.
-        std::fs::write(dir.join("tls.crt"), "garbage").expect("write");
+    impl Watched {
+        async fn start(name: &str) -> Self {
+            let files = written(name);
+            let source = FileSource::in_dir(&files.dir, true);
+            let material = load_files(&source).await.expect("load");
+            let (tx, rx) = watch::channel(material);
+            let task = tokio::spawn(watch_files(source, tx, Duration::from_millis(20)));
+            Self { files, rx, task }
+        }
+
+        /// Drops the receiver; the watcher must stop.
+        async fn close(self) {
+            drop(self.rx);
+            tokio::time::timeout(Duration::from_secs(5), self.task)
+                .await
+                .expect("stops when receivers are gone")
+                .expect("no panic");
+            std::fs::remove_dir_all(&self.files.dir).ok();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_valid_set_of_files_is_loaded() {
+        let files = written("load");
+        let material = load_files(&FileSource::in_dir(&files.dir, true))
+            .await
+            .expect("load");
+        assert_eq!(material.cert_chain_pem(), files.first.cert_pem);
+        std::fs::remove_dir_all(&files.dir).ok();
+    }
+
+    #[tokio::test]
+    async fn garbage_never_replaces_what_is_served() {
+        let watched = Watched::start("garbage").await;
+        std::fs::write(watched.files.dir.join("tls.crt"), "garbage").expect("write");
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert!(!rx.has_changed().expect("open"));
+        assert!(!watched.rx.has_changed().expect("open"));
+        watched.close().await;
+    }
 
-        let second = leaf(&parsed_a, now);
-        write_set(&dir, &second.cert_pem, &second.key_pem, &ca_a.cert_pem);
-        tokio::time::timeout(Duration::from_secs(5), rx.changed())
+    #[tokio::test]
+    async fn a_new_valid_set_of_files_is_reloaded() {
+        let mut watched = Watched::start("reload").await;
+        let files = &watched.files;
+        let second = leaf(&files.parsed_ca, OffsetDateTime::now_utc());
+        write_set(
+            &files.dir,
+            &second.cert_pem,
+            &second.key_pem,
+            &files.ca.cert_pem,
+        );
+        tokio::time::timeout(Duration::from_secs(5), watched.rx.changed())
             .await
             .expect("reloaded in time")
             .expect("open");
-        assert_eq!(rx.borrow_and_update().cert_chain_pem(), second.cert_pem);
+        assert_eq!(
+            watched.rx.borrow_and_update().cert_chain_pem(),
+            second.cert_pem
+        );
+        watched.close().await;
+    }
 
-        drop(rx);
-        tokio::time::timeout(Duration::from_secs(5), task)
-            .await
-            .expect("stops when receivers are gone")
-            .expect("no panic");
-        std::fs::remove_dir_all(&dir).ok();
+    #[tokio::test]
+    async fn the_watcher_stops_when_its_receivers_are_gone() {
+        Watched::start("stop").await.close().await;
     }
 
     #[tokio::test]

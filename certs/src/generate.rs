@@ -253,11 +253,17 @@ mod tests {
         assert_eq!(key.algorithm(), &PKCS_ECDSA_P256_SHA256);
     }
 
-    #[test]
-    fn serving_certificate_has_the_service_names_and_ninety_days() {
+    /// A serving certificate issued at t0, parsed, and the CA that issued it.
+    fn issued_at_t0() -> (CaCert, Vec<CertInfo>) {
         let (_, ca) = ca(t0());
         let keyed = leaf(&ca, t0());
         let certs = parse_certificates("leaf", keyed.cert_pem.as_bytes()).expect("parse");
+        (ca, certs)
+    }
+
+    #[test]
+    fn serving_certificate_names_only_the_service() {
+        let (_, certs) = issued_at_t0();
         let cert = &certs[0];
         assert!(!cert.is_ca());
         assert_eq!(
@@ -270,6 +276,12 @@ mod tests {
             ]
         );
         assert!(cert.ip_addresses().is_empty());
+    }
+
+    #[test]
+    fn serving_certificate_is_valid_for_ninety_days_under_its_ca() {
+        let (ca, certs) = issued_at_t0();
+        let cert = &certs[0];
         assert_eq!(cert.not_before(), t0() - time::Duration::minutes(5));
         assert_eq!(cert.not_after(), t0() + time::Duration::days(90));
         verify::verify_chain("leaf", &certs, "ca", std::slice::from_ref(ca.cert()), t0())
@@ -277,7 +289,7 @@ mod tests {
     }
 
     #[test]
-    fn local_mode_adds_localhost_and_loopback_ip() {
+    fn local_mode_makes_the_certificate_valid_for_the_local_host() {
         let (_, ca) = ca(t0());
         let local = names().with_local(true);
         let keyed = issue_serving(&ca, &local, &lifetimes(), t0()).expect("leaf");

@@ -607,17 +607,33 @@ mod tests {
         assert!(expected(&err), "{err}");
     }
 
-    #[test]
-    fn valid_material_loads_and_reports_expiry() {
+    /// Valid material issued at t0 with its CA as the bundle, and that CA.
+    fn valid_material() -> (TlsMaterial, KeyedCert) {
         let (ca_pem, parsed) = ca(t0());
         let l = leaf(&parsed, t0());
         let m = material(&l.cert_pem, &l.key_pem, Some(&ca_pem.cert_pem), t0()).expect("valid");
+        (m, ca_pem)
+    }
+
+    #[test]
+    fn valid_material_reports_its_expiry() {
+        let (m, _) = valid_material();
         assert_eq!(m.not_after(), t0() + time::Duration::days(90));
         assert_eq!(
             m.not_after_unix_seconds(),
             (t0() + time::Duration::days(90)).unix_timestamp()
         );
+    }
+
+    #[test]
+    fn valid_material_keeps_its_ca_bundle() {
+        let (m, ca_pem) = valid_material();
         assert_eq!(m.ca_bundle_pem(), Some(ca_pem.cert_pem.as_str()));
+    }
+
+    #[test]
+    fn material_debug_output_hides_the_key() {
+        let (m, _) = valid_material();
         assert!(
             !format!("{m:?}").contains("PRIVATE"),
             "Debug must not print the key"
@@ -691,7 +707,7 @@ mod tests {
     }
 
     #[test]
-    fn expired_and_not_yet_valid_certificates_are_rejected() {
+    fn certificates_outside_their_validity_window_are_rejected() {
         let l = issued();
         let after = t0() + time::Duration::days(90);
         assert_eq!(
@@ -721,7 +737,7 @@ mod tests {
     }
 
     #[test]
-    fn ca_parsing_checks_ca_flag_count_and_key() {
+    fn ca_parsing_accepts_only_one_ca_certificate_with_its_key() {
         let (a, parsed) = ca(t0());
         let (b, _) = ca(t0());
         let l = leaf(&parsed, t0());
@@ -761,7 +777,7 @@ mod tests {
     }
 
     #[test]
-    fn chain_parsing_keeps_order_and_skips_other_blocks() {
+    fn chain_parsing_returns_only_the_certificates_in_file_order() {
         let (a, parsed) = ca(t0());
         let l = leaf(&parsed, t0());
         let text = format!("junk before\n{}{}{}", l.cert_pem, l.key_pem, a.cert_pem);

@@ -464,22 +464,49 @@ mod tests {
         ));
     }
 
-    #[tokio::test]
-    async fn during_a_rotation_the_certificate_stays_then_moves_and_the_bundle_follows() {
-        let now = now();
+    /// A rotation from an old CA to a new one, started now: the trust during it, and the
+    /// Secret holding a certificate of the old CA with the rotation's bundle.
+    struct Rotating {
+        new: CaCert,
+        names: ServiceNames,
+        on_old: Secret,
+        rotating: OperandTrust,
+        rebundled: Secret,
+    }
+
+    async fn rotating(now: OffsetDateTime) -> Rotating {
         let (old, new) = (ca(now), ca(now));
         let names = ServiceNames::new("tas-tls", "models");
         let on_old = issued(&trust(&old, None), now).await;
-        // Step 1: the new CA is current, the old one previous. The certificate stands; only the
-        // bundle changes, and it holds both CAs.
         let rotating = trust(&new, Some(&old));
+        let rebundled = with_bundle(marked(), &on_old, &rotating);
+        Rotating {
+            new,
+            names,
+            on_old,
+            rotating,
+            rebundled,
+        }
+    }
+
+    /// Step 1 of a rotation: the new CA is current, the old one previous. The certificate
+    /// stands; only the bundle changes, and it holds both CAs.
+    #[tokio::test]
+    async fn when_a_rotation_starts_only_the_bundle_changes() {
+        let now = now();
+        let Rotating {
+            names,
+            on_old,
+            rotating,
+            rebundled,
+            ..
+        } = rotating(now).await;
         let SecretDecision::UpdateBundle { renew_at } =
             judge_secret(Some(&on_old), &rotating, &names, now)
         else {
             panic!("the bundle gains the new CA first");
         };
         assert_eq!(renew_at, rotating.move_at);
-        let rebundled = with_bundle(marked(), &on_old, &rotating);
         assert_eq!(
             rebundled.data.as_ref().and_then(|d| d.get(TLS_CRT)),
             on_old.data.as_ref().and_then(|d| d.get(TLS_CRT)),
@@ -489,7 +516,17 @@ mod tests {
             judge_secret(Some(&rebundled), &rotating, &names, now),
             SecretDecision::Keep { renew_at } if renew_at == rotating.move_at
         ));
-        // Step 2: past the overlap, the certificate moves onto the new CA.
+    }
+
+    /// Step 2 of a rotation: past the overlap, the certificate moves onto the new CA.
+    #[tokio::test]
+    async fn past_the_overlap_the_certificate_moves_onto_the_new_ca() {
+        let Rotating {
+            names,
+            rotating,
+            rebundled,
+            ..
+        } = rotating(now()).await;
         assert!(matches!(
             judge_secret(Some(&rebundled), &rotating, &names, rotating.move_at),
             SecretDecision::Issue(IssueReason::OnPreviousCa)
@@ -500,7 +537,19 @@ mod tests {
             judge_secret(Some(&on_new), &rotating, &names, rotating.move_at),
             SecretDecision::Keep { renew_at } if renew_at == retire_at
         ));
-        // Step 3: the old CA leaves; the bundle shrinks, the certificate stays.
+    }
+
+    /// Step 3 of a rotation: the old CA leaves; the bundle shrinks, the certificate stays.
+    #[tokio::test]
+    async fn when_the_old_ca_leaves_only_the_bundle_changes() {
+        let Rotating {
+            new,
+            names,
+            rotating,
+            ..
+        } = rotating(now()).await;
+        let on_new = issued(&rotating, rotating.move_at).await;
+        let retire_at = rotating.retire_at.expect("a rotation ends");
         let after = trust(&new, None);
         assert!(matches!(
             judge_secret(Some(&on_new), &after, &names, retire_at),
@@ -567,19 +616,25 @@ mod tests {
         assert_eq!(data_field(&on_time, CA_CRT), rotating.bundle_pem.as_bytes());
     }
 
-    #[test]
-    fn absent_is_issued_and_unmarked_is_foreign() {
+    /// How `secret` is judged now, against a CA of its own, for the names `tas-tls.models`.
+    fn judged_now(secret: Option<&Secret>) -> SecretDecision {
         let now = OffsetDateTime::now_utc();
         let authority = trust(&ca(now), None);
         let names = ServiceNames::new("tas-tls", "models");
+        judge_secret(secret, &authority, &names, now)
+    }
+
+    #[test]
+    fn an_absent_secret_is_issued() {
         assert!(matches!(
-            judge_secret(None, &authority, &names, now),
+            judged_now(None),
             SecretDecision::Issue(IssueReason::Absent)
         ));
+    }
+
+    #[test]
+    fn an_unmarked_secret_is_foreign() {
         let foreign = Secret::default();
-        assert_eq!(
-            judge_secret(Some(&foreign), &authority, &names, now),
-            SecretDecision::Foreign
-        );
+        assert_eq!(judged_now(Some(&foreign)), SecretDecision::Foreign);
     }
 }

@@ -515,23 +515,46 @@ mod tests {
         log
     }
 
-    #[test]
-    fn ca_rotation_overlaps_old_and_new_ca_in_the_bundle() {
+    /// Seven hundred days of the Secret's life with the rotation lifetimes.
+    struct History {
+        lifetimes: Lifetimes,
+        /// What [`simulate`] logged.
+        log: Vec<(OffsetDateTime, Vec<Reason>, Bundle)>,
+        /// Each write's reasons with the size of its bundle.
+        steps: Vec<(Vec<Reason>, usize)>,
+    }
+
+    fn seven_hundred_days() -> History {
         let lifetimes = rotation_lifetimes();
         let log = simulate(&lifetimes, t0() + time::Duration::days(700));
         let steps: Vec<_> = log
             .iter()
             .map(|(_, reasons, bundle)| (reasons.clone(), bundle.certs().len()))
             .collect();
+        History {
+            lifetimes,
+            log,
+            steps,
+        }
+    }
 
-        // Routine serving renewals keep a one-CA bundle.
+    #[test]
+    fn routine_serving_renewals_keep_a_one_ca_bundle() {
+        let History { steps, .. } = seven_hundred_days();
         let renewals = steps
             .iter()
             .filter(|(r, n)| matches!(r[..], [Reason::ServingDue { .. }]) && *n == 1)
             .count();
         assert!(renewals >= 10, "{steps:#?}");
+    }
 
-        // Every rotation is the three steps, in order, with the right bundle sizes.
+    #[test]
+    fn every_ca_rotation_overlaps_the_old_ca_with_the_new_one_in_three_steps() {
+        let History {
+            lifetimes,
+            log,
+            steps,
+        } = seven_hundred_days();
         let rotation_starts: Vec<usize> = steps
             .iter()
             .enumerate()

@@ -260,7 +260,7 @@ mod tests {
     }
 
     #[test]
-    fn the_timetable_follows_the_ca_and_the_overlap() {
+    fn the_timetable_is_derived_from_the_ca_certificate() {
         let (_, current) = ca(t0());
         let lifetimes = lifetimes();
         let timetable = Timetable::new(current.cert(), &lifetimes);

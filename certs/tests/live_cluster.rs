@@ -23,9 +23,9 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use trustyai_certs::ca_bundle_patches::{LiveConversion, mutating_entries, validating_entries};
 use trustyai_certs::{
-    CABUNDLE_FIELD_MANAGER, CertificateSecret, Ensured, Lifetimes, PublishTargets, ServiceNames,
-    TlsMaterial, WebhookEndpoint, chains_to, ensure_secret, maintain_secret, publish_once,
-    run_publisher,
+    CABUNDLE_FIELD_MANAGER, CertificateSecret, Ensured, Lifetimes, PublishTargets, Published,
+    ServiceNames, TlsMaterial, WebhookEndpoint, chains_to, ensure_secret, maintain_secret,
+    publish_once, run_publisher,
 };
 
 const SECRET: &str = "webhook-tls";
@@ -117,7 +117,7 @@ fn text(secret: &Secret, key: &str) -> String {
 }
 
 #[tokio::test]
-async fn ensure_creates_once_and_then_reuses() {
+async fn ensure_creates_a_complete_tls_secret() {
     let (client, ns) = fresh_namespace("certs-ensure").await;
     let first = ensure(&client, &ns, "create").await;
     assert!(first.warnings.is_empty());
@@ -125,6 +125,12 @@ async fn ensure_creates_once_and_then_reuses() {
     for key in ["tls.crt", "tls.key", "ca.crt", "ca.key"] {
         assert!(!text(&first.secret, key).is_empty(), "{key}");
     }
+}
+
+#[tokio::test]
+async fn ensure_reuses_the_secret_it_created() {
+    let (client, ns) = fresh_namespace("certs-reuse").await;
+    let first = ensure(&client, &ns, "create").await;
     let again = ensure(&client, &ns, "reuse").await;
     assert_eq!(again.material, first.material);
     assert_eq!(
@@ -169,43 +175,95 @@ async fn garbage_is_repaired_keeping_the_ca_with_a_warning() {
     assert_ne!(repaired.material, first.material);
 }
 
-#[tokio::test]
-async fn the_maintainer_serves_only_valid_material_and_recreates_a_deleted_secret() {
-    let (client, ns) = fresh_namespace("certs-maintain").await;
-    let first = ensure(&client, &ns, "create").await;
-    let (tx, mut rx) = watch::channel(first.material.clone());
-    let task = tokio::spawn(maintain_secret(
-        client.clone(),
-        certificate_secret(&ns, Lifetimes::default(), true),
-        tx,
-        Some(Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "trustyai-operator".into(),
-                instance: None,
-            },
-        )),
-        Some(first.judged()),
-    ));
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(!rx.has_changed().expect("open"), "nothing changed yet");
+/// A maintainer of a fresh namespace's certificate Secret, serving it on `rx`.
+struct Maintained {
+    client: Client,
+    ns: String,
+    first: Ensured,
+    rx: watch::Receiver<TlsMaterial>,
+    task: tokio::task::JoinHandle<Result<(), trustyai_certs::StoreError>>,
+}
 
-    let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
+impl Maintained {
+    async fn start(base: &str) -> Self {
+        let (client, ns) = fresh_namespace(base).await;
+        let first = ensure(&client, &ns, "create").await;
+        let (tx, rx) = watch::channel(first.material.clone());
+        let task = tokio::spawn(maintain_secret(
+            client.clone(),
+            certificate_secret(&ns, Lifetimes::default(), true),
+            tx,
+            Some(Recorder::new(
+                client.clone(),
+                Reporter {
+                    controller: "trustyai-operator".into(),
+                    instance: None,
+                },
+            )),
+            Some(first.judged()),
+        ));
+        Self {
+            client,
+            ns,
+            first,
+            rx,
+            task,
+        }
+    }
+
+    fn secrets(&self) -> Api<Secret> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    /// Drops the receiver; the maintainer must stop without an error.
+    async fn stop(self) {
+        drop(self.rx);
+        tokio::time::timeout(Duration::from_secs(10), self.task)
+            .await
+            .expect("stops when the receiver is gone")
+            .expect("no panic")
+            .expect("no error");
+    }
+}
+
+#[tokio::test]
+async fn the_maintainer_leaves_valid_material_alone() {
+    let maintained = Maintained::start("certs-maintain").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !maintained.rx.has_changed().expect("open"),
+        "nothing changed yet"
+    );
+    maintained.stop().await;
+}
+
+#[tokio::test]
+async fn the_maintainer_recreates_a_deleted_secret() {
+    let mut maintained = Maintained::start("certs-recreate").await;
+    let api = maintained.secrets();
     api.delete(SECRET, &DeleteParams::default())
         .await
         .expect("delete");
-    changed_within_20_s(&mut rx, "new material after recreation").await;
+    changed_within_20_s(&mut maintained.rx, "new material after recreation").await;
     let recreated = api.get(SECRET).await.expect("recreated");
-    let served = rx.borrow_and_update().clone();
+    let served = maintained.rx.borrow_and_update().clone();
     assert_eq!(served.cert_chain_pem(), text(&recreated, "tls.crt"));
+    maintained.stop().await;
+}
 
-    // Garbage is never served; the repaired material is, and a Warning event says why.
-    store_garbage(&api, &recreated, "tls.key").await;
-    changed_within_20_s(&mut rx, "repaired material").await;
-    let repaired = rx.borrow_and_update().clone();
+/// Garbage is never served; the repaired material is, and a Warning event says why.
+#[tokio::test]
+async fn the_maintainer_serves_repaired_material_in_place_of_garbage_with_a_warning() {
+    let mut maintained = Maintained::start("certs-repair").await;
+    let served = maintained.first.material.clone();
+    let api = maintained.secrets();
+    store_garbage(&api, &maintained.first.secret, "tls.key").await;
+    changed_within_20_s(&mut maintained.rx, "repaired material").await;
+    let repaired = maintained.rx.borrow_and_update().clone();
     assert_ne!(repaired, served);
     assert!(!repaired.key_pem().contains("garbage"));
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(maintained.client.clone(), &maintained.ns);
     let mut warned = false;
     for _ in 0..20 {
         let list = events.list(&Default::default()).await.expect("events");
@@ -220,13 +278,7 @@ async fn the_maintainer_serves_only_valid_material_and_recreates_a_deleted_secre
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert!(warned, "a Warning event on the Secret");
-
-    drop(rx);
-    tokio::time::timeout(Duration::from_secs(10), task)
-        .await
-        .expect("stops when the receiver is gone")
-        .expect("no panic")
-        .expect("no error");
+    maintained.stop().await;
 }
 
 /// Creates the webhook configuration of kind `K` anew, as a chart would: one webhook, `hook`,
@@ -344,18 +396,26 @@ fn targets(endpoint: WebhookEndpoint) -> PublishTargets {
     }
 }
 
-#[tokio::test]
-async fn the_bundle_is_applied_to_exactly_the_owned_fields_and_can_switch_to_a_url() {
-    let (client, ns, _shared, material, bundle) = publication("certs-publish").await;
-    let service = service_endpoint("trustyai-operator-webhook", &ns);
+/// Publishes `material` for the webhook Service in `ns`.
+async fn publish_for_the_service(
+    client: &Client,
+    ns: &str,
+    material: &TlsMaterial,
+    what: &str,
+) -> Published {
+    let service = service_endpoint("trustyai-operator-webhook", ns);
+    publish_once(client, &targets(service), material)
+        .await
+        .expect(what)
+}
 
-    let first = publish_once(&client, &targets(service.clone()), &material)
-        .await
-        .expect("publish");
+#[tokio::test]
+async fn a_publication_applies_the_bundle_once_to_exactly_the_owned_fields() {
+    let (client, ns, _shared, material, bundle) = publication("certs-publish").await;
+
+    let first = publish_for_the_service(&client, &ns, &material, "publish").await;
     assert_eq!(first.updated.len(), 3, "{first:?}");
-    let again = publish_once(&client, &targets(service.clone()), &material)
-        .await
-        .expect("publish again");
+    let again = publish_for_the_service(&client, &ns, &material, "publish again").await;
     assert!(again.updated.is_empty(), "idempotent: {again:?}");
 
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -395,29 +455,48 @@ async fn the_bundle_is_applied_to_exactly_the_owned_fields_and_can_switch_to_a_u
     assert_eq!(hook.failure_policy.as_deref(), Some("Ignore"));
     assert_eq!(hook.side_effects, "None");
 
-    // A re-apply by the chart that drops the bundle is corrected by the next publication.
-    let mut cleared = vwc.clone();
+    chains_to(
+        material.cert_chain_pem().as_bytes(),
+        &bundle,
+        trustyai_certs::time::OffsetDateTime::now_utc(),
+    )
+    .expect("chains");
+}
+
+/// A re-apply by the chart that drops the bundle is corrected by the next publication.
+#[tokio::test]
+async fn a_bundle_the_chart_cleared_is_restored_by_the_next_publication() {
+    let (client, ns, _shared, material, _) = publication("certs-restore").await;
+    publish_for_the_service(&client, &ns, &material, "publish").await;
+
+    let vwcs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let mut cleared = vwcs.get(WEBHOOKS).await.expect("vwc");
     if let Some(hooks) = cleared.webhooks.as_mut() {
         hooks[0].client_config.ca_bundle = None;
     }
     vwcs.replace(WEBHOOKS, &PostParams::default(), &cleared)
         .await
         .expect("clear");
-    let fixed = publish_once(&client, &targets(service.clone()), &material)
-        .await
-        .expect("fix");
+    let fixed = publish_for_the_service(&client, &ns, &material, "fix").await;
     assert_eq!(
         fixed.updated,
         [format!("ValidatingWebhookConfiguration/{WEBHOOKS}")]
     );
+}
 
-    // Local mode: switch every client config to a URL.
+/// Local mode: a publication switches every client config from the Service to a URL.
+#[tokio::test]
+async fn a_publication_can_switch_every_client_config_to_a_url() {
+    let (client, ns, _shared, material, _) = publication("certs-switch").await;
+    publish_for_the_service(&client, &ns, &material, "publish").await;
+
     let local = WebhookEndpoint::Url {
         base: "https://127.0.0.1:8443".into(),
     };
     publish_once(&client, &targets(local.clone()), &material)
         .await
         .expect("switch");
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd = crds.get(CRD).await.expect("crd");
     let cc = LiveConversion::of(&crd).client_config;
     assert_eq!(cc.url.as_deref(), Some("https://127.0.0.1:8443/convert"));
@@ -431,12 +510,6 @@ async fn the_bundle_is_applied_to_exactly_the_owned_fields_and_can_switch_to_a_u
         .await
         .expect("settled");
     assert!(settled.updated.is_empty(), "{settled:?}");
-    chains_to(
-        material.cert_chain_pem().as_bytes(),
-        &bundle,
-        trustyai_certs::time::OffsetDateTime::now_utc(),
-    )
-    .expect("chains");
 }
 
 #[tokio::test]

@@ -613,7 +613,7 @@ mod tests {
     }
 
     #[test]
-    fn objects_before_the_uid_and_desired_version_are_converted_all_the_same() {
+    fn objects_are_converted_whatever_the_order_of_the_request_members() {
         let objects = json!([v1("a"), v1("b")]);
         let body = format!(
             r#"{{"request":{{"objects":{objects},"uid":"u-1","desiredAPIVersion":"trustyai.opendatahub.io/v1alpha1"}},"kind":"{REVIEW_KIND}","apiVersion":"{REVIEW_API_VERSION}"}}"#

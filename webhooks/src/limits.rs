@@ -379,25 +379,34 @@ pub(crate) static MALFORMED: Sampler = Sampler::new();
 mod tests {
     use super::*;
 
-    #[test]
-    fn reservations_scale_with_the_body_and_fit_the_budget() {
+    /// The admission of a server with the default limits and a memory budget of `budget`.
+    fn admission_with_budget(budget: usize) -> Admission {
         let limits = RequestLimits::new(&crate::HttpsOptions::default());
-        let admission = Admission::new(
-            64 * 1024 * 1024,
-            limits.clone(),
-            3 * 1024 * 1024,
-            ServerEvents::default(),
-        );
+        Admission::new(budget, limits, 3 * 1024 * 1024, ServerEvents::default())
+    }
+
+    #[test]
+    fn reservations_scale_with_the_declared_body() {
+        let admission = admission_with_budget(64 * 1024 * 1024);
         assert_eq!(admission.units_for("/validate", Some(10)), 64);
         assert_eq!(
             admission.units_for("/validate", Some(1024 * 1024)),
             8 * 1024
         );
         assert_eq!(admission.units_for("/convert", Some(1024 * 1024)), 6 * 1024);
+    }
+
+    #[test]
+    fn an_undeclared_or_oversized_body_reserves_the_limits_worth() {
+        let admission = admission_with_budget(64 * 1024 * 1024);
         // Undeclared: the limit's worth; over the limit: capped there.
         assert_eq!(admission.units_for("/mutate", None), 24 * 1024);
         assert_eq!(admission.units_for("/mutate", Some(usize::MAX)), 24 * 1024);
-        let tiny = Admission::new(1, limits, 3 << 20, ServerEvents::default());
+    }
+
+    #[test]
+    fn a_reservation_fits_even_the_smallest_budget() {
+        let tiny = admission_with_budget(1);
         assert_eq!(tiny.units_for("/mutate", None), 1);
     }
 
@@ -417,7 +426,7 @@ mod tests {
     }
 
     #[test]
-    fn a_sampler_logs_the_first_event_and_counts_the_rest() {
+    fn a_sampler_admits_one_event_then_counts_the_suppressed_ones() {
         let sampler = Sampler::new();
         assert!(sampler.admit());
         for _ in 0..1000 {

@@ -343,9 +343,14 @@ mod tests {
         }
     }
 
+    /// Readiness with the TLS and CA bundle checks, neither passed yet.
+    fn unpassed_checks() -> Readiness {
+        Readiness::new([Readiness::TLS, Readiness::CA_BUNDLE])
+    }
+
     #[test]
-    fn ready_only_when_every_check_passes_and_not_draining() {
-        let readiness = Readiness::new([Readiness::TLS, Readiness::CA_BUNDLE]);
+    fn ready_only_when_every_check_passes() {
+        let readiness = unpassed_checks();
         assert_eq!(readiness.report().to_string(), "not ready: ca-bundle, tls");
 
         readiness.set(Readiness::TLS, true);
@@ -356,7 +361,13 @@ mod tests {
 
         readiness.set(Readiness::TLS, false);
         assert_eq!(readiness.report().to_string(), "not ready: tls");
+    }
+
+    #[test]
+    fn a_draining_server_is_not_ready_even_with_every_check_passed() {
+        let readiness = unpassed_checks();
         readiness.set(Readiness::TLS, true);
+        readiness.set(Readiness::CA_BUNDLE, true);
 
         readiness.mark_draining();
         assert!(readiness.is_draining());

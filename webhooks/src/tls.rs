@@ -308,7 +308,7 @@ mod tests {
     }
 
     #[test]
-    fn loads_a_matching_pair_and_reports_validity() {
+    fn a_loaded_pair_reports_its_validity() {
         let pair = self_signed("svc.ns.svc");
         let slot = ServingCertificate::new();
         assert!(slot.info().is_none());
@@ -326,14 +326,12 @@ mod tests {
     /// What is wrong, certificate PEM, key PEM, the expected error.
     type Case = (&'static str, Vec<u8>, Vec<u8>, fn(&TlsError) -> bool);
 
-    #[test]
-    fn refuses_garbage_and_keeps_the_previous_certificate() {
+    /// A slot serving a good pair, and pairs it must refuse.
+    fn slot_with_garbage() -> (ServingCertificate, Vec<Case>) {
         let good = self_signed("good");
         let other = self_signed("other");
         let slot = ServingCertificate::from_pem(good.cert_pem.as_bytes(), good.key_pem.as_bytes())
             .expect("valid pair");
-        let before = slot.info();
-
         let cases: Vec<Case> = vec![
             (
                 "no PEM at all",
@@ -380,9 +378,24 @@ mod tests {
                 |e| matches!(e, TlsError::KeyMismatch),
             ),
         ];
+        (slot, cases)
+    }
+
+    #[test]
+    fn garbage_is_refused_with_the_error_naming_it() {
+        let (slot, cases) = slot_with_garbage();
         for (case, cert, key, expected) in cases {
             let err = slot.set_from_pem(&cert, &key).expect_err(case);
             assert!(expected(&err), "{case}: unexpected error {err:?}");
+        }
+    }
+
+    #[test]
+    fn refused_garbage_leaves_the_previous_certificate() {
+        let (slot, cases) = slot_with_garbage();
+        let before = slot.info();
+        for (case, cert, key, _) in cases {
+            slot.set_from_pem(&cert, &key).expect_err(case);
             assert_eq!(
                 slot.info(),
                 before,
@@ -407,12 +420,16 @@ mod tests {
     }
 
     #[test]
-    fn server_config_offers_h2_and_http11() {
+    fn server_config_offers_h2_before_http11() {
         let config = server_config(Arc::new(ServingCertificate::new()), None).expect("config");
         assert_eq!(
             config.alpn_protocols,
             vec![b"h2".to_vec(), b"http/1.1".to_vec()]
         );
+    }
+
+    #[test]
+    fn tls13_is_preferred_over_tls12() {
         let versions: Vec<_> = PROTOCOL_VERSIONS.iter().map(|v| v.version).collect();
         assert_eq!(
             versions,
@@ -424,7 +441,7 @@ mod tests {
     }
 
     #[test]
-    fn unix_seconds_round_trips_before_and_after_the_epoch() {
+    fn unix_seconds_round_trips_on_either_side_of_the_epoch() {
         for secs in [-86_400, 0, 1_704_067_200] {
             assert_eq!(unix_seconds(system_time(secs)), secs);
         }

@@ -593,7 +593,7 @@ mod tests {
     }
 
     #[test]
-    fn passed_members_come_back_verbatim_and_dropped_ones_not_at_all() {
+    fn dropped_members_vanish_from_an_otherwise_verbatim_object() {
         let body = r#"{"spec":{"a":1},"status":{"x":[1,2]},"other":{"b" : [1, 2.50, "\u00e9"]}}"#;
         assert_eq!(
             read(body).expect("read"),

@@ -35,20 +35,31 @@ fn converted(review: &Value) -> ConversionReview {
     }
 }
 
-#[test]
-fn review_with_mixed_versions_keeps_order_and_uid() {
+/// The objects of the mixed-version review, and the answer to it.
+fn mixed_review() -> (Vec<Value>, ConversionReview) {
     let review = fixture("review-mixed.json");
     let objects = review["request"]["objects"]
         .as_array()
         .expect("objects")
         .clone();
-    let answer = converted(&review);
+    (objects, converted(&review))
+}
+
+#[test]
+fn a_mixed_review_is_answered_successfully_under_its_uid() {
+    let (_, answer) = mixed_review();
     assert_eq!(answer.types.api_version, "apiextensions.k8s.io/v1");
     assert_eq!(answer.types.kind, "ConversionReview");
     assert!(answer.request.is_none());
     let response = answer.response.expect("response");
     assert_eq!(response.uid, "705ab4f5-6393-11e8-b7cc-42010a800002");
     assert!(response.result.is_success(), "{:?}", response.result);
+}
+
+#[test]
+fn a_mixed_reviews_objects_come_back_converted_in_order() {
+    let (objects, answer) = mixed_review();
+    let response = answer.response.expect("response");
     assert_eq!(response.converted_objects.len(), objects.len());
     for (input, output) in objects.iter().zip(&response.converted_objects) {
         assert_eq!(output, &convert_object(input, V1).expect("converts"));

@@ -40,7 +40,7 @@ impl Captured {
 // The current-thread runtime of `#[tokio::test]` keeps every server task on this thread, where
 // the subscriber is installed.
 #[tokio::test]
-async fn every_request_is_traced_with_method_path_status_and_latency() {
+async fn every_request_is_traced_in_one_line_with_its_outcome() {
     let captured = Captured::default();
     let writer = captured.clone();
     let subscriber = tracing_subscriber::fmt()

@@ -74,8 +74,17 @@ async fn only_clients_the_bundle_signed_are_served() {
     assert!(!served(&server, client(&server_ca, Some(&stranger), &TLS12)).await);
 }
 
-#[tokio::test]
-async fn a_new_bundle_applies_to_the_next_handshake_and_keeps_open_connections() {
+/// A server whose client bundle was replaced while a connection verified by the old one was
+/// open.
+struct Replaced {
+    server_ca: TestCa,
+    server: TestServer,
+    old_client: Leaf,
+    new_client: Leaf,
+    open: HttpClient,
+}
+
+async fn replaced_while_open() -> Replaced {
     let old_ca = TestCa::new("old client CA");
     let trust = Arc::new(ClientTrust::from_pem(old_ca.cert_pem.as_bytes()).expect("CA"));
     let (server_ca, server) = start(Arc::clone(&trust)).await;
@@ -91,12 +100,38 @@ async fn a_new_bundle_applies_to_the_next_handshake_and_keeps_open_connections()
         .set_from_pem(new_ca.cert_pem.as_bytes())
         .expect("new bundle accepted");
     let new_client = new_ca.client_leaf("kube-apiserver");
+    Replaced {
+        server_ca,
+        server,
+        old_client,
+        new_client,
+        open,
+    }
+}
 
+#[tokio::test]
+async fn a_new_bundle_applies_to_the_next_handshake() {
+    let Replaced {
+        server_ca,
+        server,
+        old_client,
+        new_client,
+        open: _open,
+    } = replaced_while_open().await;
     assert!(served(&server, client(&server_ca, Some(&new_client), &TLS13)).await);
     assert!(
         !served(&server, client(&server_ca, Some(&old_client), &TLS12)).await,
         "the replaced CA still verified a new connection"
     );
+}
+
+#[tokio::test]
+async fn a_new_bundle_keeps_connections_verified_before_it() {
+    let Replaced {
+        server: _server,
+        mut open,
+        ..
+    } = replaced_while_open().await;
     assert_eq!(
         open.get("/version").await.expect("open connection").status,
         StatusCode::OK,
@@ -104,15 +139,27 @@ async fn a_new_bundle_applies_to_the_next_handshake_and_keeps_open_connections()
     );
 }
 
-#[tokio::test]
-async fn a_bundle_without_a_ca_is_refused_and_the_old_one_stays() {
+/// A client CA, and a trust in it.
+fn trusted_client_ca() -> (TestCa, Arc<ClientTrust>) {
     let client_ca = TestCa::new("client CA");
     let trust = Arc::new(ClientTrust::from_pem(client_ca.cert_pem.as_bytes()).expect("CA"));
+    (client_ca, trust)
+}
+
+#[test]
+fn a_bundle_without_a_ca_is_refused() {
+    let (_, trust) = trusted_client_ca();
     assert!(matches!(
         ClientTrust::from_pem(b"not a certificate"),
         Err(TlsError::NoClientCa)
     ));
     assert!(matches!(trust.set_from_pem(b""), Err(TlsError::NoClientCa)));
+}
+
+#[tokio::test]
+async fn a_refused_bundle_leaves_the_old_one_in_force() {
+    let (client_ca, trust) = trusted_client_ca();
+    trust.set_from_pem(b"").expect_err("refused");
     let (server_ca, server) = start(trust).await;
     let signed = client_ca.client_leaf("kube-apiserver");
     assert!(served(&server, client(&server_ca, Some(&signed), &TLS13)).await);

@@ -15,8 +15,8 @@ use tokio::net::TcpStream;
 use trustyai_webhooks::{HttpsOptions, ServingCertificate, TlsError, routes};
 
 use crate::common::{
-    HttpClient, Leaf, PATIENCE, TestCa, TestServer, client_config, full, hold, presented_leaf,
-    test_router, tls_connect,
+    HoldControl, HttpClient, Leaf, PATIENCE, TestCa, TestResponse, TestServer, client_config, full,
+    hold, presented_leaf, test_router, tls_connect,
 };
 
 const H2: &[u8] = b"h2";
@@ -82,7 +82,7 @@ type AlpnCase = (
 );
 
 #[tokio::test]
-async fn http2_and_http11_are_chosen_by_alpn() {
+async fn the_http_version_follows_alpn() {
     let (ca, server) = start_default().await;
 
     let cases: [AlpnCase; 4] = [
@@ -111,7 +111,7 @@ async fn http2_and_http11_are_chosen_by_alpn() {
 }
 
 #[tokio::test]
-async fn tls12_and_tls13_are_accepted() {
+async fn every_supported_tls_version_is_accepted() {
     let (ca, server) = start_default().await;
     for (versions, expected) in [
         (&[&TLS12][..], ProtocolVersion::TLSv1_2),
@@ -173,24 +173,28 @@ async fn tls11_is_refused() {
     assert_eq!(&reply[5..7], &[2, 70], "expected protocol_version alert");
 }
 
-#[tokio::test]
-async fn bodies_up_to_the_limit_pass_and_larger_ones_get_413() {
+/// The answer of a server with the default limits to a POST of `len` bytes, over HTTP/2.
+async fn validate_a_body_of(len: usize) -> TestResponse {
     let (ca, server) = start_default().await;
-    let limit = HttpsOptions::DEFAULT_MAX_BODY_BYTES;
     let mut client = connect(&server, &ca, H2).await;
-
-    let at_limit = client
-        .send(Method::POST, routes::VALIDATE, full(vec![b'x'; limit]))
+    client
+        .send(Method::POST, routes::VALIDATE, full(vec![b'x'; len]))
         .await
-        .expect("response");
+        .expect("response")
+}
+
+#[tokio::test]
+async fn a_body_at_the_limit_passes() {
+    let limit = HttpsOptions::DEFAULT_MAX_BODY_BYTES;
+    let at_limit = validate_a_body_of(limit).await;
     assert_eq!(at_limit.status, StatusCode::OK);
     assert_eq!(at_limit.body, limit.to_string());
+}
 
-    // Declared length over the limit: refused before the body is read.
-    let over = client
-        .send(Method::POST, routes::VALIDATE, full(vec![b'x'; limit + 1]))
-        .await
-        .expect("response");
+/// Declared length over the limit: refused before the body is read.
+#[tokio::test]
+async fn a_declared_body_over_the_limit_gets_413() {
+    let over = validate_a_body_of(HttpsOptions::DEFAULT_MAX_BODY_BYTES + 1).await;
     assert_eq!(over.status, StatusCode::PAYLOAD_TOO_LARGE);
 }
 
@@ -310,8 +314,17 @@ async fn handshakes_fail_until_a_certificate_is_loaded() {
     assert_eq!(client.status("/version").await, StatusCode::OK);
 }
 
-#[tokio::test]
-async fn shutdown_answers_in_flight_requests_and_refuses_new_connections() {
+/// A server shutting down with two requests held in flight (HTTP/1.1, HTTP/2) and an idle
+/// keep-alive connection; whether its listener closed (within five seconds).
+struct ShuttingDown {
+    server: TestServer,
+    control: HoldControl,
+    held: [tokio::task::JoinHandle<hyper::Result<TestResponse>>; 2],
+    idle: HttpClient,
+    listener_closed: bool,
+}
+
+async fn shutting_down_with_requests_in_flight() -> ShuttingDown {
     let (ca, mut server, mut control) = TestServer::for_new_ca(HttpsOptions::default()).await;
 
     let mut h1 = connect(&server, &ca, HTTP11).await;
@@ -326,12 +339,37 @@ async fn shutdown_answers_in_flight_requests_and_refuses_new_connections() {
     control.wait_started().await;
 
     server.begin_shutdown();
+    let listener_closed = listener_closes(server.addr).await;
+    ShuttingDown {
+        server,
+        control,
+        held: [held_h1, held_h2],
+        idle,
+        listener_closed,
+    }
+}
 
-    // The listener closes while the requests are still held.
+/// The listener closes while the requests are still held.
+#[tokio::test]
+async fn shutdown_refuses_new_connections() {
+    let ShuttingDown {
+        listener_closed, ..
+    } = shutting_down_with_requests_in_flight().await;
     assert!(
-        listener_closes(server.addr).await,
+        listener_closed,
         "new connections are still accepted after shutdown"
     );
+}
+
+#[tokio::test]
+async fn shutdown_answers_in_flight_requests() {
+    let ShuttingDown {
+        server,
+        control,
+        held,
+        idle: _idle,
+        ..
+    } = shutting_down_with_requests_in_flight().await;
     assert!(
         !server.is_finished(),
         "serve_https returned with requests in flight"
@@ -339,7 +377,7 @@ async fn shutdown_answers_in_flight_requests_and_refuses_new_connections() {
 
     control.release();
     control.release();
-    for held in [held_h1, held_h2] {
+    for held in held {
         let response = tokio::time::timeout(PATIENCE, held)
             .await
             .expect("held request answered")
@@ -354,7 +392,7 @@ async fn shutdown_answers_in_flight_requests_and_refuses_new_connections() {
 /// HTTP/1.1 has no GOAWAY: a draining server answers on a kept-alive connection with
 /// `Connection: close` instead of closing it under a client that may be sending on it.
 #[tokio::test]
-async fn a_draining_server_answers_on_an_idle_http11_connection_and_closes_it_by_that_answer() {
+async fn a_draining_server_closes_an_idle_http11_connection_by_its_next_answer() {
     let (ca, mut server, _control) = TestServer::for_new_ca(HttpsOptions::default()).await;
     let mut kept = connect(&server, &ca, HTTP11).await;
     let first = kept.get("/version").await.expect("response");

@@ -26,10 +26,51 @@ async fn start(
     (addr, shutdown_tx, task)
 }
 
+/// An ops server of readiness with the TLS and CA bundle checks, neither passed yet.
+struct Serving {
+    readiness: Readiness,
+    addr: SocketAddr,
+    shutdown: oneshot::Sender<()>,
+    task: JoinHandle<Result<(), ServerError>>,
+}
+
+impl Serving {
+    async fn start() -> Self {
+        let readiness = Readiness::new([Readiness::TLS, Readiness::CA_BUNDLE]);
+        let (addr, shutdown, task) =
+            start(OpsState::new(readiness.clone(), |_| String::new())).await;
+        Self {
+            readiness,
+            addr,
+            shutdown,
+            task,
+        }
+    }
+
+    /// Draining, with every check passed.
+    async fn draining() -> Self {
+        let serving = Self::start().await;
+        serving.readiness.set(Readiness::CA_BUNDLE, true);
+        serving.readiness.set(Readiness::TLS, true);
+        serving.readiness.mark_draining();
+        serving
+    }
+
+    /// Stops the server; it must return cleanly.
+    async fn stop(self) {
+        self.shutdown.send(()).expect("server running");
+        tokio::time::timeout(PATIENCE, self.task)
+            .await
+            .expect("serve_ops returned")
+            .expect("no panic")
+            .expect("clean shutdown");
+    }
+}
+
 #[tokio::test]
-async fn readyz_follows_the_checks_and_draining() {
-    let readiness = Readiness::new([Readiness::TLS, Readiness::CA_BUNDLE]);
-    let (addr, shutdown, task) = start(OpsState::new(readiness.clone(), |_| String::new())).await;
+async fn readyz_follows_the_checks() {
+    let serving = Serving::start().await;
+    let (addr, readiness) = (serving.addr, &serving.readiness);
 
     let (status, _, body) = plain_get(addr, routes::READYZ).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
@@ -45,22 +86,26 @@ async fn readyz_follows_the_checks_and_draining() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body, "ok");
 
-    readiness.mark_draining();
-    let (status, _, body) = plain_get(addr, routes::READYZ).await;
+    serving.stop().await;
+}
+
+#[tokio::test]
+async fn readyz_fails_while_draining() {
+    let serving = Serving::draining().await;
+    let (status, _, body) = plain_get(serving.addr, routes::READYZ).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(body, "not ready: draining");
+    serving.stop().await;
+}
 
-    // Liveness is not readiness.
-    let (status, _, body) = plain_get(addr, routes::HEALTHZ).await;
+/// Liveness is not readiness.
+#[tokio::test]
+async fn healthz_stays_ok_while_draining() {
+    let serving = Serving::draining().await;
+    let (status, _, body) = plain_get(serving.addr, routes::HEALTHZ).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body, "ok");
-
-    shutdown.send(()).expect("server running");
-    tokio::time::timeout(PATIENCE, task)
-        .await
-        .expect("serve_ops returned")
-        .expect("no panic")
-        .expect("clean shutdown");
+    serving.stop().await;
 }
 
 #[tokio::test]

@@ -261,7 +261,7 @@ mod tests {
     }
 
     #[test]
-    fn labels_with_quotes_and_continuations_are_read() {
+    fn quoted_labels_over_continued_lines_are_read() {
         let text =
             "FROM rust AS build\nRUN make\nFROM scratch\nLABEL a=\"one two\" \\\n  b=three\n";
         let recipe = parse(text).expect("a recipe");
@@ -275,18 +275,28 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_containerfiles_runtime_config_takes_its_last_stage_and_build_args() {
+    /// The runtime config of a two-stage Containerfile built with `VERSION=1.2`.
+    fn two_stage_runtime_config() -> ImageConfig {
         let text = "ARG BASE=x\nFROM builder AS b\nUSER 0\nFROM ${BASE}\nUSER root\n\
                     RUN pip install .\nUSER 1001\nEXPOSE 8081 4443/tcp\n\
                     CMD [\"python\", \"-m\", \"app\"]\n\
                     LABEL version=\"${VERSION}\" title=\"App\"\n";
         let args = BTreeMap::from([("VERSION".to_owned(), "1.2".to_owned())]);
-        let config = runtime_config(text, &args).expect("a config");
+        runtime_config(text, &args).expect("a config")
+    }
+
+    #[test]
+    fn a_containerfiles_runtime_config_is_its_last_stages() {
+        let config = two_stage_runtime_config();
         assert_eq!(config.user.as_deref(), Some("1001"));
         assert_eq!(config.exposed_ports, ["8081/tcp", "4443/tcp"]);
         assert_eq!(config.cmd, ["python", "-m", "app"]);
-        assert_eq!(config.labels["version"], "1.2");
         assert_eq!(config.labels["title"], "App");
+    }
+
+    #[test]
+    fn build_args_fill_a_containerfiles_labels() {
+        let config = two_stage_runtime_config();
+        assert_eq!(config.labels["version"], "1.2");
     }
 }

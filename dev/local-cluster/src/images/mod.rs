@@ -547,27 +547,49 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    #[test]
-    fn an_input_digest_changes_with_a_files_content_or_mode_and_only_then() {
-        let dir = std::env::temp_dir().join(format!("trustyai-digest-{}", std::process::id()));
+    /// A folder `trustyai-digest-<name>-<pid>` holding the file `sub/a`.
+    fn digest_folder(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("trustyai-digest-{name}-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("sub")).expect("folder");
         std::fs::write(dir.join("sub/a"), "one").expect("file");
-        let key = || {
-            InputDigest::default()
-                .bytes("recipe", b"r")
-                .folder("source", &dir)
-                .expect("read")
-                .key()
-        };
-        let first = key();
-        assert_eq!(key(), first, "the same inputs give the same key");
+        dir
+    }
+
+    /// The key of a recipe with the folder `dir` as its source.
+    fn digest_key(dir: &Path) -> String {
+        InputDigest::default()
+            .bytes("recipe", b"r")
+            .folder("source", dir)
+            .expect("read")
+            .key()
+    }
+
+    #[test]
+    fn an_input_digest_is_the_same_for_the_same_inputs() {
+        let dir = digest_folder("same");
+        let first = digest_key(&dir);
+        assert_eq!(digest_key(&dir), first, "the same inputs give the same key");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_input_digest_changes_with_a_files_content() {
+        let dir = digest_folder("content");
+        let first = digest_key(&dir);
         std::fs::write(dir.join("sub/a"), "two").expect("file");
-        let changed = key();
-        assert_ne!(changed, first);
+        assert_ne!(digest_key(&dir), first);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_input_digest_changes_with_a_files_mode() {
         use std::os::unix::fs::PermissionsExt;
+        let dir = digest_folder("mode");
+        let before = digest_key(&dir);
         std::fs::set_permissions(dir.join("sub/a"), std::fs::Permissions::from_mode(0o755))
             .expect("chmod");
-        assert_ne!(key(), changed, "the executable bit is an input");
+        assert_ne!(digest_key(&dir), before, "the executable bit is an input");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
