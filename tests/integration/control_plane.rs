@@ -366,9 +366,9 @@ async fn a_migrations_volume_goes_only_with_its_end() {
     .expect("the end of the migration takes the volume's name with it");
 }
 
-/// kubectl shows the printer columns (more with `-o wide`) and the descriptions.
+/// `kubectl get` shows the printer columns (more with `-o wide`).
 #[tokio::test]
-async fn kubectl_shows_the_printer_columns_and_descriptions() {
+async fn kubectl_get_shows_the_printer_columns() {
     let (claim, client, ns) = with_the_crd("crd").await;
     let cp = claim.control_plane();
     // `kubectl get` prints a header only over objects.
@@ -382,7 +382,6 @@ async fn kubectl_shows_the_printer_columns_and_descriptions() {
         )
         .await
         .expect("valid object");
-    // kubectl: printer columns and explain text.
     let (ok, out, err) = cp.kubectl(&["get", "tas", "-n", &ns], None);
     assert!(ok, "{err}");
     let header = out.lines().next().unwrap_or_default();
@@ -405,9 +404,32 @@ async fn kubectl_shows_the_printer_columns_and_descriptions() {
             "-o wide column {column} missing in: {header}"
         );
     }
+}
+
+/// `kubectl explain <field>`, retried while kubectl cannot find the kind yet (discovery serves
+/// it a moment after the CRD is Established): whether it succeeded, stdout and stderr.
+async fn explain(cp: &support::ControlPlane, field: &str) -> (bool, String, String) {
+    let mut last = None;
+    let answer = wait::within(Duration::from_secs(30), async || {
+        let (ok, out, err) = cp.kubectl(&["explain", field], None);
+        if ok || !err.contains("couldn't find resource") {
+            return Some((ok, out, err));
+        }
+        last = Some((ok, out, err));
+        None
+    })
+    .await;
+    answer.or(last).expect("at least one kubectl explain")
+}
+
+/// `kubectl explain` shows the descriptions.
+#[tokio::test]
+async fn kubectl_explain_shows_the_descriptions() {
+    let (claim, _client, _ns) = with_the_crd("crd").await;
+    let cp = claim.control_plane();
     // A paragraph is one line of the description: kubectl wraps it at the terminal width, so
     // the sentence below is found whole once the output's own line breaks are undone.
-    let (ok, out, err) = cp.kubectl(&["explain", "tas.spec"], None);
+    let (ok, out, err) = explain(cp, "tas.spec").await;
     assert!(ok, "{err}");
     let unwrapped = out.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
@@ -416,10 +438,10 @@ async fn kubectl_shows_the_printer_columns_and_descriptions() {
         ),
         "{out}"
     );
-    let (ok, out, err) = cp.kubectl(&["explain", "tas.spec.storage.pv"], None);
+    let (ok, out, err) = explain(cp, "tas.spec.storage.pv").await;
     assert!(ok, "{err}");
     assert!(out.contains("existing PersistentVolume"), "{out}");
-    let (ok, out, err) = cp.kubectl(&["explain", "tas.spec"], None);
+    let (ok, out, err) = explain(cp, "tas.spec").await;
     assert!(ok, "{err}");
     assert!(out.contains("Desired state of a TrustyAI service"), "{out}");
 }

@@ -106,7 +106,7 @@ async fn wait_for_access(cp: &ControlPlane, ns: &str, checks: &[(&str, &str)], a
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_chart_rbac_is_sufficient_and_a_missing_verb_is_caught() {
+async fn the_chart_rbac_is_what_the_operator_needs() {
     let (_claim, cp, client, ns) =
         control_planes::shared_namespace(Concern::HelmRbac, "chart-rbac").await;
     let chart = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("charts/trustyai-operator");

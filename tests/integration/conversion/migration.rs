@@ -293,7 +293,7 @@ async fn the_operator_migrates_storage_at_start() {
 }
 
 #[tokio::test]
-async fn migrate_storage_cli_rewrites_and_then_has_nothing_to_do() {
+async fn the_migrate_storage_cli_migrates_once_the_crd_stores_v1() {
     let (_claim, cp, client, ns) =
         control_planes::exclusive_namespace(Concern::Conversion, "migrate-cli").await;
     // More than one list page (100) of old objects.

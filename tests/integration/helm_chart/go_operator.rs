@@ -21,7 +21,7 @@ use super::{
 /// the release's ownership metadata (the chart README's commands), an upgrade with the CRD adopts
 /// it and the objects stay.
 #[tokio::test]
-async fn installs_where_the_go_operators_crd_and_objects_exist() {
+async fn a_go_operator_installation_is_taken_over_keeping_its_trustyaiservices() {
     let claim = control_planes::exclusive(Concern::HelmChart);
     let cp = claim.control_plane();
     let client = cp.client().await;

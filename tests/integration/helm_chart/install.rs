@@ -22,7 +22,7 @@ use super::{
 const IGNORE_THE_WEBHOOKS: [&str; 2] = ["--set", "webhook.failurePolicy=Ignore"];
 
 #[tokio::test]
-async fn every_certificate_mode_installs_and_uninstalls() {
+async fn every_certificate_mode_completes_an_install_uninstall_cycle() {
     // Each install brings the chart's CRD, which other tests change.
     let claim = control_planes::exclusive(Concern::HelmChart);
     let cp = claim.control_plane();
@@ -62,7 +62,7 @@ async fn every_certificate_mode_installs_and_uninstalls() {
 }
 
 #[tokio::test]
-async fn install_upgrade_and_uninstall_keep_the_crd_and_every_trustyaiservice() {
+async fn a_release_lifecycle_never_deletes_the_crd_or_a_trustyaiservice() {
     let (_claim, cp, client, ns) =
         control_planes::exclusive_namespace(Concern::HelmChart, "helm").await;
     delete_crd(cp).await;

@@ -133,19 +133,16 @@ fn the_alerts_pass_prometheus_rule_checker() {
     );
 }
 
-/// The chart's alerts and the dashboard's panels use only metrics the operator exports.
-#[test]
-fn alerts_and_dashboard_use_only_exported_metrics() {
-    let (rules, dashboard) = rules_and_dashboard();
+/// Asserts every metric `exprs` (PromQL expressions of `what`) use is one the operator exports.
+#[track_caller]
+fn assert_only_exported_metrics<'a>(
+    what: &str,
+    exprs: impl IntoIterator<Item = &'a serde_json::Value>,
+) {
     let exported = exported_metric_names();
     let mut used = Vec::new();
-    for rule in rules["groups"][0]["rules"].as_array().expect("rules") {
-        used.extend(metric_names_in(rule["expr"].as_str().expect("expr")));
-    }
-    for panel in dashboard["panels"].as_array().expect("panels") {
-        for target in panel["targets"].as_array().expect("targets") {
-            used.extend(metric_names_in(target["expr"].as_str().expect("expr")));
-        }
+    for expr in exprs {
+        used.extend(metric_names_in(expr.as_str().expect("expr")));
     }
     let unknown: Vec<&String> = used
         .iter()
@@ -153,6 +150,31 @@ fn alerts_and_dashboard_use_only_exported_metrics() {
         .collect();
     assert!(
         unknown.is_empty(),
-        "not exported: {unknown:?} (exported: {exported:?})"
+        "{what}: not exported: {unknown:?} (exported: {exported:?})"
+    );
+}
+
+/// The chart's alerts use only metrics the operator exports.
+#[test]
+fn the_alerts_use_only_exported_metrics() {
+    let (rules, _) = rules_and_dashboard();
+    let rules = rules["groups"][0]["rules"].as_array().expect("rules");
+    assert_only_exported_metrics("the alerts", rules.iter().map(|rule| &rule["expr"]));
+}
+
+/// The dashboard's panels use only metrics the operator exports.
+#[test]
+fn the_dashboard_uses_only_exported_metrics() {
+    let (_, dashboard) = rules_and_dashboard();
+    let panels = dashboard["panels"].as_array().expect("panels");
+    assert_only_exported_metrics(
+        "the dashboard",
+        panels.iter().flat_map(|panel| {
+            panel["targets"]
+                .as_array()
+                .expect("targets")
+                .iter()
+                .map(|target| &target["expr"])
+        }),
     );
 }

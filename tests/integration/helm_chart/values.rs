@@ -98,7 +98,7 @@ fn template_values(values: &Value) -> String {
 }
 
 /// The values admins expect from cert-manager's chart, all at once.
-fn every_pod_and_monitoring_value() -> Value {
+fn every_value_admins_expect() -> Value {
     json!({
         "replicaCount": 3,
         "certs": {"mode": "existingSecret", "existingSecret": "my-tls"},
@@ -149,10 +149,10 @@ fn every_pod_and_monitoring_value() -> Value {
     })
 }
 
-/// The values of [`every_pod_and_monitoring_value`] each land where they belong.
+/// The values of [`every_value_admins_expect`] each land where they belong.
 #[test]
-fn every_pod_and_monitoring_value_renders_where_it_belongs() {
-    let values = every_pod_and_monitoring_value();
+fn every_value_admins_expect_renders_where_it_belongs() {
+    let values = every_value_admins_expect();
     let objects = documents(&template_values(&values));
 
     let deployment = one(&objects, "Deployment");
@@ -190,7 +190,7 @@ fn every_pod_and_monitoring_value_renders_where_it_belongs() {
     }
 }
 
-/// The operator's pod rendered with [`every_pod_and_monitoring_value`]: the extra arguments,
+/// The operator's pod rendered with [`every_value_admins_expect`]: the extra arguments,
 /// environment, volumes and mounts after the chart's own, the security contexts, spread,
 /// ServiceAccount and probes as given.
 fn assert_the_pod_follows(pod: &Value, values: &Value) {
@@ -240,11 +240,11 @@ fn assert_the_pod_follows(pod: &Value, values: &Value) {
     assert!(container.get("readinessProbe").is_none(), "{container:#}");
 }
 
-/// The API server accepts (in a server-side dry run) what [`every_pod_and_monitoring_value`]
+/// The API server accepts (in a server-side dry run) what [`every_value_admins_expect`]
 /// renders.
 #[tokio::test]
-async fn the_api_server_accepts_the_chart_rendered_with_every_pod_and_monitoring_value() {
-    let values = every_pod_and_monitoring_value();
+async fn the_api_server_accepts_the_chart_rendered_with_every_value_admins_expect() {
+    let values = every_value_admins_expect();
     let manifest = template_values(&values);
     // The dry run applies the chart's CRD over the live one, which other tests change.
     let claim = control_planes::exclusive(Concern::HelmChart);
@@ -265,7 +265,7 @@ async fn the_api_server_accepts_the_chart_rendered_with_every_pod_and_monitoring
 /// The pod's volumes and the container's volumeMounts in every combination of the certificate
 /// mount, the client CA mount and extra ones, including none.
 #[test]
-fn volumes_and_mounts_render_in_every_combination() {
+fn every_volume_combination_renders_with_matching_mounts() {
     for mode in ["selfSigned", "certManager"] {
         for client_ca in [false, true] {
             for extra in [false, true] {
@@ -310,17 +310,19 @@ fn volumes_and_mounts_render_in_every_combination() {
     }
 }
 
-/// A PodDisruptionBudget only over 2 or more replicas and only when enabled, with one bound.
+/// The spec of the PodDisruptionBudget rendered with `args`, if one is.
+fn rendered_pdb(args: &[&str]) -> Option<Value> {
+    of_kind(&documents(&template(args)), "PodDisruptionBudget")
+        .first()
+        .map(|pdb| pdb["spec"].clone())
+}
+
+/// A PodDisruptionBudget only over 2 or more replicas and only when enabled.
 #[test]
-fn the_disruption_budget_follows_the_replicas_and_its_values() {
-    let pdb = |args: &[&str]| -> Option<Value> {
-        of_kind(&documents(&template(args)), "PodDisruptionBudget")
-            .first()
-            .map(|pdb| pdb["spec"].clone())
-    };
-    assert_eq!(pdb(&[]), None, "no PDB over one replica");
+fn a_disruption_budget_is_rendered_only_over_two_replicas_when_enabled() {
+    assert_eq!(rendered_pdb(&[]), None, "no PDB over one replica");
     assert_eq!(
-        pdb(&[
+        rendered_pdb(&[
             "--set",
             "replicaCount=2",
             "--set",
@@ -328,10 +330,15 @@ fn the_disruption_budget_follows_the_replicas_and_its_values() {
         ]),
         None
     );
-    let default = pdb(&["--set", "replicaCount=2"]).expect("a PDB at 2 replicas");
+}
+
+/// The PodDisruptionBudget carries one bound: maxUnavailable 1 by default, or the given one.
+#[test]
+fn the_disruption_budget_carries_the_one_bound_its_values_give() {
+    let default = rendered_pdb(&["--set", "replicaCount=2"]).expect("a PDB at 2 replicas");
     assert_eq!(default["maxUnavailable"], 1);
     assert!(default.get("minAvailable").is_none());
-    let percent = pdb(&[
+    let percent = rendered_pdb(&[
         "--set",
         "replicaCount=2",
         "--set",
@@ -342,32 +349,42 @@ fn the_disruption_budget_follows_the_replicas_and_its_values() {
     assert!(percent.get("maxUnavailable").is_none());
 }
 
-/// The default spread only over 2 or more replicas and without topologySpreadConstraints; the
-/// given constraints at any replica count.
+/// The pod's topologySpreadConstraints rendered with `args`.
+fn rendered_spread(args: &[&str]) -> Value {
+    one(&documents(&template(args)), "Deployment")["spec"]["template"]["spec"]
+        ["topologySpreadConstraints"]
+        .clone()
+}
+
+/// The default spread only over 2 or more replicas and without topologySpreadConstraints.
 #[test]
-fn the_topology_spread_follows_the_replicas_and_its_values() {
-    let spread = |args: &[&str]| -> Value {
-        one(&documents(&template(args)), "Deployment")["spec"]["template"]["spec"]
-            ["topologySpreadConstraints"]
-            .clone()
-    };
-    assert_eq!(spread(&[]), Value::Null, "no spread over one replica");
+fn the_default_topology_spread_applies_only_over_two_replicas() {
     assert_eq!(
-        spread(&["--set", "replicaCount=2"])[0]["topologyKey"],
+        rendered_spread(&[]),
+        Value::Null,
+        "no spread over one replica"
+    );
+    assert_eq!(
+        rendered_spread(&["--set", "replicaCount=2"])[0]["topologyKey"],
         "kubernetes.io/hostname"
     );
+}
+
+/// The given topologySpreadConstraints at any replica count.
+#[test]
+fn given_topology_spread_constraints_apply_at_any_replica_count() {
     let given = json!([{
         "maxSkew": 2, "topologyKey": "topology.kubernetes.io/zone",
         "whenUnsatisfiable": "ScheduleAnyway",
     }]);
     let given_set = format!("topologySpreadConstraints={given}");
     assert_eq!(
-        spread(&["--set-json", &given_set]),
+        rendered_spread(&["--set-json", &given_set]),
         given,
         "given, at one replica"
     );
     assert_eq!(
-        spread(&["--set", "replicaCount=2", "--set-json", &given_set]),
+        rendered_spread(&["--set", "replicaCount=2", "--set-json", &given_set]),
         given
     );
 }

@@ -70,7 +70,7 @@ async fn prometheus_parses_the_scrape(ops_port: u16) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn metrics_parse_as_prometheus_text_and_counters_move() {
+async fn prometheus_reads_metrics_that_follow_the_operators_work() {
     let (_claim, cp, client, ns) =
         control_planes::exclusive_namespace(Concern::Operations, "metrics").await;
     let apps = cp.namespace(&client, "metrics-apps").await;

@@ -22,7 +22,7 @@ async fn readyz(ops_port: u16) -> Option<(u16, String)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn readyz_is_false_before_the_certificate_is_loaded_and_while_draining() {
+async fn readyz_says_ready_only_between_the_certificate_load_and_the_drain() {
     let (_claim, cp, client, ns) =
         control_planes::exclusive_namespace(Concern::Operations, "readyz").await;
 

@@ -350,7 +350,7 @@ async fn hand_over(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_replicas_one_leader_both_serve_handover_and_rolling_restarts_without_failures() {
+async fn two_replicas_keep_one_leader_at_a_time_without_a_failed_request() {
     let (_claim, cp, client, ns) =
         control_planes::exclusive_namespace(Concern::Operations, "replicas").await;
     let apps = cp.namespace(&client, "apps").await;

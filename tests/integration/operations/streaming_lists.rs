@@ -14,7 +14,7 @@ use super::*;
 /// and it reconciles as usual. (The shared control plane serves them, so every other test runs
 /// the streaming path.)
 #[tokio::test]
-async fn without_streaming_lists_the_watches_list_first_and_reconcile() {
+async fn without_streaming_lists_the_operator_reconciles_through_list_first_watches() {
     let cp = tokio::task::spawn_blocking(|| {
         ControlPlane::start_with_apiserver_flags(&["--feature-gates=WatchList=false"])
     })

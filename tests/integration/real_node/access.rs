@@ -64,7 +64,7 @@ async fn reading_needs_get_and_uploading_create(client: &kube::Client, ns: &str)
 }
 
 #[tokio::test]
-async fn get_on_this_service_only_uploads_and_reads_spd_and_a_stranger_gets_403() {
+async fn access_is_granted_by_get_on_this_very_service() {
     let (_claim, cp, client, ns) = installed_namespace(false, "access").await;
     pvc_service(cp, &client, &ns, "demo").await;
     // `get` on this Service only: the Role's resourceNames hold because the name is checked.
@@ -93,7 +93,7 @@ async fn get_on_this_service_only_uploads_and_reads_spd_and_a_stranger_gets_403(
 }
 
 #[tokio::test]
-async fn with_http_method_access_reading_needs_get_and_uploading_needs_create() {
+async fn with_http_method_access_each_call_needs_the_verb_of_its_method() {
     let (_claim, cp) = installed(true).await;
     upgrade(cp, vec!["service.access=http-method".into()]).await;
     let client = cp.client().await;

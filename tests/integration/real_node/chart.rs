@@ -45,7 +45,7 @@ async fn the_operator_pods_become_ready_through_their_own_probes() {
 }
 
 #[tokio::test]
-async fn the_api_server_calls_convert_mutate_and_validate_through_the_service() {
+async fn the_api_server_calls_every_webhook_through_the_service() {
     let (_claim, _, client, ns) = installed_namespace(false, "through-service").await;
     // v1alpha1 in, v1 stored (/convert), defaulted (/mutate).
     let stored = create_through_v1alpha1(&client, &ns, "alpha", minimal_spec()).await;
@@ -98,7 +98,7 @@ async fn helm_test_passes_with_its_real_pod_while_the_webhooks_answer() {
 }
 
 #[tokio::test]
-async fn helm_test_fails_and_keeps_its_pod_without_the_webhooks() {
+async fn helm_test_without_the_webhooks_fails_keeping_its_pod() {
     let (_claim, cp) = installed(true).await;
     let client = cp.client().await;
     let scale = |replicas: &str| {
@@ -156,7 +156,7 @@ async fn helm_test_fails_and_keeps_its_pod_without_the_webhooks() {
 }
 
 #[tokio::test]
-async fn the_security_context_and_the_memory_limit_are_in_force_in_the_running_container() {
+async fn the_charts_container_restrictions_are_in_force_in_the_running_process() {
     let (_claim, cp) = installed(false).await;
     let pods: Api<Pod> = Api::namespaced(cp.client().await, NAMESPACE);
     let pid = container_process(cp, &two_ready(cp, &pods, None).await[0], "operator");
@@ -199,7 +199,7 @@ async fn the_security_context_and_the_memory_limit_are_in_force_in_the_running_c
 }
 
 #[tokio::test]
-async fn a_deleted_operator_pod_exits_0_on_sigterm_and_is_replaced() {
+async fn a_deleted_operator_pod_is_replaced_after_a_clean_exit() {
     let (_claim, cp) = installed(true).await;
     let client = cp.client().await;
     let pods: Api<Pod> = Api::namespaced(client, NAMESPACE);

@@ -117,7 +117,7 @@ async fn credentials_for(client: &kube::Client, ns: &str, cr: &str, host: &str) 
 }
 
 #[tokio::test]
-async fn mariadb_serves_the_database_and_user_its_environment_names() {
+async fn mariadb_is_set_up_as_its_environment_says() {
     let (_claim, cp, _, ns) =
         control_planes::shared_namespace(Concern::RealNode, "real-mariadb").await;
     mariadb(cp, &ns).await;

@@ -15,7 +15,7 @@ fn config(image: &Image) -> ImageConfig {
 }
 
 #[tokio::test]
-async fn the_service_image_runs_as_its_containerfile_says_and_ships_no_compiler() {
+async fn the_service_image_is_the_lean_runtime_its_containerfile_describes() {
     let image = &images().await.service;
     let config = config(image);
     assert_eq!(config.user.as_deref(), Some("1001"));

@@ -339,7 +339,7 @@ async fn a_declared_metric_follows_its_service_through_a_restart() {
 }
 
 #[tokio::test]
-async fn a_metric_without_its_service_says_why_and_its_deletion_does_not_wait() {
+async fn a_metric_without_its_service_says_why_yet_goes_at_once_when_deleted() {
     let (_claim, cp, client, ns) = installed_namespace(false, "metrics-orphan").await;
     let metrics: Api<TrustyAIMetric> = Api::namespaced(client.clone(), &ns);
     let mut metric = spd_metric("orphan");
@@ -366,7 +366,7 @@ async fn a_metric_without_its_service_says_why_and_its_deletion_does_not_wait() 
 const HOLD: &str = "trustyai.test/hold";
 
 #[tokio::test]
-async fn a_metric_says_when_its_service_is_going_or_gone_and_its_deletion_does_not_wait() {
+async fn a_metric_follows_its_services_deletion_without_blocking_its_own() {
     let (_claim, cp, client, ns) = installed_namespace(false, "metrics-gone").await;
     uploaded_pvc_demo(cp, &client, &ns).await;
     let metrics: Api<TrustyAIMetric> = Api::namespaced(client.clone(), &ns);

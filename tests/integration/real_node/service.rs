@@ -126,7 +126,7 @@ pub async fn pvc_service(cp: &ControlPlane, client: &kube::Client, ns: &str, cr:
 }
 
 #[tokio::test]
-async fn a_trustyai_service_runs_from_its_images_with_its_claim_bound_and_is_healed() {
+async fn a_trustyai_service_runs_on_its_bound_claim_through_a_pod_deletion() {
     let (_claim, cp, client, ns) = installed_namespace(false, "service-pods").await;
     let pv = format!("{ns}-data");
     let spec = spec_on_host_volume(cp, &ns, &pv, "demo").await;

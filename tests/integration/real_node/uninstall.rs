@@ -13,7 +13,7 @@ use super::service::{create_service, ready_pod, spec_on_host_volume};
 use crate::support::cluster::{exists, tas_api};
 
 #[tokio::test]
-async fn helm_uninstall_keeps_the_crd_and_the_trustyai_services_whose_pods_keep_running() {
+async fn helm_uninstall_leaves_the_trustyai_services_running_without_the_operator() {
     let (_claim, cp, client, ns) = installed_namespace(true, "uninstall").await;
     let spec = spec_on_host_volume(cp, &ns, &format!("{ns}-data"), "kept").await;
     create_service(&client, &ns, "kept", spec).await;

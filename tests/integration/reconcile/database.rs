@@ -16,12 +16,11 @@ use crate::support::samples::{database, end_of_migration};
 /// The Go operator's annotation asking for a migration of the claim's data into the database.
 const MIGRATION_TRIGGER: &str = "trustyai.opendatahub.io/db-migration";
 
-#[tokio::test]
-async fn database_mode_reports_bad_credentials_and_recovers() {
-    let env = Env::shared().await;
+/// A database-mode TrustyAIService `tas` in a new namespace, whose credentials Secret
+/// `db-creds` does not exist; once it says so. Returns the namespace and the object then.
+async fn without_credentials(env: &Env) -> (String, TrustyAIService) {
     let ns = env.namespace("db").await;
     env.create(&ns, "tas", database("db-creds")).await;
-
     let missing = env
         .wait_condition(
             &ns,
@@ -31,16 +30,13 @@ async fn database_mode_reports_bad_credentials_and_recovers() {
             Some("DBCredentialsNotFound"),
         )
         .await;
-    assert_eq!(
-        missing.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Not Ready")
-    );
-    let warnings = env.wait_event(&ns, "tas", "DBCredentialsNotFound").await;
-    assert_eq!(warnings[0].type_.as_deref(), Some("Warning"));
-    assert!(note(&warnings[0]).contains("db-creds"));
-    assert_the_deployment_reads_the_named_secret(&env, &ns).await;
+    (ns, missing)
+}
 
-    // A Secret missing a key: DBCredentialsError and a warning naming the key.
+/// [`without_credentials`], then the Secret created without `databasePassword`; once the
+/// service says so. Returns the namespace.
+async fn with_incomplete_credentials(env: &Env) -> String {
+    let (ns, _) = without_credentials(env).await;
     let mut data = complete_credentials();
     data.remove("databasePassword");
     env.api::<Secret>(&ns)
@@ -55,14 +51,41 @@ async fn database_mode_reports_bad_credentials_and_recovers() {
         Some("DBCredentialsError"),
     )
     .await;
+    ns
+}
+
+#[tokio::test]
+async fn missing_database_credentials_are_reported_with_a_warning() {
+    let env = Env::shared().await;
+    let (ns, missing) = without_credentials(&env).await;
+    assert_eq!(
+        missing.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Not Ready")
+    );
+    let warnings = env.wait_event(&ns, "tas", "DBCredentialsNotFound").await;
+    assert_eq!(warnings[0].type_.as_deref(), Some("Warning"));
+    assert!(note(&warnings[0]).contains("db-creds"));
+    assert_the_deployment_reads_the_named_secret(&env, &ns).await;
+}
+
+/// A Secret missing a key: DBCredentialsError and a warning naming the key.
+#[tokio::test]
+async fn incomplete_database_credentials_warn_naming_the_missing_key() {
+    let env = Env::shared().await;
+    let ns = with_incomplete_credentials(&env).await;
     let warnings = env.wait_event(&ns, "tas", "DBCredentialsError").await;
     assert!(
         note(&warnings[0]).contains("databasePassword"),
         "{:?}",
         warnings[0].note
     );
+}
 
-    // The complete Secret: the service becomes ready.
+/// The complete Secret: the service becomes ready, having warned once per problem on the way.
+#[tokio::test]
+async fn completed_credentials_make_the_service_ready_after_one_warning_per_problem() {
+    let env = Env::shared().await;
+    let ns = with_incomplete_credentials(&env).await;
     env.api::<Secret>(&ns)
         .replace(
             "db-creds",
@@ -214,15 +237,14 @@ async fn set_service_container(pods: &Api<Pod>, pod: &str, running: bool) {
         .unwrap_or_else(|e| panic!("setting the status of pod {pod}: {e}"));
 }
 
-#[tokio::test]
-async fn migration_mode_keeps_the_pvc_and_adds_the_database() {
-    let env = Env::shared().await;
+/// A TrustyAIService `tas` in migration mode, Ready in a new namespace: DATABASE with
+/// storage.folder and data.filename (the Go operator's rule), from the files on a named volume.
+/// Returns the namespace, the volume's name and the Ready object.
+async fn migrating(env: &Env) -> (String, String, TrustyAIService) {
     let ns = env.namespace("migration").await;
-    create_credentials(&env, &ns, "tas-db-credentials").await;
+    create_credentials(env, &ns, "tas-db-credentials").await;
     env.volume_for(&ns, "tas-pvc").await;
     let volume = format!("{ns}-tas-pvc");
-    // Migration mode: DATABASE with storage.folder and data.filename (the Go operator's rule),
-    // from the files on a named volume.
     env.create(
         &ns,
         "tas",
@@ -232,8 +254,27 @@ async fn migration_mode_keeps_the_pvc_and_adds_the_database() {
     )
     .await;
     let ready = env.wait_ready(&ns, "tas").await;
+    (ns, volume, ready)
+}
+
+#[tokio::test]
+async fn migration_mode_keeps_the_pvc_beside_the_database() {
+    let env = Env::shared().await;
+    let (ns, _, ready) = migrating(&env).await;
     assert_migrating_with_the_claim_and_the_database(&env, &ns, &ready).await;
+}
+
+#[tokio::test]
+async fn a_go_operator_migration_trigger_is_consumed() {
+    let env = Env::shared().await;
+    let (ns, _, _) = migrating(&env).await;
     the_go_operators_migration_trigger_is_consumed(&env, &ns).await;
+}
+
+#[tokio::test]
+async fn the_end_of_a_migration_keeps_the_claim_unmounted() {
+    let env = Env::shared().await;
+    let (ns, volume, _) = migrating(&env).await;
     the_end_of_the_migration_keeps_the_claim(&env, &ns, &volume).await;
 }
 

@@ -211,7 +211,7 @@ async fn stop_refusing(env: &Env, bindings: &Api<ClusterRoleBinding>, binding: &
 }
 
 #[tokio::test]
-async fn uninstall_without_the_operator_releases_deletions_and_leaves_nothing_of_ours() {
+async fn uninstall_without_the_operator_leaves_nothing_of_ours() {
     let env = Env::exclusive().await;
     let ns = env.namespace("uninstall").await;
     env.create(&ns, "tas", database("db-creds")).await;

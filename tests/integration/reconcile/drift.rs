@@ -165,29 +165,20 @@ where
     started.elapsed()
 }
 
-/// The custom CA bundle ConfigMap is mounted into the proxy when it appears labelled for
-/// injection, and unmounted when it goes: the operator learns both from its watch (its cache
-/// answers the reconcile), not from polling.
-#[tokio::test]
-async fn custom_ca_bundle_is_mounted_when_it_appears_and_unmounted_when_it_goes() {
-    let (env, ns) = Env::shared_instance("cabundle", "tas").await;
+/// Whether the Deployment `d` mounts the custom CA bundle.
+fn has_bundle(d: &Deployment) -> bool {
+    d.spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|p| p.volumes.as_ref())
+        .is_some_and(|v| v.iter().any(|v| v.name == "odh-trusted-ca-bundle"))
+}
 
-    let deployments = env.api::<Deployment>(&ns);
-    let has_bundle = |d: &Deployment| {
-        d.spec
-            .template
-            .spec
-            .as_ref()
-            .and_then(|p| p.volumes.as_ref())
-            .is_some_and(|v| v.iter().any(|v| v.name == "odh-trusted-ca-bundle"))
-    };
-    let before = deployments.get("tas").await.expect("Deployment");
-    assert!(
-        !has_bundle(&before),
-        "no bundle volume before the ConfigMap exists"
-    );
-
-    let config_maps = env.api::<ConfigMap>(&ns);
+/// Creates the custom CA bundle ConfigMap in `ns`, labelled for injection, and waits until the
+/// Deployment `tas` mounts it.
+async fn the_bundle_appears(env: &Env, ns: &str) {
+    let deployments = env.api::<Deployment>(ns);
     let bundle: ConfigMap = serde_json::from_value(json!({
         "metadata": {
             "name": "odh-trusted-ca-bundle",
@@ -196,7 +187,7 @@ async fn custom_ca_bundle_is_mounted_when_it_appears_and_unmounted_when_it_goes(
         "data": {"ca-bundle.crt": ""}
     }))
     .expect("ConfigMap");
-    config_maps
+    env.api::<ConfigMap>(ns)
         .create(&PostParams::default(), &bundle)
         .await
         .expect("creating the CA bundle ConfigMap");
@@ -205,11 +196,37 @@ async fn custom_ca_bundle_is_mounted_when_it_appears_and_unmounted_when_it_goes(
         has_bundle(&d).then_some(())
     })
     .await;
+}
 
-    config_maps
+/// The custom CA bundle ConfigMap is mounted into the proxy when it appears labelled for
+/// injection: the operator learns it from its watch (its cache answers the reconcile), not from
+/// polling.
+#[tokio::test]
+async fn a_custom_ca_bundle_is_mounted_when_it_appears() {
+    let (env, ns) = Env::shared_instance("cabundle", "tas").await;
+    let before = env
+        .api::<Deployment>(&ns)
+        .get("tas")
+        .await
+        .expect("Deployment");
+    assert!(
+        !has_bundle(&before),
+        "no bundle volume before the ConfigMap exists"
+    );
+    the_bundle_appears(&env, &ns).await;
+}
+
+/// The custom CA bundle is unmounted when its ConfigMap goes: the operator learns it from its
+/// watch, not from polling.
+#[tokio::test]
+async fn a_custom_ca_bundle_is_unmounted_when_it_goes() {
+    let (env, ns) = Env::shared_instance("cabundle", "tas").await;
+    the_bundle_appears(&env, &ns).await;
+    env.api::<ConfigMap>(&ns)
         .delete("odh-trusted-ca-bundle", &DeleteParams::default())
         .await
         .expect("deleting the CA bundle ConfigMap");
+    let deployments = env.api::<Deployment>(&ns);
     env.wait("the bundle volume gone from the Deployment", || async {
         let d = deployments.get("tas").await.ok()?;
         (!has_bundle(&d)).then_some(())

@@ -85,7 +85,7 @@ fn reported_optional_apis(log: &std::path::Path) -> Option<BTreeMap<String, bool
 }
 
 #[tokio::test]
-async fn optional_apis_get_their_objects_and_modelmesh_is_wired_and_unwired() {
+async fn a_service_is_wired_into_every_optional_api_until_its_deletion() {
     let env = Env::exclusive().await;
     let _crds = OptionalCrds::install(env.cp);
     // Established CRDs are not yet known to the operator, which discovers them a moment after

@@ -19,21 +19,39 @@ use crate::reconcile::env::{
 };
 use crate::support::cluster::{merge_patch, patch_spec};
 
-#[tokio::test]
-async fn pvc_mode_creates_every_child_and_becomes_ready() {
-    let env = Env::shared().await;
+/// A PVC-mode TrustyAIService `tas`, Ready in a new namespace: the namespace and the Ready
+/// object.
+async fn a_ready_pvc_instance(env: &Env) -> (String, TrustyAIService) {
     let ns = env.namespace("pvc").await;
     env.volume_for(&ns, "tas-pvc").await;
     env.create(&ns, "tas", pvc_spec()).await;
     let started = Instant::now();
     let ready = env.wait_ready(&ns, "tas").await;
     eprintln!("PVC mode Ready after {:?}", started.elapsed());
+    (ns, ready)
+}
 
+#[tokio::test]
+async fn pvc_mode_becomes_ready_with_the_claim_found() {
+    let env = Env::shared().await;
+    let (_, ready) = a_ready_pvc_instance(&env).await;
     assert_the_status_of_a_ready_pvc_instance(&ready);
+}
+
+#[tokio::test]
+async fn pvc_mode_creates_every_child() {
+    let env = Env::shared().await;
+    let (ns, ready) = a_ready_pvc_instance(&env).await;
     assert_the_deployment(&env, &ns, &ready).await;
     assert_the_other_children(&env, &ns, &ready).await;
     // No service-ca on this cluster: the operator issues the serving certificates.
     assert_the_issued_serving_secrets(&env, &ns, &ready).await;
+}
+
+#[tokio::test]
+async fn pvc_mode_reports_its_children_in_one_creation_event() {
+    let env = Env::shared().await;
+    let (ns, _) = a_ready_pvc_instance(&env).await;
     assert_one_creation_event_and_no_claim_update(&env, &ns).await;
 }
 

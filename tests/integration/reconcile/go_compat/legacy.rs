@@ -36,7 +36,7 @@ async fn strip_validation(env: &Env) {
 }
 
 #[tokio::test]
-async fn objects_stored_without_validation_keep_working_and_say_what_to_fix() {
+async fn objects_stored_without_validation_stay_manageable_while_naming_what_to_fix() {
     let env = Env::exclusive().await;
     let ns = env.namespace("legacy").await;
     // Under the Go operator: no webhooks, a CRD without rules, and an object ours refuse.
