@@ -47,7 +47,6 @@ async fn readyz_says_ready_only_between_the_certificate_load_and_the_drain() {
     // /readyz says "draining" meanwhile, and the request still gets its answer.
     let tls = connector(&client, &ns).await;
     let held = HeldRequest::send_half(&tls, operator.webhook_port).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
 
     let signalled = Instant::now();
     operator.signal_term();
@@ -156,7 +155,8 @@ async fn assert_not_ready_without_a_certificate(operator: &mut Operator) {
     );
 }
 
-/// An admission request whose head and first half of the body are sent, the rest held back.
+/// An admission request the server has accepted, with the first half of its body sent and the
+/// rest held back.
 struct HeldRequest {
     stream: TlsStream<TcpStream>,
     body: Vec<u8>,
@@ -164,13 +164,19 @@ struct HeldRequest {
 }
 
 impl HeldRequest {
+    /// Returns once the server's handler reads the body (its `100 Continue`): the request is
+    /// in flight from then on.
     async fn send_half(tls: &TlsConnector, port: u16) -> HeldRequest {
         let mut stream = tls_connect(tls, port).await.expect("connect");
         let body = serde_json::to_vec(&invalid_admission_review("held")).expect("json");
         let half = body.len() / 2;
-        let mut first = post_head("/validate", body.len()).into_bytes();
-        first.extend_from_slice(&body[..half]);
-        stream.write_all(&first).await.expect("head");
+        let head = post_head_expecting_continue("/validate", body.len());
+        stream.write_all(head.as_bytes()).await.expect("head");
+        assert_eq!(read_continue(&mut stream).await, Ok(true), "100 Continue");
+        stream
+            .write_all(&body[..half])
+            .await
+            .expect("half the body");
         HeldRequest { stream, body, half }
     }
 

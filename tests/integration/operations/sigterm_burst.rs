@@ -8,10 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::operator::{Operator, free_port};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::AsyncWriteExt;
 use tokio_rustls::TlsConnector;
-use tokio_rustls::client::TlsStream;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
@@ -39,28 +37,6 @@ enum Attempt {
 /// How many requests are held in flight across SIGTERM.
 const HELD: usize = 10;
 
-/// Reads the interim `100 Continue`, and nothing after it. `Ok(false)`: the connection closed
-/// first.
-async fn read_continue(stream: &mut TlsStream<TcpStream>) -> Result<bool, String> {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        match tokio::time::timeout(Duration::from_secs(20), stream.read(&mut byte)).await {
-            Err(_) => return Err("no 100 Continue within 20s".into()),
-            Ok(Ok(0) | Err(_)) => return Ok(false),
-            Ok(Ok(_)) => head.push(byte[0]),
-        }
-    }
-    if head.starts_with(b"HTTP/1.1 100 ") {
-        Ok(true)
-    } else {
-        Err(format!(
-            "expected 100 Continue: {}",
-            String::from_utf8_lossy(&head)
-        ))
-    }
-}
-
 /// Sends the request's head and, once accepted, half its body; reports the acceptance on
 /// `accepted`, waits for `hold`, then sends the rest and reads the answer.
 async fn admission_request(
@@ -72,9 +48,7 @@ async fn admission_request(
 ) -> (String, Attempt) {
     let body = serde_json::to_vec(&invalid_admission_review(&uid)).expect("json");
     let half = body.len() / 2;
-    let head = post_head("/validate", body.len())
-        .replacen("\r\n", "\r\nExpect: 100-continue\r\n", 1)
-        .into_bytes();
+    let head = post_head_expecting_continue("/validate", body.len()).into_bytes();
     let mut stream = match tls_connect(&tls, port).await {
         Ok(stream) => stream,
         Err(e) => return (uid, Attempt::Refused(e)),

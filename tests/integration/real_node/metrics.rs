@@ -71,6 +71,24 @@ fn condition<'a>(status: &'a TrustyAIMetricStatus, type_: &str) -> Option<(&'a s
     Some((c.status.as_str(), c.reason.as_deref().unwrap_or("")))
 }
 
+/// Waits until the service's `/q/metrics` has the SPD gauge of `request_name`, and asserts it
+/// has one series: the metric was scheduled once.
+async fn assert_one_published_series(
+    cp: &ControlPlane,
+    ns: &str,
+    user: &User,
+    request_name: &str,
+    what: &str,
+) {
+    let series = wait_for(cp, ns, what, async || {
+        spd_series(user, request_name)
+            .await
+            .filter(|s| !s.is_empty())
+    })
+    .await;
+    assert_eq!(series.len(), 1, "{what}: {series:?}");
+}
+
 /// The series of the service's SPD gauge named `request_name`, from its `/q/metrics` as the
 /// user reads it through `<cr>-tls`.
 async fn spd_series(user: &User, request_name: &str) -> Option<Vec<String>> {
@@ -227,8 +245,8 @@ async fn assert_the_operator_exports(cp: &ControlPlane, client: &kube::Client, n
     }
 }
 
-/// What an ML team sees: `kubectl get tam -o wide` and demo-spd's events, printed (the note
-/// of issue 37 quotes them).
+/// What an ML team sees: `kubectl get tam -o wide` and demo-spd's events, printed for the
+/// reader of the test's output.
 fn show_what_an_ml_team_sees(cp: &ControlPlane, ns: &str) {
     let (_, table, _) = cp.kubectl(&["get", "tam", "-n", ns, "-o", "wide"], None);
     let (_, events, _) = cp.kubectl(
@@ -258,13 +276,7 @@ async fn a_declared_metric_follows_its_service_through_a_restart() {
 
     assert_registered_outside_its_bounds(cp, &client, &ns, &metrics, &pod).await;
     // The service itself publishes it, once.
-    let series = wait_for(cp, &ns, "the service's gauge of demo-spd", async || {
-        spd_series(&user, &request_name)
-            .await
-            .filter(|s| !s.is_empty())
-    })
-    .await;
-    assert_eq!(series.len(), 1, "{series:?}");
+    assert_one_published_series(cp, &ns, &user, &request_name, "the service's gauge").await;
     assert_the_operator_exports(cp, &client, &ns).await;
     show_what_an_ml_team_sees(cp, &ns);
 
@@ -290,7 +302,7 @@ async fn a_declared_metric_follows_its_service_through_a_restart() {
         },
     )
     .await;
-    // Reported, not asserted (a measurement, not a deadline): the note of issue 37 quotes it.
+    // Reported, not asserted (a measurement, not a deadline): bench/results/README.md quotes it.
     println!(
         "re-registration: {:?} after the replacement pod was seen Ready",
         replacement_ready.elapsed()
@@ -301,13 +313,8 @@ async fn a_declared_metric_follows_its_service_through_a_restart() {
     // The service computes scheduled metrics only for models with inferences recorded since it
     // started: with the next inference data the value is back, from the one request.
     user.upload().await;
-    let series = wait_for(cp, &ns, "the replacement's gauge of demo-spd", async || {
-        spd_series(&user, &request_name)
-            .await
-            .filter(|s| !s.is_empty())
-    })
-    .await;
-    assert_eq!(series.len(), 1, "one request after the restart: {series:?}");
+    let what = "the replacement's gauge, from one request after the restart";
+    assert_one_published_series(cp, &ns, &user, &request_name, what).await;
 
     // A wider threshold puts the value within bounds, and a Normal event says so.
     metrics
