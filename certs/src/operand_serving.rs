@@ -518,23 +518,26 @@ mod tests {
         ));
     }
 
+    impl Rotating {
+        /// The certificate issued on the new CA when it moves, and when the old CA retires.
+        async fn moved(&self) -> (Secret, OffsetDateTime) {
+            let on_new = issued(&self.rotating, self.rotating.move_at).await;
+            (on_new, self.rotating.retire_at.expect("a rotation ends"))
+        }
+    }
+
     /// Step 2 of a rotation: past the overlap, the certificate moves onto the new CA.
     #[tokio::test]
     async fn past_the_overlap_the_certificate_moves_onto_the_new_ca() {
-        let Rotating {
-            names,
-            rotating,
-            rebundled,
-            ..
-        } = rotating(now()).await;
+        let state = rotating(now()).await;
+        let (trust_now, move_at) = (&state.rotating, state.rotating.move_at);
         assert!(matches!(
-            judge_secret(Some(&rebundled), &rotating, &names, rotating.move_at),
+            judge_secret(Some(&state.rebundled), trust_now, &state.names, move_at),
             SecretDecision::Issue(IssueReason::OnPreviousCa)
         ));
-        let on_new = issued(&rotating, rotating.move_at).await;
-        let retire_at = rotating.retire_at.expect("a rotation ends");
+        let (on_new, retire_at) = state.moved().await;
         assert!(matches!(
-            judge_secret(Some(&on_new), &rotating, &names, rotating.move_at),
+            judge_secret(Some(&on_new), trust_now, &state.names, move_at),
             SecretDecision::Keep { renew_at } if renew_at == retire_at
         ));
     }
@@ -542,17 +545,11 @@ mod tests {
     /// Step 3 of a rotation: the old CA leaves; the bundle shrinks, the certificate stays.
     #[tokio::test]
     async fn when_the_old_ca_leaves_only_the_bundle_changes() {
-        let Rotating {
-            new,
-            names,
-            rotating,
-            ..
-        } = rotating(now()).await;
-        let on_new = issued(&rotating, rotating.move_at).await;
-        let retire_at = rotating.retire_at.expect("a rotation ends");
-        let after = trust(&new, None);
+        let state = rotating(now()).await;
+        let (on_new, retire_at) = state.moved().await;
+        let after = trust(&state.new, None);
         assert!(matches!(
-            judge_secret(Some(&on_new), &after, &names, retire_at),
+            judge_secret(Some(&on_new), &after, &state.names, retire_at),
             SecretDecision::UpdateBundle { .. }
         ));
     }

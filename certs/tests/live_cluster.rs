@@ -17,7 +17,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Client};
 use tokio::sync::watch;
@@ -463,20 +463,30 @@ async fn a_publication_applies_the_bundle_once_to_exactly_the_owned_fields() {
     .expect("chains");
 }
 
+/// Removes the caBundle of the first webhook of our `K` configuration, as a re-apply of the
+/// chart's manifest does.
+async fn clear_first_bundle<K>(client: &Client)
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    let kind = ApiResource::erase::<K>(&());
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &kind);
+    let mut cleared = api.get(WEBHOOKS).await.expect("webhook configuration");
+    if let Some(config) = cleared.data["webhooks"][0]["clientConfig"].as_object_mut() {
+        config.remove("caBundle");
+    }
+    api.replace(WEBHOOKS, &PostParams::default(), &cleared)
+        .await
+        .expect("clear");
+}
+
 /// A re-apply by the chart that drops the bundle is corrected by the next publication.
 #[tokio::test]
 async fn a_bundle_the_chart_cleared_is_restored_by_the_next_publication() {
     let (client, ns, _shared, material, _) = publication("certs-restore").await;
     publish_for_the_service(&client, &ns, &material, "publish").await;
 
-    let vwcs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let mut cleared = vwcs.get(WEBHOOKS).await.expect("vwc");
-    if let Some(hooks) = cleared.webhooks.as_mut() {
-        hooks[0].client_config.ca_bundle = None;
-    }
-    vwcs.replace(WEBHOOKS, &PostParams::default(), &cleared)
-        .await
-        .expect("clear");
+    clear_first_bundle::<ValidatingWebhookConfiguration>(&client).await;
     let fixed = publish_for_the_service(&client, &ns, &material, "fix").await;
     assert_eq!(
         fixed.updated,
@@ -528,14 +538,8 @@ async fn the_publisher_loop_restores_a_cleared_bundle_within_seconds() {
         .expect("published in time")
         .expect("open");
 
+    clear_first_bundle::<MutatingWebhookConfiguration>(&client).await;
     let mwcs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let mut cleared = mwcs.get(WEBHOOKS).await.expect("mwc");
-    if let Some(hooks) = cleared.webhooks.as_mut() {
-        hooks[0].client_config.ca_bundle = None;
-    }
-    mwcs.replace(WEBHOOKS, &PostParams::default(), &cleared)
-        .await
-        .expect("clear");
     let mut restored = false;
     for _ in 0..50 {
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -60,25 +60,28 @@ fn the_crd_names_namespaced_trustyaiservices() {
     assert_eq!(names["categories"], serde_json::json!(["trustyai"]));
 }
 
+/// Whether version `name` of the CRD is served, and whether it is the storage version.
+fn served_and_stored(crd: &Value, name: &str) -> (Option<bool>, Option<bool>) {
+    let version = version(crd, name);
+    (version["served"].as_bool(), version["storage"].as_bool())
+}
+
 #[test]
 fn v1_is_the_current_storage_version() {
     let crd = crd_value();
+    assert_eq!(served_and_stored(&crd, "v1"), (Some(true), Some(true)));
     let v1 = version(&crd, "v1");
-    assert_eq!(
-        (v1["served"].as_bool(), v1["storage"].as_bool()),
-        (Some(true), Some(true))
-    );
     assert!(v1.get("deprecated").is_none_or(|d| d == false));
 }
 
 #[test]
 fn v1alpha1_is_served_but_deprecated_in_favour_of_v1() {
     let crd = crd_value();
-    let v1alpha1 = version(&crd, "v1alpha1");
     assert_eq!(
-        (v1alpha1["served"].as_bool(), v1alpha1["storage"].as_bool()),
+        served_and_stored(&crd, "v1alpha1"),
         (Some(true), Some(false))
     );
+    let v1alpha1 = version(&crd, "v1alpha1");
     assert_eq!(v1alpha1["deprecated"], true);
     let warning = v1alpha1["deprecationWarning"].as_str().unwrap_or_default();
     assert!(

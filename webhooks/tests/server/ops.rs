@@ -89,23 +89,31 @@ async fn readyz_follows_the_checks() {
     serving.stop().await;
 }
 
+/// The answer to `GET route` of a draining server whose checks all pass.
+async fn while_draining(route: &str) -> (StatusCode, String) {
+    let serving = Serving::draining().await;
+    let (status, _, body) = plain_get(serving.addr, route).await;
+    serving.stop().await;
+    (status, body)
+}
+
 #[tokio::test]
 async fn readyz_fails_while_draining() {
-    let serving = Serving::draining().await;
-    let (status, _, body) = plain_get(serving.addr, routes::READYZ).await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(body, "not ready: draining");
-    serving.stop().await;
+    let answer = while_draining(routes::READYZ).await;
+    assert_eq!(
+        answer,
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: draining".to_owned()
+        )
+    );
 }
 
 /// Liveness is not readiness.
 #[tokio::test]
 async fn healthz_stays_ok_while_draining() {
-    let serving = Serving::draining().await;
-    let (status, _, body) = plain_get(serving.addr, routes::HEALTHZ).await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(body, "ok");
-    serving.stop().await;
+    let answer = while_draining(routes::HEALTHZ).await;
+    assert_eq!(answer, (StatusCode::OK, "ok".to_owned()));
 }
 
 #[tokio::test]

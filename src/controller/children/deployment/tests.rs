@@ -147,12 +147,8 @@ fn the_deployment_is_a_versioned_child_of_the_instance() {
 
 /// The selector's labels of `deployment`.
 fn selector(deployment: &Deployment) -> &BTreeMap<String, String> {
-    deployment
-        .spec
-        .selector
-        .match_labels
-        .as_ref()
-        .expect("selector")
+    let labels = &deployment.spec.selector.match_labels;
+    labels.as_ref().expect("selector")
 }
 
 #[test]
@@ -165,12 +161,8 @@ fn the_selector_leaves_the_version_out() {
 
 /// The pod template's metadata of `deployment`.
 fn template_metadata(deployment: &Deployment) -> &ObjectMeta {
-    deployment
-        .spec
-        .template
-        .metadata
-        .as_ref()
-        .expect("template metadata")
+    let metadata = &deployment.spec.template.metadata;
+    metadata.as_ref().expect("template metadata")
 }
 
 #[test]
