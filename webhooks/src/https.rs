@@ -324,26 +324,49 @@ fn with_request_layers(router: Router, options: &HttpsOptions) -> Router {
         .layer(axum::middleware::from_fn(trace_request))
 }
 
-/// HTTP/2: how much of a request's body the client may send before the server reads it.
+/// HTTP/2: how much of a request's body the client may send before the server reads it, on
+/// connections beyond the first [`HTTP2_ROOMY_CONNECTIONS`].
 const HTTP2_STREAM_WINDOW: u32 = 16 * 1024;
+
+/// HTTP/2: the stream window of the first [`HTTP2_ROOMY_CONNECTIONS`] connections open at once.
+/// A client sends at most a window's worth before it waits for the server's window update, so
+/// with one stream a 2 MB body takes 256 round trips at 16 KiB and 64 at this size: measured
+/// with one stream and 1,000-object reviews, 19 against 32 reviews per second.
+const HTTP2_ROOMY_STREAM_WINDOW: u32 = 64 * 1024;
+
+/// HTTP/2: how many connections open at once get [`HTTP2_ROOMY_STREAM_WINDOW`]. The API server
+/// keeps one connection per webhook host and multiplexes its calls over it, so it gets the
+/// roomy windows; a client opening more connections gets the smaller windows on the rest, which
+/// bounds what unread bodies hold: 8 × 4 MiB for the roomy ones (64 streams), 1 MiB each for
+/// the others.
+const HTTP2_ROOMY_CONNECTIONS: usize = 8;
 
 /// HTTP/2: the connection's window holds every stream's, so the bodies of requests waiting for
 /// room in the memory budget (not read yet) can never use up the connection's window and stall
 /// the body of the request that got room (with hyper's defaults, 1 MiB each, one waiting
-/// request did, until its queue time ran out). With 64 streams it is 1 MiB, hyper's default.
-fn connection_window(max_streams: u32) -> u32 {
+/// request did, until its queue time ran out).
+fn connection_window(max_streams: u32, stream_window: u32) -> u32 {
     max_streams
-        .saturating_mul(HTTP2_STREAM_WINDOW)
-        .clamp(HTTP2_STREAM_WINDOW, i32::MAX as u32)
+        .saturating_mul(stream_window)
+        .clamp(stream_window, i32::MAX as u32)
 }
 
-/// The connection builders, one per protocol. The protocol is chosen by ALPN rather than by
-/// sniffing the first bytes: HTTP/2 over TLS requires ALPN (RFC 9113 §3.2), and sniffing would
-/// leave a silent connection waiting outside every timeout.
+/// The connection builders, one per protocol and HTTP/2 window size. The protocol is chosen by
+/// ALPN rather than by sniffing the first bytes: HTTP/2 over TLS requires ALPN (RFC 9113 §3.2),
+/// and sniffing would leave a silent connection waiting outside every timeout.
 struct HttpBuilders {
     http1: auto::Builder<TokioExecutor>,
     http2: auto::Builder<TokioExecutor>,
+    http2_roomy: auto::Builder<TokioExecutor>,
+    /// One permit per connection that may have the roomy windows.
+    roomy: Arc<Semaphore>,
 }
+
+/// The builder of one connection, and its claim on the roomy windows while it lasts.
+type ChosenBuilder<'a> = (
+    &'a auto::Builder<TokioExecutor>,
+    Option<OwnedSemaphorePermit>,
+);
 
 impl HttpBuilders {
     fn new(options: &HttpsOptions) -> Self {
@@ -357,20 +380,33 @@ impl HttpBuilders {
             .http2()
             .timer(TokioTimer::new())
             .max_concurrent_streams(options.http2_max_concurrent_streams)
-            .initial_stream_window_size(HTTP2_STREAM_WINDOW)
-            .initial_connection_window_size(connection_window(options.http2_max_concurrent_streams))
             .keep_alive_interval(options.http2_keep_alive_interval);
+        let http2 = |stream_window: u32| {
+            let mut builder = builder.clone().http2_only();
+            builder
+                .http2()
+                .initial_stream_window_size(stream_window)
+                .initial_connection_window_size(connection_window(
+                    options.http2_max_concurrent_streams,
+                    stream_window,
+                ));
+            builder
+        };
         Self {
-            http1: builder.clone().http1_only(),
-            http2: builder.http2_only(),
+            http2: http2(HTTP2_STREAM_WINDOW),
+            http2_roomy: http2(HTTP2_ROOMY_STREAM_WINDOW),
+            http1: builder.http1_only(),
+            roomy: Arc::new(Semaphore::new(HTTP2_ROOMY_CONNECTIONS)),
         }
     }
 
-    fn for_alpn(&self, alpn: Option<&[u8]>) -> &auto::Builder<TokioExecutor> {
-        if alpn == Some(ALPN_H2) {
-            &self.http2
-        } else {
-            &self.http1
+    fn for_alpn(&self, alpn: Option<&[u8]>) -> ChosenBuilder<'_> {
+        if alpn != Some(ALPN_H2) {
+            return (&self.http1, None);
+        }
+        match Arc::clone(&self.roomy).try_acquire_owned() {
+            Ok(claim) => (&self.http2_roomy, Some(claim)),
+            Err(_) => (&self.http2, None),
         }
     }
 }
@@ -441,9 +477,8 @@ async fn serve_connection(
             }
         })
     };
-    let connection = builders
-        .for_alpn(alpn.as_deref())
-        .serve_connection(TokioIo::new(stream), service);
+    let (builder, _roomy_windows) = builders.for_alpn(alpn.as_deref());
+    let connection = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(connection);
     let result = tokio::select! {
         result = connection.as_mut() => result,

@@ -110,6 +110,96 @@ async fn the_http_version_follows_alpn() {
     }
 }
 
+/// The send window an HTTP/2 client gets for a request body on a new connection to `server`:
+/// a first request's answer comes after the server's SETTINGS, so the second request's stream
+/// has the server's window. The connection stays open until the returned guard is dropped.
+async fn stream_window_of_a_new_connection(ca: &TestCa, server: &TestServer) -> (usize, impl Drop) {
+    let stream = tls_connect(
+        server.addr,
+        client_config(&ca.cert_der, &[H2], BOTH_VERSIONS),
+    )
+    .await
+    .expect("TLS connection");
+    let (client, connection) = h2::client::handshake(stream).await.expect("h2 handshake");
+    let driver = tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    let first = hyper::Request::get("/version").body(()).expect("request");
+    let (answer, _) = client.send_request(first, true).expect("first request");
+    assert_eq!(answer.await.expect("answer").status(), StatusCode::OK);
+    let mut client = client.ready().await.expect("ready");
+    // A declared length keeps its reservation from the memory budget small (see limits.rs).
+    let second = hyper::Request::post(routes::VALIDATE)
+        .header(hyper::header::CONTENT_LENGTH, 128 * 1024)
+        .body(())
+        .expect("request");
+    let (_answer, mut body) = client.send_request(second, false).expect("second request");
+    body.reserve_capacity(1 << 20);
+    let window = std::future::poll_fn(|cx| body.poll_capacity(cx))
+        .await
+        .expect("capacity")
+        .expect("capacity");
+    (window, AbortOnDrop(driver, client, body))
+}
+
+/// Keeps an HTTP/2 connection (its driver, client and a request's body) open until dropped.
+struct AbortOnDrop<B: hyper::body::Buf>(
+    tokio::task::JoinHandle<Result<(), h2::Error>>,
+    #[allow(dead_code)] h2::client::SendRequest<B>,
+    #[allow(dead_code)] h2::SendStream<B>,
+);
+
+impl<B: hyper::body::Buf> Drop for AbortOnDrop<B> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The first eight HTTP/2 connections open at once (the API server keeps one per webhook host)
+/// get 64 KiB stream windows; a ninth gets 16 KiB, which bounds what unread bodies hold.
+#[tokio::test]
+async fn http2_connections_past_the_first_eight_get_smaller_stream_windows() {
+    let (ca, server) = start_default().await;
+    let mut windows = Vec::new();
+    let mut open = Vec::new();
+    for _ in 0..9 {
+        let (window, connection) = stream_window_of_a_new_connection(&ca, &server).await;
+        windows.push(window);
+        open.push(connection);
+    }
+    let mut expected = vec![64 * 1024; 8];
+    expected.push(16 * 1024);
+    assert_eq!(windows, expected);
+}
+
+/// A connection with the larger windows that closes gives its place to a later one.
+#[tokio::test]
+async fn a_closed_http2_connection_gives_its_larger_windows_to_the_next() {
+    let (ca, server) = start_default().await;
+    let mut open = Vec::new();
+    for _ in 0..8 {
+        open.push(stream_window_of_a_new_connection(&ca, &server).await.1);
+    }
+    assert_eq!(
+        stream_window_of_a_new_connection(&ca, &server).await.0,
+        16 * 1024
+    );
+    drop(open.pop());
+    // The server sees the close when it reads the connection's end: until then new
+    // connections still get the smaller windows.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let (window, connection) = stream_window_of_a_new_connection(&ca, &server).await;
+        if window == 64 * 1024 {
+            break;
+        }
+        drop(connection);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no connection got the larger windows back"
+        );
+    }
+}
+
 #[tokio::test]
 async fn every_supported_tls_version_is_accepted() {
     let (ca, server) = start_default().await;
