@@ -12,7 +12,9 @@ use axum::body::Bytes;
 use clap::Parser;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, SanType};
 use tokio::net::TcpListener;
-use trustyai_webhooks::{AdmissionSettings, HttpsOptions, ServingCertificate, WebhookState};
+use trustyai_webhooks::{
+    AdmissionSettings, HttpsOptions, PathLimits, ServingCertificate, WebhookState,
+};
 
 #[derive(Parser)]
 struct Args {
@@ -48,6 +50,15 @@ struct Args {
 impl Args {
     fn options(&self) -> Result<HttpsOptions> {
         let mut options = HttpsOptions::default();
+        // The JSON round trip stands beside `/convert`, so it waits for room in the budget as
+        // long as `/convert` does; it reserves what a JSON tree can use, as admission does.
+        // With the admission queue time, 64 concurrent 1,000-object bodies got 429s, and an
+        // HTTP/1.1 answer sent before its body was read closes the connection.
+        options.path_limits.push(PathLimits {
+            path: "/baseline/json",
+            cost_per_body_byte: trustyai_webhooks::COST_PER_BODY_BYTE,
+            ..PathLimits::conversion()
+        });
         if let Some(path) = &self.client_ca {
             let pem = std::fs::read(path).context("client CA")?;
             options.client_trust = Some(Arc::new(

@@ -1,4 +1,4 @@
-//! `/readyz`: false before the serving certificate is loaded and while draining.
+//! `/readyz`: false before the serving certificate is loaded, and false while draining.
 
 use crate::support;
 use support::control_planes::{self, Concern};
@@ -21,18 +21,23 @@ async fn readyz(ops_port: u16) -> Option<(u16, String)> {
         .ok()?
 }
 
+/// The operator's flags in these tests: the registrations must exist for the caBundle (the
+/// other readiness check) to publish.
+fn flags() -> Vec<&'static str> {
+    let mut flags = vec!["--drain-timeout", "10s", "--create-webhook-configurations"];
+    flags.extend(ELECTION_FLAGS);
+    flags
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn readyz_says_ready_only_between_the_certificate_load_and_the_drain() {
-    let (_claim, cp, client, ns) =
+async fn readyz_says_ready_once_the_certificate_is_loaded() {
+    let (_claim, cp, _client, ns) =
         control_planes::exclusive_namespace(Concern::Operations, "readyz").await;
 
     // The operator reaches the API server through a gate that holds every connection: in
     // self-signed mode the certificate comes from a Secret, so none can load until it opens.
     let (gate, kubeconfig) = gated_kubeconfig(cp).await;
-    // The registrations must exist for the caBundle (the other readiness check) to publish.
-    let mut flags = vec!["--drain-timeout", "10s", "--create-webhook-configurations"];
-    flags.extend(ELECTION_FLAGS);
-    let mut operator = Operator::launch(cp, &ns, &flags)
+    let mut operator = Operator::launch(cp, &ns, &flags())
         .kubeconfig(&kubeconfig)
         .start();
     let ops = operator.ops_port;
@@ -42,9 +47,19 @@ async fn readyz_says_ready_only_between_the_certificate_load_and_the_drain() {
     let operator = ready(operator).await;
     let (code, body) = readyz(ops).await.expect("/readyz");
     assert_eq!((code, body.trim()), (200, "ok"));
+    stop(operator).await;
+    drop(gate);
+    let _ = std::fs::remove_file(&kubeconfig);
+}
 
-    // Draining: a request in flight (head and half the body sent) holds the HTTPS server open;
-    // /readyz says "draining" meanwhile, and the request still gets its answer.
+/// Draining: a request in flight (its head and half its body sent) holds the HTTPS server
+/// open; /readyz says "draining" meanwhile, and the request still gets its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_says_draining_until_the_requests_in_flight_are_answered() {
+    let (_claim, cp, client, ns) =
+        control_planes::exclusive_namespace(Concern::Operations, "draining").await;
+    let operator = ready(Operator::launch(cp, &ns, &flags()).start()).await;
+    let ops = operator.ops_port;
     let tls = connector(&client, &ns).await;
     let held = HeldRequest::send_half(&tls, operator.webhook_port).await;
 
@@ -92,8 +107,6 @@ async fn readyz_says_ready_only_between_the_certificate_load_and_the_drain() {
         "drain with a held request: exit {:?} after SIGTERM",
         signalled.elapsed()
     );
-    drop(gate);
-    let _ = std::fs::remove_file(&kubeconfig);
 }
 
 /// A closed gate in front of the API server, and a kubeconfig that goes through it.
