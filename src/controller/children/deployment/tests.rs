@@ -151,18 +151,18 @@ fn selector(deployment: &Deployment) -> &BTreeMap<String, String> {
     labels.as_ref().expect("selector")
 }
 
+/// The pod template's metadata of `deployment`.
+fn template_metadata(deployment: &Deployment) -> &ObjectMeta {
+    let metadata = &deployment.spec.template.metadata;
+    metadata.as_ref().expect("template metadata")
+}
+
 #[test]
 fn the_selector_leaves_the_version_out() {
     let d = render(&pvc_service());
     let selector = selector(&d);
     assert_eq!(selector, &labels::selector("tas"));
     assert!(!selector.contains_key(contract_labels::VERSION));
-}
-
-/// The pod template's metadata of `deployment`.
-fn template_metadata(deployment: &Deployment) -> &ObjectMeta {
-    let metadata = &deployment.spec.template.metadata;
-    metadata.as_ref().expect("template metadata")
 }
 
 #[test]
