@@ -474,6 +474,8 @@ impl<'de> Visitor<'de> for ObjectsSeed<'_, '_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut access: A) -> Result<(), A::Error> {
         let answer = self.answer;
+        // One prefix for the review's placeholders; each object's texts are its own.
+        let passed = Passed::new();
         loop {
             if answer.failure.is_some() {
                 // The batch fails; the rest is only checked for syntax.
@@ -482,7 +484,7 @@ impl<'de> Visitor<'de> for ObjectsSeed<'_, '_> {
             }
             let index = answer.count;
             let budget = Budget::for_body(answer.body_len);
-            let passed = Passed::new();
+            passed.clear();
             let reader = Reader::new(&budget, &passed);
             let path = format!("request.objects.{index}");
             let object = match access.next_element_seed(reader.seed(Keep::Object(&OBJECT), &path)) {
