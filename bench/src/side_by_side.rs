@@ -61,6 +61,10 @@ pub struct Cell {
     /// parses the review into JSON values and writes it back unchanged: what any conversion
     /// costs at least, on the same TLS, HTTP and request layers.
     pub json_round_trip_cpu_us_per_object: Option<f64>,
+    /// Our server's CPU per object (µs) answering the same body on `/baseline`, which reads it
+    /// and answers a fixed small JSON: the TLS, HTTP and request layers alone, the floor under
+    /// any answer of ours.
+    pub floor_cpu_us_per_object: Option<f64>,
 }
 
 impl Cell {
@@ -77,6 +81,12 @@ impl Cell {
     /// Our CPU per object on `/convert` over the JSON round trip's.
     pub fn json_round_trip_ratio(&self) -> Option<f64> {
         Some(self.ours.cpu_us_per_object? / self.json_round_trip_cpu_us_per_object?)
+    }
+
+    /// Our floor (`/baseline`) over the Go server's CPU per object on `/convert`: the share of
+    /// Go's cost our server spends before reading any JSON.
+    pub fn floor_ratio(&self) -> Option<f64> {
+        Some(self.floor_cpu_us_per_object? / self.go.cpu_us_per_object?)
     }
 
     /// Our fixed-rate p99 over the Go server's.
@@ -182,6 +192,9 @@ pub async fn run(
                     let (round_trip, _) = load
                         .closed_loop(&ours_connections, ours.pid(), JSON_ROUND_TRIP)
                         .await?;
+                    let (floor, _) = load
+                        .closed_loop(&ours_connections, ours.pid(), FLOOR)
+                        .await?;
                     let (go_side, go_rps) =
                         load.closed_loop(&go_connections, go.pid(), CONVERT).await?;
                     let rate = go_rps / 2.0;
@@ -195,6 +208,7 @@ pub async fn run(
                         ours: ours_side,
                         go: go_side,
                         json_round_trip_cpu_us_per_object: round_trip.cpu_us_per_object,
+                        floor_cpu_us_per_object: floor.cpu_us_per_object,
                     };
                     (cell.ours.fixed_rate_p99_us, cell.ours.fixed_rate_errors) =
                         load.open_loop(&ours_connections, rate).await?;
@@ -240,6 +254,12 @@ struct Endpoint {
 const CONVERT: Endpoint = Endpoint {
     path: "/convert",
     succeeded,
+};
+
+/// `bench-server`'s fixed answer to the same body (TLS, HTTP and the request layers only).
+const FLOOR: Endpoint = Endpoint {
+    path: "/baseline",
+    succeeded: |status, _| status == 200,
 };
 
 /// `bench-server`'s JSON round trip of the same body (it answers the review unchanged, so
@@ -413,6 +433,7 @@ pub fn markdown(r: &SideBySide) -> String {
         .iter()
         .filter_map(Cell::json_round_trip_ratio)
         .collect();
+    let floor: Vec<f64> = r.cells.iter().filter_map(Cell::floor_ratio).collect();
     let fmt = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.2}"));
     let max = |v: &[f64]| v.iter().copied().reduce(f64::max);
     let min = |v: &[f64]| v.iter().copied().reduce(f64::min);
@@ -448,21 +469,28 @@ pub fn markdown(r: &SideBySide) -> String {
     let _ = writeln!(md, "| no 429 | {refused} 429s from ours |");
     let _ = writeln!(
         md,
-        "| (for reference) our CPU per object over the JSON round trip's | ×{}–×{} (median ×{}) |\n",
+        "| (for reference) our CPU per object over the JSON round trip's | ×{}–×{} (median ×{}) |",
         fmt(min(&round_trip)),
         fmt(max(&round_trip)),
         fmt(median(round_trip.clone()))
     );
     let _ = writeln!(
         md,
-        "| objects | direction | protocol | c | ours req/s | Go req/s | × | ours µs CPU/object | Go µs CPU/object | × | JSON round trip µs CPU/object | ours × round trip | ours peak RSS MiB | Go peak RSS MiB | rate/s | ours p99 ms | Go p99 ms | × | ours errors (429) | Go errors (429) |"
+        "| (for reference) our floor (`/baseline`: TLS, HTTP, request layers, no JSON) over Go's CPU per object | ×{}–×{} (median ×{}) |\n",
+        fmt(min(&floor)),
+        fmt(max(&floor)),
+        fmt(median(floor.clone()))
     );
-    let _ = writeln!(md, "|{}", "---|".repeat(20));
+    let _ = writeln!(
+        md,
+        "| objects | direction | protocol | c | ours req/s | Go req/s | × | ours µs CPU/object | Go µs CPU/object | × | JSON round trip µs CPU/object | ours × round trip | floor µs CPU/object | floor × Go | ours peak RSS MiB | Go peak RSS MiB | rate/s | ours p99 ms | Go p99 ms | × | ours errors (429) | Go errors (429) |"
+    );
+    let _ = writeln!(md, "|{}", "---|".repeat(22));
     for c in &r.cells {
         let mib = |k: Option<u64>| fmt(k.map(|k| k as f64 / 1024.0));
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {:.0} | {:.0} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.1} | {:.1} | {:.2} | {} ({}) | {} ({}) |",
+            "| {} | {} | {} | {} | {:.0} | {:.0} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.1} | {:.1} | {:.2} | {} ({}) | {} ({}) |",
             c.objects,
             c.direction,
             c.protocol.name(),
@@ -475,6 +503,8 @@ pub fn markdown(r: &SideBySide) -> String {
             fmt(c.cpu_ratio()),
             fmt(c.json_round_trip_cpu_us_per_object),
             fmt(c.json_round_trip_ratio()),
+            fmt(c.floor_cpu_us_per_object),
+            fmt(c.floor_ratio()),
             mib(c.ours.peak_rss_kib),
             mib(c.go.peak_rss_kib),
             c.fixed_rate_per_second,
