@@ -467,19 +467,23 @@ pub fn markdown(r: &SideBySide) -> String {
         fmt(median(p99))
     );
     let _ = writeln!(md, "| no 429 | {refused} 429s from ours |");
+    let spread = |v: &[f64]| {
+        format!(
+            "×{}–×{} (median ×{})",
+            fmt(min(v)),
+            fmt(max(v)),
+            fmt(median(v.to_vec()))
+        )
+    };
     let _ = writeln!(
         md,
-        "| (for reference) our CPU per object over the JSON round trip's | ×{}–×{} (median ×{}) |",
-        fmt(min(&round_trip)),
-        fmt(max(&round_trip)),
-        fmt(median(round_trip.clone()))
+        "| (for reference) our CPU per object over the JSON round trip's | {} |",
+        spread(&round_trip)
     );
     let _ = writeln!(
         md,
-        "| (for reference) our floor (`/baseline`: TLS, HTTP, request layers, no JSON) over Go's CPU per object | ×{}–×{} (median ×{}) |\n",
-        fmt(min(&floor)),
-        fmt(max(&floor)),
-        fmt(median(floor.clone()))
+        "| (for reference) our floor (`/baseline`: TLS, HTTP, request layers, no JSON) over Go's CPU per object | {} |\n",
+        spread(&floor)
     );
     let _ = writeln!(
         md,
