@@ -173,8 +173,8 @@ impl<'a> Passed<'a> {
         let mut texts = self.texts.borrow_mut();
         let index = texts.len();
         texts.push(raw);
-        // Not `format!`: with one placeholder per passed member, the formatting machinery was
-        // a measurable share of converting a small object.
+        // Not `format!`: with one placeholder per passed member, the formatting machinery is a
+        // measurable share of converting a small object.
         let mut digits = itoa::Buffer::new();
         let digits = digits.format(index);
         let mut placeholder = String::with_capacity(self.prefix.len() + digits.len());

@@ -213,8 +213,8 @@ fn descend_mut<'a>(
 type ConditionKey = (TypeKey, u64);
 
 /// A condition's `type` as a key: a string by its text, any other value by its JSON text, so
-/// `"1"` and `1` stay apart. Strings, the only type the API server lets through, are copied
-/// rather than written as JSON, which was a measurable share of converting a small object.
+/// `"1"` and `1` stay apart. Strings, the only type the API server lets through, are copied:
+/// writing each as JSON is a measurable share of converting a small object.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum TypeKey {
     Missing,
