@@ -2,13 +2,18 @@
 //! handler reads the `ConversionReview` with the shared reader (`wire`) and writes the
 //! answer.
 //!
-//! Objects are streamed, in the same pass that reads the review: each is read as the conversion
-//! needs it (the members it changes parsed, everything else, `managedFields` included, kept as
-//! JSON text and written back verbatim), converted, written to the answer and dropped before the
-//! next one is read. An object already in the desired version is written back as it was read.
-//! So a request costs about its body twice (the body and the answer) plus one object's small
-//! tree, whatever the objects hold, and its text is scanned once (twice only when `objects` comes
-//! before `uid` or `desiredAPIVersion`; the API server sends it last).
+//! Objects are streamed, in the same pass that reads the review: each object's text is taken
+//! from the body as the scan goes past it, converted, written to the answer, and left behind
+//! before the next one is read. An object of the usual shape is converted on its text
+//! (`trustyai_crds::conversion::convert_object_text`: copied, with only what conversion changes
+//! rewritten); any other is read into a small tree (the members it changes parsed, everything
+//! else, `managedFields` included, kept as JSON text and written back verbatim) and converted
+//! by the tree converter, which gives the same answer for the objects the text converter takes.
+//! An object already in the desired version is written back as it was read. So a request costs
+//! about its body twice (the body and the answer) plus one object's small tree, whatever the
+//! objects hold, and its text is scanned about twice (three times for an object the text
+//! converter declines, and once more when `objects` comes before `uid` or
+//! `desiredAPIVersion`; the API server sends it last).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -22,7 +27,9 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 use serde_json::Value;
 use serde_json::value::RawValue;
 use trustyai_crds::contract::CONVERSION_PRESERVED_ANNOTATION;
-use trustyai_crds::conversion::{ConversionError, convert_object_owned, describe, is_served};
+use trustyai_crds::conversion::{
+    ConversionError, convert_object_owned, convert_object_text, describe, is_served,
+};
 
 use crate::limits::MALFORMED;
 use crate::observe::{ReviewEndpoint, ReviewOutcome, WebhookState};
@@ -283,16 +290,24 @@ impl Answer {
         Ok(())
     }
 
-    fn write(
+    /// Converts one object the text converter declined: read into a tree (what the conversion
+    /// reads parsed, the rest passed as text), converted, written.
+    fn convert_tree<'de>(
         &mut self,
         index: usize,
-        object: Value,
-        passed: &Passed<'_>,
+        text: &'de str,
+        passed: &Passed<'de>,
         desired: &str,
     ) -> Result<(), String> {
-        if index > 0 {
-            self.out.push(b',');
-        }
+        let budget = Budget::for_body(self.body_len);
+        let reader = Reader::new(&budget, passed);
+        let path = format!("request.objects.{index}");
+        let mut de = serde_json::Deserializer::from_str(text);
+        let object = reader
+            .seed(Keep::Object(&OBJECT), &path)
+            .deserialize(&mut de)
+            .map_err(|error| format!("cannot read object {index}: {error}"))?
+            .unwrap_or(Value::Null);
         // An object already in the desired version is written back as read.
         let converted = if object.get("apiVersion").and_then(Value::as_str) == Some(desired) {
             object
@@ -483,12 +498,9 @@ impl<'de> Visitor<'de> for ObjectsSeed<'_, '_> {
                 return Ok(());
             }
             let index = answer.count;
-            let budget = Budget::for_body(answer.body_len);
-            passed.clear();
-            let reader = Reader::new(&budget, &passed);
-            let path = format!("request.objects.{index}");
-            let object = match access.next_element_seed(reader.seed(Keep::Object(&OBJECT), &path)) {
-                Ok(Some(object)) => object.unwrap_or(Value::Null),
+            // Borrowed from the body: the object's text, checked for syntax.
+            let object = match access.next_element::<&'de RawValue>() {
+                Ok(Some(object)) => object,
                 Ok(None) => return Ok(()),
                 Err(error) => {
                     // The review cannot be read further; the failure names the object.
@@ -496,7 +508,15 @@ impl<'de> Visitor<'de> for ObjectsSeed<'_, '_> {
                     return Err(error);
                 }
             };
-            match answer.write(index, object, &passed, self.desired) {
+            if index > 0 {
+                answer.out.push(b',');
+            }
+            if convert_object_text(object, self.desired, &mut answer.out) {
+                answer.count += 1;
+                continue;
+            }
+            passed.clear();
+            match answer.convert_tree(index, object.get(), &passed, self.desired) {
                 Ok(()) => answer.count += 1,
                 Err(message) => answer.failure = Some(message),
             }

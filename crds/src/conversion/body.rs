@@ -42,7 +42,7 @@ fn only_in(version: Version) -> &'static OnlyIn {
 
 /// The condition fields an [`Entry`] remembers: they identify the condition and change whenever
 /// its status is rewritten.
-const SEEN: [&str; 3] = ["type", "status", "lastTransitionTime"];
+pub(crate) const SEEN: [&str; 3] = ["type", "status", "lastTransitionTime"];
 
 /// v1's spelling of a v1alpha1 condition status: `True`/`False` by case-insensitive match,
 /// anything else `Unknown` (the Go operator's rule, made case-insensitive).
@@ -156,7 +156,12 @@ fn take_fields(node: &mut Map<String, Value>, paths: &[&[&str]]) -> Map<String, 
     taken
 }
 
-fn put_nested(node: &mut Map<String, Value>, parents: &[&str], leaf: &str, value: Value) {
+pub(crate) fn put_nested(
+    node: &mut Map<String, Value>,
+    parents: &[&str],
+    leaf: &str,
+    value: Value,
+) {
     match parents.split_first() {
         None => {
             node.insert(leaf.to_owned(), value);

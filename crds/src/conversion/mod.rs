@@ -1,7 +1,9 @@
 //! Conversion between `trustyai.opendatahub.io/v1alpha1` and `trustyai.opendatahub.io/v1`, as
 //! pure functions on JSON values: [`convert_object`] converts one object. The conversion webhook
-//! (`trustyai_webhooks::conversion::convert_review`) reads each `ConversionReview` and hands it
-//! every object in turn.
+//! (`trustyai_webhooks::conversion::convert_review`) reads each `ConversionReview` and hands
+//! every object in turn to [`convert_object_text`], which converts the objects of the usual
+//! shape on their JSON text without building a tree, and the others to
+//! [`convert_object_owned`]; both give the same result (a property test compares them).
 //!
 //! # Rules
 //!
@@ -95,6 +97,7 @@
 mod body;
 mod meta;
 mod preserved;
+mod text;
 
 use std::borrow::Cow;
 
@@ -103,6 +106,7 @@ use serde_json::{Map, Value};
 use crate::contract::{DEPRECATED_VERSION, GROUP, STORAGE_VERSION};
 use meta::Shape;
 use preserved::{Carried, Preserved};
+pub use text::convert_object_text;
 
 /// Why an object or a review could not be converted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

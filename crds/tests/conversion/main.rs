@@ -14,3 +14,4 @@ mod fixtures;
 mod generators;
 mod properties;
 mod support;
+mod text;
