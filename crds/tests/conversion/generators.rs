@@ -379,3 +379,33 @@ pub(crate) fn any_json() -> BoxedStrategy<Value> {
     })
     .boxed()
 }
+
+/// An object of either version whose `metadata`, `metadata.annotations`, `spec`, `status` and
+/// one more member are any JSON or absent.
+pub(crate) fn any_shape() -> BoxedStrategy<Value> {
+    (
+        any::<bool>(),
+        proptest::option::of(any_json()),
+        proptest::option::of(any_json()),
+        proptest::option::of(any_json()),
+        proptest::option::of(any_json()),
+        proptest::option::of(any_json()),
+    )
+        .prop_map(|(v1, metadata, annotations, spec, status, extra)| {
+            let mut object = object(vec![
+                ("apiVersion", Some(json!(if v1 { V1 } else { V1ALPHA1 }))),
+                ("metadata", metadata),
+                ("spec", spec),
+                ("status", status),
+                ("extra", extra),
+            ]);
+            if let (Some(annotations), Some(metadata)) = (
+                annotations,
+                object.get_mut("metadata").and_then(Value::as_object_mut),
+            ) {
+                metadata.insert("annotations".into(), annotations);
+            }
+            object
+        })
+        .boxed()
+}

@@ -3,10 +3,9 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::Config as ProptestConfig;
-use serde_json::{Value, json};
 use trustyai_crds::conversion::convert_object;
 
-use crate::generators::{any_json, object, one_of, read_v1alpha1, stored_v1};
+use crate::generators::{any_json, any_shape, one_of, read_v1alpha1, stored_v1};
 use crate::support::{
     MAX_ANNOTATION_BYTES, V1, V1ALPHA1, annotation, assert_round_trip, check_output, other,
 };
@@ -48,26 +47,7 @@ proptest! {
     }
 
     #[test]
-    fn conversion_never_fails_for_our_objects(
-        v1 in any::<bool>(),
-        metadata in proptest::option::of(any_json()),
-        annotations in proptest::option::of(any_json()),
-        spec in proptest::option::of(any_json()),
-        status in proptest::option::of(any_json()),
-        extra in proptest::option::of(any_json()),
-    ) {
-        let mut object = object(vec![
-            ("apiVersion", Some(json!(if v1 { V1 } else { V1ALPHA1 }))),
-            ("metadata", metadata),
-            ("spec", spec),
-            ("status", status),
-            ("extra", extra),
-        ]);
-        if let (Some(annotations), Some(metadata)) =
-            (annotations, object.get_mut("metadata").and_then(Value::as_object_mut))
-        {
-            metadata.insert("annotations".into(), annotations);
-        }
+    fn conversion_never_fails_for_our_objects(object in any_shape()) {
         for desired in [V1, V1ALPHA1] {
             let converted = convert_object(&object, desired);
             prop_assert!(converted.is_ok(), "{:?}", converted);

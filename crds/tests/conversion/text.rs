@@ -8,7 +8,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use trustyai_crds::conversion::{convert_object, convert_object_text};
 
-use crate::generators::{any_json, object, read_v1alpha1, stored_v1};
+use crate::generators::{any_json, any_shape, read_v1alpha1, stored_v1};
 use crate::support::{V1, V1ALPHA1};
 
 fn config() -> ProptestConfig {
@@ -71,23 +71,8 @@ proptest! {
 
     #[test]
     fn odd_objects_come_out_as_the_tree_converter_writes_them_or_are_declined(
-        v1 in any::<bool>(),
-        metadata in proptest::option::of(any_json()),
-        annotations in proptest::option::of(any_json()),
-        spec in proptest::option::of(any_json()),
-        status in proptest::option::of(any_json()),
+        object in any_shape(),
     ) {
-        let mut object = object(vec![
-            ("apiVersion", Some(json!(if v1 { V1 } else { V1ALPHA1 }))),
-            ("metadata", metadata),
-            ("spec", spec),
-            ("status", status),
-        ]);
-        if let (Some(annotations), Some(metadata)) =
-            (annotations, object.get_mut("metadata").and_then(Value::as_object_mut))
-        {
-            metadata.insert("annotations".into(), annotations);
-        }
         same_as_the_tree(&object.to_string())?;
     }
 
