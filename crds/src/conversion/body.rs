@@ -156,12 +156,7 @@ fn take_fields(node: &mut Map<String, Value>, paths: &[&[&str]]) -> Map<String, 
     taken
 }
 
-pub(crate) fn put_nested(
-    node: &mut Map<String, Value>,
-    parents: &[&str],
-    leaf: &str,
-    value: Value,
-) {
+fn put_nested(node: &mut Map<String, Value>, parents: &[&str], leaf: &str, value: Value) {
     match parents.split_first() {
         None => {
             node.insert(leaf.to_owned(), value);

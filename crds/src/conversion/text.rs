@@ -5,21 +5,22 @@
 //! It takes the objects whose conversion is the body conversion alone: no converter annotation
 //! on the input (so nothing to restore and nothing carried), and, when converting to v1, no
 //! v1-only field in the input (which the way back would have to carry). For those, the
-//! annotation written is the data for going back and nothing else, so it is rendered by the same
-//! code as the tree converter's, from the same values, and is the same text. Every other object
+//! annotation written is the data for going back and nothing else; [`annotation`] writes it
+//! from the scalars the scan collected, as the tree converter renders it. Every other object
 //! (and anything this reader is not sure of: a member twice, an escaped key where it looks,
 //! a non-scalar where the rules read a scalar, an object with many members or conditions) is
 //! declined, and the caller converts it with the tree converter, which has the full rules and
 //! names what is wrong.
 
-use serde_json::value::RawValue;
-use serde_json::{Map, Value};
+mod annotation;
 
-use super::body::{SEEN, V1_ONLY, canonical_status, put_nested};
-use super::meta::Shape;
-use super::preserved::{Entry, Preserved};
-use super::{Version, finish_ref};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::Version;
+use super::body::{V1_ONLY, canonical_status};
 use crate::contract::{CONVERSION_PRESERVED_ANNOTATION, GROUP};
+use annotation::{Collected, ConditionEntry};
 
 /// Most members of one object this reader looks into, and most conditions: the duplicate check
 /// compares each key with the ones before it, so this bounds its work; real objects stay far
@@ -51,10 +52,12 @@ pub fn convert_object_text(
         at: 0,
         out,
         to,
-        from: Version::V1,
-        spec: [None, None],
-        status: [None, None],
-        conditions: Vec::new(),
+        collected: Collected {
+            restores: Version::V1,
+            spec: [None, None],
+            status: [None, None],
+            conditions: Vec::new(),
+        },
         types: Vec::new(),
         annotations_end: None,
         keys: Vec::with_capacity(MAX_MEMBERS),
@@ -73,11 +76,8 @@ struct Writer<'a, 'o> {
     at: usize,
     out: &'o mut Vec<u8>,
     to: Version,
-    from: Version,
-    /// The taken values of `V1_ONLY.spec`'s and `V1_ONLY.status`'s paths, by path index.
-    spec: [Option<Value>; 2],
-    status: [Option<Value>; 2],
-    conditions: Vec<Entry>,
+    /// What goes into the annotation; `restores` is the version the object came in.
+    collected: Collected<'a>,
     /// Each condition `type` seen and how many times, for an entry's `nth`.
     types: Vec<(Option<&'a str>, u64)>,
     /// The keys of the objects being read, outermost first (see [`Self::object`]).
@@ -121,7 +121,7 @@ impl<'a> Writer<'a, '_> {
                     .and_then(|v| v.strip_suffix('"'))
                     .and_then(Version::from_api_version)
                     .ok_or(Declined)?;
-                w.from = from;
+                w.collected.restores = from;
                 w.key(key, wrote);
                 for part in ["\"", GROUP, "/", w.to.name(), "\""] {
                     w.out.extend_from_slice(part.as_bytes());
@@ -148,7 +148,7 @@ impl<'a> Writer<'a, '_> {
             // `{}`: no apiVersion.
             return Err(Declined);
         }
-        if self.from == self.to {
+        if self.collected.restores == self.to {
             // Written back as it came; the scan only checked that the tree converter would
             // read it the same way.
             self.out.truncate(start);
@@ -160,32 +160,13 @@ impl<'a> Writer<'a, '_> {
 
     /// Puts the data for going back into `metadata.annotations`, as the tree converter does.
     fn annotate(&mut self) -> Step {
-        let mut data = Preserved::new(self.from);
-        for (slots, paths, node) in [
-            (&mut self.spec, V1_ONLY.spec, &mut data.spec),
-            (&mut self.status, V1_ONLY.status, &mut data.status),
-        ] {
-            for (slot, path) in slots.iter_mut().zip(paths) {
-                if let (Some(value), Some((leaf, parents))) = (slot.take(), path.split_last()) {
-                    put_nested(node, parents, leaf, value);
-                }
-            }
-        }
-        data.conditions = std::mem::take(&mut self.conditions);
-        if data.is_empty() {
+        if self.collected.is_empty() {
             return Ok(());
         }
         let (at, preceded) = self.annotations_end.ok_or(Declined)?;
-        let text = finish_ref(&data, Shape::Annotations).ok_or(Declined)?;
-        let mut member =
-            Vec::with_capacity(text.len() + CONVERSION_PRESERVED_ANNOTATION.len() + 16);
-        if preceded {
-            member.push(b',');
-        }
-        member.push(b'"');
-        member.extend_from_slice(CONVERSION_PRESERVED_ANNOTATION.as_bytes());
-        member.extend_from_slice(b"\":");
-        serde_json::to_writer(&mut member, &text).map_err(|_| Declined)?;
+        let member = self
+            .collected
+            .member(CONVERSION_PRESERVED_ANNOTATION, preceded)?;
         self.out.splice(at..at, member);
         Ok(())
     }
@@ -249,13 +230,13 @@ impl<'a> Writer<'a, '_> {
     /// A version-only field: taken into the annotation when converting from v1; converting to
     /// v1 with one in the input is the long way's (the way back carries it).
     fn take(&mut self, node: Node, index: usize) -> Step {
-        if self.from != Version::V1 {
+        if self.collected.restores != Version::V1 {
             return Err(Declined);
         }
-        let value = self.parsed_scalar()?;
+        let value = self.read_scalar()?;
         let slots = match node {
-            Node::Spec => &mut self.spec,
-            Node::Status => &mut self.status,
+            Node::Spec => &mut self.collected.spec,
+            Node::Status => &mut self.collected.status,
         };
         *slots.get_mut(index).ok_or(Declined)? = Some(value);
         Ok(())
@@ -296,61 +277,51 @@ impl<'a> Writer<'a, '_> {
     /// One condition: its status spelled the desired version's way, its v1-only fields taken,
     /// and an entry for the annotation when the way back needs one.
     fn condition(&mut self) -> Step {
-        let (mut kind, mut status, mut time) = (None, None, None);
+        let mut seen = [None; 3];
         let mut original_status = None;
-        let mut restore_only = Vec::new();
+        let mut only = [None; V1_ONLY.condition.len()];
         self.object(|w, key, wrote| match key {
             "type" => {
-                kind = Some(w.copy_scalar(key, wrote)?);
+                seen[0] = Some(w.copy_scalar(key, wrote)?);
                 Ok(())
             }
             "lastTransitionTime" => {
-                time = Some(w.copy_scalar(key, wrote)?);
+                seen[2] = Some(w.copy_scalar(key, wrote)?);
                 Ok(())
             }
             "status" => {
                 let raw = w.read_scalar()?;
                 w.key(key, wrote);
-                let rendered = match (
-                    w.to,
-                    raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')),
-                ) {
-                    (Version::V1, Some(text)) => {
-                        let canonical = canonical_status(text);
-                        if canonical != text {
-                            original_status = Some(Value::String(text.to_owned()));
+                let rendered = match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+                    Some(text) => {
+                        let canonical = quoted(canonical_status(text));
+                        if canonical != raw {
+                            original_status = Some(raw);
                         }
-                        w.out.push(b'"');
-                        w.out.extend_from_slice(canonical.as_bytes());
-                        w.out.push(b'"');
-                        Value::String(canonical.to_owned())
-                    }
-                    (Version::V1alpha1, Some(text)) => {
-                        if canonical_status(text) != text {
-                            original_status = Some(Value::String(text.to_owned()));
+                        match w.to {
+                            Version::V1 => canonical,
+                            Version::V1alpha1 => raw,
                         }
-                        w.out.extend_from_slice(raw.as_bytes());
-                        Value::String(text.to_owned())
                     }
                     // Not a string: copied both ways, nothing to restore.
-                    (_, None) => {
-                        w.out.extend_from_slice(raw.as_bytes());
-                        parse(raw)?
-                    }
+                    None => raw,
                 };
-                status = Some(rendered);
+                w.out.extend_from_slice(rendered.as_bytes());
+                seen[1] = Some(rendered);
                 Ok(())
             }
-            _ if V1_ONLY.condition.contains(&key) => {
-                if w.from != Version::V1 {
-                    return Err(Declined);
+            _ => match V1_ONLY.condition.iter().position(|field| *field == key) {
+                Some(index) => {
+                    if w.collected.restores != Version::V1 {
+                        return Err(Declined);
+                    }
+                    only[index] = Some(w.read_scalar()?);
+                    Ok(())
                 }
-                restore_only.push((key.to_owned(), w.parsed_scalar()?));
-                Ok(())
-            }
-            _ => w.copy(key, wrote),
+                None => w.copy(key, wrote),
+            },
         })?;
-        let type_key = match kind {
+        let type_key = match seen[0] {
             None => None,
             Some(raw) => Some(
                 raw.strip_prefix('"')
@@ -368,30 +339,15 @@ impl<'a> Writer<'a, '_> {
                 0
             }
         };
-        if original_status.is_none() && restore_only.is_empty() {
+        if original_status.is_none() && only.iter().all(Option::is_none) {
             return Ok(());
         }
-        let mut restore = Map::new();
-        if let Some(original) = original_status {
-            restore.insert("status".into(), original);
-        }
-        // In the order of V1_ONLY.condition, as the tree converter inserts them.
-        for field in V1_ONLY.condition {
-            if let Some(at) = restore_only.iter().position(|(k, _)| k == field) {
-                let (key, value) = restore_only.swap_remove(at);
-                restore.insert(key, value);
-            }
-        }
-        let mut seen = Map::new();
-        for (field, value) in SEEN
-            .iter()
-            .zip([kind.map(parse), status.map(Ok), time.map(parse)])
-        {
-            if let Some(value) = value {
-                seen.insert((*field).to_owned(), value?);
-            }
-        }
-        self.conditions.push(Entry { seen, nth, restore });
+        self.collected.conditions.push(ConditionEntry {
+            seen,
+            nth,
+            status: original_status,
+            only,
+        });
         Ok(())
     }
 
@@ -473,11 +429,6 @@ impl<'a> Writer<'a, '_> {
             Some(b'-' | b'0'..=b'9') => parse(value).map(|_| value),
             _ => Err(Declined),
         }
-    }
-
-    /// [`Self::read_scalar`], parsed.
-    fn parsed_scalar(&mut self) -> Step<Value> {
-        self.read_scalar().and_then(parse)
     }
 
     /// The text of the next value, which is valid JSON (the whole object is).
@@ -575,4 +526,13 @@ impl<'a> Writer<'a, '_> {
 
 fn parse(raw: &str) -> Step<Value> {
     serde_json::from_str(raw).map_err(|_| Declined)
+}
+
+/// A condition status as a JSON string.
+fn quoted(status: &'static str) -> &'static str {
+    match status {
+        "True" => "\"True\"",
+        "False" => "\"False\"",
+        _ => "\"Unknown\"",
+    }
 }

@@ -70,6 +70,17 @@ proptest! {
     }
 
     #[test]
+    fn numbers_spelled_any_way_come_out_as_the_tree_converter_writes_them(
+        object in prop_oneof![stored_v1(), read_v1alpha1()],
+        spelling in 0u8..4,
+    ) {
+        let mut text = Vec::new();
+        let mut writer = serde_json::Serializer::with_formatter(&mut text, Respelled(spelling));
+        serde::Serialize::serialize(&object, &mut writer).expect("serializes");
+        same_as_the_tree(std::str::from_utf8(&text).expect("UTF-8"))?;
+    }
+
+    #[test]
     fn odd_objects_come_out_as_the_tree_converter_writes_them_or_are_declined(
         object in any_shape(),
     ) {
@@ -79,6 +90,54 @@ proptest! {
     #[test]
     fn any_json_is_converted_as_the_tree_converts_it_or_declined(value in any_json()) {
         same_as_the_tree(&value.to_string())?;
+    }
+}
+
+/// Writes numbers in spellings JSON allows besides `serde_json`'s own (`3.0`, `3e0`, `-0`,
+/// `1.5E+0`), which a client may send and `serde_json` reads to the same value.
+struct Respelled(u8);
+
+impl Respelled {
+    fn integer<W: ?Sized + std::io::Write>(
+        &self,
+        out: &mut W,
+        digits: &str,
+    ) -> std::io::Result<()> {
+        match self.0 {
+            0 => write!(out, "{digits}.0"),
+            1 => write!(out, "{digits}e0"),
+            2 if digits == "0" => write!(out, "-0"),
+            _ => write!(out, "{digits}"),
+        }
+    }
+}
+
+impl serde_json::ser::Formatter for Respelled {
+    fn write_i64<W: ?Sized + std::io::Write>(
+        &mut self,
+        out: &mut W,
+        v: i64,
+    ) -> std::io::Result<()> {
+        self.integer(out, &v.to_string())
+    }
+
+    fn write_u64<W: ?Sized + std::io::Write>(
+        &mut self,
+        out: &mut W,
+        v: u64,
+    ) -> std::io::Result<()> {
+        self.integer(out, &v.to_string())
+    }
+
+    fn write_f64<W: ?Sized + std::io::Write>(
+        &mut self,
+        out: &mut W,
+        v: f64,
+    ) -> std::io::Result<()> {
+        match self.0 {
+            3 => write!(out, "{v:E}").map(drop),
+            _ => serde_json::ser::CompactFormatter.write_f64(out, v),
+        }
     }
 }
 
