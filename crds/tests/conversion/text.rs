@@ -135,7 +135,7 @@ impl serde_json::ser::Formatter for Respelled {
         v: f64,
     ) -> std::io::Result<()> {
         match self.0 {
-            3 => write!(out, "{v:E}").map(drop),
+            3 => write!(out, "{v:E}"),
             _ => serde_json::ser::CompactFormatter.write_f64(out, v),
         }
     }
