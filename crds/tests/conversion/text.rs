@@ -74,10 +74,7 @@ proptest! {
         object in prop_oneof![stored_v1(), read_v1alpha1()],
         spelling in 0u8..4,
     ) {
-        let mut text = Vec::new();
-        let mut writer = serde_json::Serializer::with_formatter(&mut text, Respelled(spelling));
-        serde::Serialize::serialize(&object, &mut writer).expect("serializes");
-        same_as_the_tree(std::str::from_utf8(&text).expect("UTF-8"))?;
+        same_as_the_tree(&respelled(&object.to_string(), spelling))?;
     }
 
     #[test]
@@ -93,51 +90,44 @@ proptest! {
     }
 }
 
-/// Writes numbers in spellings JSON allows besides `serde_json`'s own (`3.0`, `3e0`, `-0`,
-/// `1.5E+0`), which a client may send and `serde_json` reads to the same value.
-struct Respelled(u8);
-
-impl Respelled {
-    fn integer<W: ?Sized + std::io::Write>(
-        &self,
-        out: &mut W,
-        digits: &str,
-    ) -> std::io::Result<()> {
-        match self.0 {
-            0 => write!(out, "{digits}.0"),
-            1 => write!(out, "{digits}e0"),
-            2 if digits == "0" => write!(out, "-0"),
-            _ => write!(out, "{digits}"),
+/// `text` (JSON) with its numbers spelled as `serde_json` never writes them but a client may
+/// (`3.0`, `3e0`, `-0`, `1.50`), which `serde_json` reads back to the same value.
+fn respelled(text: &str, spelling: u8) -> String {
+    let bytes = text.as_bytes();
+    let (mut out, mut at, mut in_string) = (Vec::with_capacity(2 * bytes.len()), 0, false);
+    while let Some(&byte) = bytes.get(at) {
+        let starts_number = !in_string && (byte == b'-' || byte.is_ascii_digit());
+        if starts_number {
+            let end = bytes[at..]
+                .iter()
+                .position(|b| !matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
+                .map_or(bytes.len(), |length| at + length);
+            out.extend_from_slice(respell(&text[at..end], spelling).as_bytes());
+            at = end;
+            continue;
         }
+        out.push(byte);
+        if in_string && byte == b'\\' {
+            // The escaped character, whatever it is, stays in the string.
+            at += 1;
+            out.extend(bytes.get(at));
+        } else if byte == b'"' {
+            in_string = !in_string;
+        }
+        at += 1;
     }
+    String::from_utf8(out).expect("UTF-8 in, UTF-8 out")
 }
 
-impl serde_json::ser::Formatter for Respelled {
-    fn write_i64<W: ?Sized + std::io::Write>(
-        &mut self,
-        out: &mut W,
-        v: i64,
-    ) -> std::io::Result<()> {
-        self.integer(out, &v.to_string())
-    }
-
-    fn write_u64<W: ?Sized + std::io::Write>(
-        &mut self,
-        out: &mut W,
-        v: u64,
-    ) -> std::io::Result<()> {
-        self.integer(out, &v.to_string())
-    }
-
-    fn write_f64<W: ?Sized + std::io::Write>(
-        &mut self,
-        out: &mut W,
-        v: f64,
-    ) -> std::io::Result<()> {
-        match self.0 {
-            3 => write!(out, "{v:E}"),
-            _ => serde_json::ser::CompactFormatter.write_f64(out, v),
-        }
+fn respell(number: &str, spelling: u8) -> String {
+    let fraction = number.contains('.');
+    let exponent = number.contains(['e', 'E']);
+    match spelling {
+        0 if !fraction && !exponent => format!("{number}.0"),
+        1 if !exponent => format!("{number}e0"),
+        2 if number == "0" => "-0".to_owned(),
+        3 if fraction && !exponent => format!("{number}0"),
+        _ => number.to_owned(),
     }
 }
 
